@@ -1,0 +1,51 @@
+// IEEE binary16 and bfloat16 conversions (exact, round-to-nearest-even on the way in).
+#pragma once
+#include <cstdint>
+#include <cstring>
+
+namespace strata {
+
+inline float bits_to_f32(uint32_t u) { float f; std::memcpy(&f, &u, 4); return f; }
+inline uint32_t f32_to_bits(float f) { uint32_t u; std::memcpy(&u, &f, 4); return u; }
+
+// fp16 -> f32, exact for every input including subnormals, inf and NaN.
+inline float fp16_to_f32(uint16_t h) {
+    const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+    const uint32_t exp = (h >> 10) & 0x1Fu;
+    uint32_t mant = h & 0x3FFu;
+    if (exp == 0x1F) return bits_to_f32(sign | 0x7F800000u | (mant << 13));  // inf / NaN
+    if (exp != 0) return bits_to_f32(sign | ((exp + 112u) << 23) | (mant << 13));
+    if (mant == 0) return bits_to_f32(sign);                                   // +-0
+    // subnormal: value = mant * 2^-24
+    int e = -1;
+    do { mant <<= 1; ++e; } while ((mant & 0x400u) == 0);
+    return bits_to_f32(sign | static_cast<uint32_t>(112 - e) << 23 | ((mant & 0x3FFu) << 13));
+}
+
+// f32 -> fp16 with round-to-nearest-even; overflow gives inf, NaN stays NaN.
+inline uint16_t f32_to_fp16(float f) {
+    const uint32_t u = f32_to_bits(f);
+    const uint32_t sign = (u >> 16) & 0x8000u;
+    const uint32_t absu = u & 0x7FFFFFFFu;
+    if (absu > 0x7F800000u) return static_cast<uint16_t>(sign | 0x7E00u);       // NaN
+    if (absu >= 0x477FF000u) return static_cast<uint16_t>(sign | 0x7C00u);      // rounds to inf
+    if (absu < 0x38800000u) {                                                    // subnormal or 0
+        // add 0.5 (as a float) so the FPU rounds the mantissa to a multiple of 2^-24
+        const float r = bits_to_f32(absu) + 0.5f;
+        return static_cast<uint16_t>(sign | (f32_to_bits(r) - 0x3F000000u));
+    }
+    const uint32_t mant_odd = (absu >> 13) & 1u;
+    const uint32_t v = absu + 0xC8000FFFu + mant_odd;  // rebias exponent (-112<<23) and round
+    return static_cast<uint16_t>(sign | (v >> 13));
+}
+
+inline float bf16_to_f32(uint16_t b) { return bits_to_f32(static_cast<uint32_t>(b) << 16); }
+
+// f32 -> bf16 as ggml does it: round to nearest even; NaN becomes a quiet NaN.
+inline uint16_t f32_to_bf16(float f) {
+    const uint32_t u = f32_to_bits(f);
+    if ((u & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<uint16_t>((u >> 16) | 0x40u);
+    return static_cast<uint16_t>((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+}
+
+}  // namespace strata

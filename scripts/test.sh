@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# The README's test command: installs what is missing, builds Release, runs every
+# test through ctest, then fuzzes the GGUF reader for a bounded time.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install-deps.sh
+jobs=${STRATA_JOBS:-2}
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release
+cmake --build build -j"$jobs"
+(cd build && ctest --output-on-failure -j"$jobs")
+if [ "${STRATA_SKIP_FUZZ:-0}" != 1 ]; then
+    FUZZ_SECONDS=${FUZZ_SECONDS:-60} bash scripts/fuzz.sh
+fi
