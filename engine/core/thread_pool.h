@@ -1,0 +1,50 @@
+// A fixed pool of worker threads for data-parallel kernels. The calling thread takes
+// part, so a pool of n threads starts n - 1 workers. Work is split into tasks that
+// the threads claim from a shared counter; kernels make each output element the work
+// of exactly one task, so results never depend on the thread count or the claim order.
+#pragma once
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace strata {
+
+class ThreadPool {
+public:
+    explicit ThreadPool(int n_threads);
+    ~ThreadPool();
+    ThreadPool(const ThreadPool&) = delete;
+    ThreadPool& operator=(const ThreadPool&) = delete;
+
+    int size() const { return n_threads_; }
+
+    // Runs fn(task) for task in [0, n_tasks) across the pool and returns when all are
+    // done. Not reentrant: fn must not call run on the same pool. An exception thrown
+    // by fn is rethrown here (the first one; the remaining tasks still run).
+    void run(int64_t n_tasks, const std::function<void(int64_t)>& fn);
+
+    // Splits [0, n) into chunks of at least `grain` and runs fn(begin, end) for each.
+    void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
+
+private:
+    void worker_loop();
+    void work();
+
+    int n_threads_;
+    std::vector<std::thread> workers_;
+    std::mutex mu_;
+    std::condition_variable cv_start_, cv_done_;
+    uint64_t generation_ = 0;  // bumped for each run; workers wait for a new value
+    bool stop_ = false;
+    const std::function<void(int64_t)>* fn_ = nullptr;
+    int64_t n_tasks_ = 0;
+    std::atomic<int64_t> next_{0};
+    int active_ = 0;  // workers still inside the current run
+    std::exception_ptr error_;
+};
+
+}  // namespace strata

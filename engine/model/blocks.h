@@ -1,0 +1,34 @@
+// Building blocks shared by the architectures, written once: attention over the KV
+// cache (plain, or gated as Qwen3-Next has it) and the SwiGLU feed-forward.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "engine/model/hparams.h"
+#include "engine/model/model.h"
+
+namespace strata {
+
+struct AttnWeights {
+    std::vector<float> norm;            // [n_embd] pre-attention RMSNorm
+    MatView wq;                         // [n_embd, n_q] (gated: [n_embd, 2 n_q], per head [query | gate])
+    MatView wk, wv;                     // [n_embd, n_kv]
+    MatView wo;                         // [n_q, n_embd]
+    std::vector<float> q_norm, k_norm;  // [head_dim] per-head RMSNorm (qwen3, qwen3next); empty = none
+    bool gated = false;                 // output *= sigmoid(gate) per head (qwen3next)
+};
+
+struct FfnWeights {
+    MatView gate, up;  // [n_embd, n_ff]
+    MatView down;      // [n_ff, n_embd]
+};
+
+// out[T, n_embd] = attention(h) for tokens at pos0.. ; h is already normed. Stores K/V
+// of these positions in the cache's layer kv_layer.
+void attention_block(ForwardCtx& ctx, const HParams& hp, const AttnWeights& w, KvCache& kv,
+                     int64_t kv_layer, const float* h, int64_t T, int64_t pos0, float* out);
+
+// out[T, n_embd] = down(silu(gate(h)) * up(h)).
+void ffn_block(ForwardCtx& ctx, const FfnWeights& w, const float* h, int64_t T, int64_t n_embd, float* out);
+
+}  // namespace strata

@@ -1,0 +1,88 @@
+#include "engine/model/hparams.h"
+
+#include "engine/core/error.h"
+#include "engine/gguf/reader.h"
+
+namespace strata {
+
+const char* arch_name(Arch a) {
+    switch (a) {
+        case Arch::Llama: return "llama";
+        case Arch::Qwen3: return "qwen3";
+        case Arch::Qwen3Next: return "qwen3next";
+    }
+    return "?";
+}
+
+HParams HParams::from_gguf(const GgufFile& f) {
+    HParams h;
+    h.arch_name = f.get_string("general.architecture");
+    if (h.arch_name == "llama") h.arch = Arch::Llama;
+    else if (h.arch_name == "qwen3") h.arch = Arch::Qwen3;
+    else if (h.arch_name == "qwen3next") h.arch = Arch::Qwen3Next;
+    else fail("{}: unsupported architecture '{}' (supported: llama, qwen3, qwen3next)", f.path(), h.arch_name);
+    const std::string A = h.arch_name + ".";
+
+    auto positive = [&](const std::string& key, int64_t v) {
+        if (v <= 0 || v > (int64_t{1} << 32)) fail("{}: {} = {} is out of range", f.path(), key, v);
+        return v;
+    };
+    h.n_ctx_train = positive(A + "context_length", f.get_int(A + "context_length"));
+    h.n_embd = positive(A + "embedding_length", f.get_int(A + "embedding_length"));
+    int64_t n_block = positive(A + "block_count", f.get_int(A + "block_count"));
+    h.n_ff = f.get_int(A + "feed_forward_length", 0);
+    h.n_head = positive(A + "attention.head_count", f.get_int(A + "attention.head_count"));
+    h.n_head_kv = positive(A + "attention.head_count_kv", f.get_int(A + "attention.head_count_kv", h.n_head));
+    h.head_dim = positive(A + "attention.key_length", f.get_int(A + "attention.key_length", h.n_embd / h.n_head));
+    h.head_dim_v = positive(A + "attention.value_length", f.get_int(A + "attention.value_length", h.head_dim));
+    h.n_rot = f.get_int(A + "rope.dimension_count", h.head_dim);
+    h.rope_freq_base = static_cast<float>(f.get_float(A + "rope.freq_base", 10000.0));
+    const double factor = f.get_float(A + "rope.scaling.factor", f.get_float(A + "rope.scale_linear", 0.0));
+    h.rope_freq_scale = factor > 0 ? static_cast<float>(1.0 / factor) : 1.0f;
+    const std::string scaling = f.get_string(A + "rope.scaling.type", "linear");
+    if (scaling != "linear" && scaling != "none")
+        fail("{}: rope scaling '{}' is not supported yet (linear and none are)", f.path(), scaling);
+    h.rms_eps = static_cast<float>(f.get_float(A + "attention.layer_norm_rms_epsilon"));
+    h.rope_neox = h.arch != Arch::Llama;
+
+    if (h.n_head % h.n_head_kv != 0)
+        fail("{}: head_count {} is not a multiple of head_count_kv {}", f.path(), h.n_head, h.n_head_kv);
+    if (h.n_rot <= 0 || h.n_rot > h.head_dim || h.n_rot % 2 != 0)
+        fail("{}: rope.dimension_count {} must be even and in 1..{}", f.path(), h.n_rot, h.head_dim);
+
+    if (h.arch == Arch::Qwen3Next) {
+        h.n_expert = positive(A + "expert_count", f.get_int(A + "expert_count"));
+        h.n_expert_used = positive(A + "expert_used_count", f.get_int(A + "expert_used_count"));
+        if (h.n_expert_used > h.n_expert) fail("{}: expert_used_count {} > expert_count {}", f.path(), h.n_expert_used, h.n_expert);
+        h.n_ff_exp = positive(A + "expert_feed_forward_length", f.get_int(A + "expert_feed_forward_length", h.n_ff / h.n_expert_used));
+        h.n_ff_shexp = f.get_int(A + "expert_shared_feed_forward_length", h.n_ff);
+        h.ssm_conv_kernel = positive(A + "ssm.conv_kernel", f.get_int(A + "ssm.conv_kernel"));
+        h.ssm_d_state = positive(A + "ssm.state_size", f.get_int(A + "ssm.state_size"));
+        h.ssm_n_group = positive(A + "ssm.group_count", f.get_int(A + "ssm.group_count"));
+        h.ssm_dt_rank = positive(A + "ssm.time_step_rank", f.get_int(A + "ssm.time_step_rank"));
+        h.ssm_d_inner = positive(A + "ssm.inner_size", f.get_int(A + "ssm.inner_size"));
+        if (h.ssm_dt_rank % h.ssm_n_group != 0)
+            fail("{}: ssm.time_step_rank {} is not a multiple of ssm.group_count {}", f.path(), h.ssm_dt_rank, h.ssm_n_group);
+        h.n_nextn = f.get_int(A + "nextn_predict_layers", 0);
+        if (h.n_nextn < 0 || h.n_nextn >= n_block) fail("{}: nextn_predict_layers {} out of range", f.path(), h.n_nextn);
+        h.n_layer = n_block - h.n_nextn;
+        const int64_t interval = positive(A + "full_attention_interval", f.get_int(A + "full_attention_interval", 4));
+        h.recurrent.resize(static_cast<size_t>(h.n_layer));
+        for (int64_t i = 0; i < h.n_layer; ++i) h.recurrent[i] = (i + 1) % interval != 0;
+        if (f.has(A + "attention.recurrent_layers")) {
+            const auto& v = f.get(A + "attention.recurrent_layers").as_array();
+            if (static_cast<int64_t>(v.size()) < h.n_layer) fail("{}: attention.recurrent_layers has {} entries for {} layers", f.path(), v.size(), h.n_layer);
+            for (int64_t i = 0; i < h.n_layer; ++i)
+                h.recurrent[i] = v[i].type() == GgufType::BOOL ? v[i].as_bool() : v[i].as_int() != 0;
+        }
+    } else {
+        h.n_layer = n_block;
+    }
+
+    if (f.has(A + "vocab_size")) h.n_vocab = f.get_int(A + "vocab_size");
+    else if (f.has("tokenizer.ggml.tokens")) h.n_vocab = static_cast<int64_t>(f.get("tokenizer.ggml.tokens").as_array().size());
+    else h.n_vocab = f.tensor("token_embd.weight").ne[1];
+    return h;
+}
+
+}  // namespace strata

@@ -1,0 +1,63 @@
+// Dense decoder (llama, qwen3): pre-norm attention and SwiGLU FFN with residuals.
+// MODEL_SPEC.md 3.5. qwen3 differs only by its per-head q/k norms and NEOX rotary.
+#include "engine/model/blocks.h"
+#include "engine/model/weights.h"
+#include "kernels/cpu/ops.h"
+
+namespace strata {
+namespace {
+
+struct DenseLayer {
+    AttnWeights attn;
+    std::vector<float> ffn_norm;  // [n_embd]
+    FfnWeights ffn;
+};
+
+class DenseModel final : public Model {
+public:
+    explicit DenseModel(GgufFile f) : Model(std::move(f)) {
+        WeightBinder b(file_);
+        const HParams& h = hp_;
+        for (int64_t il = 0; il < h.n_layer; ++il) {
+            const std::string p = "blk." + std::to_string(il) + ".";
+            DenseLayer L;
+            L.attn.norm = b.vec(p + "attn_norm.weight", h.n_embd);
+            L.attn.wq = b.mat(p + "attn_q.weight", h.n_embd, h.n_q());
+            L.attn.wk = b.mat(p + "attn_k.weight", h.n_embd, h.n_kv());
+            L.attn.wv = b.mat(p + "attn_v.weight", h.n_embd, h.n_head_kv * h.head_dim_v);
+            L.attn.wo = b.mat(p + "attn_output.weight", h.n_head * h.head_dim_v, h.n_embd);
+            if (h.arch == Arch::Qwen3) {
+                L.attn.q_norm = b.vec(p + "attn_q_norm.weight", h.head_dim);
+                L.attn.k_norm = b.vec(p + "attn_k_norm.weight", h.head_dim);
+            }
+            L.ffn_norm = b.vec(p + "ffn_norm.weight", h.n_embd);
+            L.ffn.gate = b.mat(p + "ffn_gate.weight", h.n_embd, h.n_ff);
+            L.ffn.up = b.mat(p + "ffn_up.weight", h.n_embd, h.n_ff);
+            L.ffn.down = b.mat(p + "ffn_down.weight", h.n_ff, h.n_embd);
+            layers_.push_back(std::move(L));
+        }
+    }
+
+protected:
+    void layer(ForwardCtx& ctx, SeqState& s, int64_t il, float* x, int64_t T, int64_t pos0) const override {
+        const DenseLayer& L = layers_[static_cast<size_t>(il)];
+        const int64_t n = hp_.n_embd;
+        float* h = ctx.scratch.get(16, static_cast<size_t>(T * n));    // [T, n_embd] normed input
+        float* out = ctx.scratch.get(17, static_cast<size_t>(T * n));  // [T, n_embd] block output
+        for (int64_t t = 0; t < T; ++t) ops::rmsnorm(x + t * n, L.attn.norm.data(), hp_.rms_eps, n, h + t * n);
+        attention_block(ctx, hp_, L.attn, *s.kv, s.kv_slot[il], h, T, pos0, out);
+        ops::add(x, out, T * n);
+        for (int64_t t = 0; t < T; ++t) ops::rmsnorm(x + t * n, L.ffn_norm.data(), hp_.rms_eps, n, h + t * n);
+        ffn_block(ctx, L.ffn, h, T, n, out);
+        ops::add(x, out, T * n);
+    }
+
+private:
+    std::vector<DenseLayer> layers_;
+};
+
+}  // namespace
+
+std::unique_ptr<Model> make_dense_model(GgufFile file) { return std::make_unique<DenseModel>(std::move(file)); }
+
+}  // namespace strata

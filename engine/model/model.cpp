@@ -1,0 +1,86 @@
+#include "engine/model/model.h"
+
+#include <cstring>
+
+#include "engine/core/error.h"
+#include "engine/model/weights.h"
+#include "engine/quant/quant.h"
+#include "kernels/cpu/ops.h"
+
+namespace strata {
+
+std::unique_ptr<Model> make_dense_model(GgufFile file);      // engine/model/llama.cpp
+std::unique_ptr<Model> make_qwen3next_model(GgufFile file);  // engine/model/qwen3next.cpp
+
+Model::Model(GgufFile file) : file_(std::move(file)), hp_(HParams::from_gguf(file_)) {
+    WeightBinder b(file_);
+    tok_embd_ = b.mat("token_embd.weight", hp_.n_embd, hp_.n_vocab);
+    output_ = b.has("output.weight") ? b.mat("output.weight", hp_.n_embd, hp_.n_vocab) : tok_embd_;
+    output_norm_ = b.vec("output_norm.weight", hp_.n_embd);
+}
+
+std::unique_ptr<Model> Model::load(const std::string& path) { return load(GgufFile::open(path)); }
+
+std::unique_ptr<Model> Model::load(GgufFile file) {
+    const HParams hp = HParams::from_gguf(file);
+    switch (hp.arch) {
+        case Arch::Llama:
+        case Arch::Qwen3: return make_dense_model(std::move(file));
+        case Arch::Qwen3Next: return make_qwen3next_model(std::move(file));
+    }
+    fail("unreachable");
+}
+
+SeqState Model::new_state(int64_t n_ctx, GgmlType cache_type) const {
+    STRATA_CHECK(n_ctx > 0, "context length must be positive, got {}", n_ctx);
+    SeqState s;
+    s.n_ctx = n_ctx;
+    int64_t n_attn = 0;
+    s.kv_slot.assign(static_cast<size_t>(hp_.n_layer), -1);
+    for (int64_t il = 0; il < hp_.n_layer; ++il)
+        if (!hp_.is_recurrent(il)) s.kv_slot[il] = n_attn++;
+    const int64_t bs = type_info(cache_type).block_size;
+    if (hp_.head_dim % bs != 0 || hp_.head_dim_v % bs != 0)
+        fail("cache type {} needs a head size that is a multiple of {}, this model's is {}",
+             type_info(cache_type).name, bs, hp_.head_dim);
+    s.kv = std::make_unique<KvCache>(n_attn, n_ctx, hp_.n_kv(), hp_.n_head_kv * hp_.head_dim_v, cache_type);
+    return s;
+}
+
+void Model::embed(const int32_t* tokens, int64_t T, float* x) const {
+    for (int64_t t = 0; t < T; ++t) {
+        const int32_t id = tokens[t];
+        if (id < 0 || id >= hp_.n_vocab) fail("token id {} is out of range (vocabulary has {})", id, hp_.n_vocab);
+        dequantize_row(tok_embd_.type, tok_embd_.row(id), x + t * hp_.n_embd, hp_.n_embd);
+    }
+}
+
+void Model::run_layers(ForwardCtx& ctx, SeqState& state, int64_t l0, int64_t l1, float* x, int64_t T,
+                       int64_t pos0) const {
+    STRATA_CHECK(0 <= l0 && l0 <= l1 && l1 <= hp_.n_layer, "layer range [{}, {}) outside 0..{}", l0, l1, hp_.n_layer);
+    for (int64_t il = l0; il < l1; ++il) layer(ctx, state, il, x, T, pos0);
+}
+
+void Model::head(ForwardCtx& ctx, const float* x, int64_t T, float* logits) const {
+    float* h = ctx.scratch.get(15, static_cast<size_t>(T * hp_.n_embd));
+    for (int64_t t = 0; t < T; ++t)
+        ops::rmsnorm(x + t * hp_.n_embd, output_norm_.data(), hp_.rms_eps, hp_.n_embd, h + t * hp_.n_embd);
+    matmul(ctx.pool, output_, h, hp_.n_embd, T, logits, hp_.n_vocab);
+}
+
+void Model::eval(ForwardCtx& ctx, SeqState& state, std::span<const int32_t> tokens, float* logits,
+                 bool all_logits) const {
+    const int64_t T = static_cast<int64_t>(tokens.size());
+    STRATA_CHECK(T > 0, "eval: no tokens");
+    if (state.n_past + T > state.n_ctx)
+        fail("the prompt needs {} positions but the context holds {} ({} already used)", state.n_past + T,
+             state.n_ctx, state.n_past);
+    float* x = ctx.scratch.get(14, static_cast<size_t>(T * hp_.n_embd));
+    embed(tokens.data(), T, x);
+    run_layers(ctx, state, 0, hp_.n_layer, x, T, state.n_past);
+    state.n_past += T;
+    if (all_logits) head(ctx, x, T, logits);
+    else head(ctx, x + (T - 1) * hp_.n_embd, 1, logits);
+}
+
+}  // namespace strata

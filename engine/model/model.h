@@ -1,0 +1,75 @@
+// A loaded model: hyperparameters, weights bound to the mapped GGUF, and the forward
+// pass split into embed / layers / head so that stages can run layer ranges. Each
+// architecture is a subclass that binds its tensors and describes one layer.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "engine/core/thread_pool.h"
+#include "engine/gguf/reader.h"
+#include "engine/model/hparams.h"
+#include "engine/state/seq_state.h"
+#include "kernels/cpu/matmul.h"
+
+namespace strata {
+
+// Grow-only scratch buffers of one forward pass: after the first window of a given
+// size nothing is allocated on the hot path.
+class Scratch {
+public:
+    float* get(int slot, size_t n) {
+        if (bufs_.size() <= static_cast<size_t>(slot)) bufs_.resize(static_cast<size_t>(slot) + 1);
+        auto& b = bufs_[static_cast<size_t>(slot)];
+        if (b.size() < n) b.resize(n);
+        return b.data();
+    }
+
+private:
+    std::vector<std::vector<float>> bufs_;
+};
+
+struct ForwardCtx {
+    ThreadPool& pool;
+    Scratch scratch;
+};
+
+class Model {
+public:
+    virtual ~Model() = default;
+    // Maps the file, reads its hyperparameters and binds every tensor; a missing tensor,
+    // a wrong shape or an unsupported type is a strata::Error naming it.
+    static std::unique_ptr<Model> load(const std::string& path);
+    static std::unique_ptr<Model> load(GgufFile file);
+
+    const HParams& hp() const { return hp_; }
+    const GgufFile& file() const { return file_; }
+
+    // Fresh per-sequence state (KV cache for attention layers, recurrent state).
+    SeqState new_state(int64_t n_ctx, GgmlType cache_type) const;
+
+    // tokens at positions state.n_past .. n_past + T - 1; writes logits [T, n_vocab]
+    // when all_logits, else [n_vocab] for the last token. Advances state.n_past.
+    void eval(ForwardCtx& ctx, SeqState& state, std::span<const int32_t> tokens, float* logits,
+              bool all_logits) const;
+
+    void embed(const int32_t* tokens, int64_t T, float* x) const;  // x: [T, n_embd]
+    // Layers [l0, l1) over x in place; positions pos0 .. pos0 + T - 1.
+    void run_layers(ForwardCtx& ctx, SeqState& state, int64_t l0, int64_t l1, float* x, int64_t T,
+                    int64_t pos0) const;
+    void head(ForwardCtx& ctx, const float* x, int64_t T, float* logits) const;  // norm + LM head
+
+protected:
+    explicit Model(GgufFile file);
+    virtual void layer(ForwardCtx& ctx, SeqState& state, int64_t il, float* x, int64_t T, int64_t pos0) const = 0;
+
+    GgufFile file_;
+    HParams hp_;
+    MatView tok_embd_;                // [n_embd, n_vocab]
+    MatView output_;                  // [n_embd, n_vocab]; token_embd when tied
+    std::vector<float> output_norm_;  // [n_embd]
+};
+
+}  // namespace strata

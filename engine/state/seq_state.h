@@ -1,0 +1,19 @@
+// Everything one sequence carries between windows: the KV cache of its attention
+// layers, the recurrent state of its Gated DeltaNet layers, and its length.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "engine/state/kv_cache.h"
+
+namespace strata {
+
+struct SeqState {
+    int64_t n_ctx = 0;
+    int64_t n_past = 0;                 // tokens already in the state
+    std::unique_ptr<KvCache> kv;        // attention layers
+    std::vector<int64_t> kv_slot;       // model layer -> KV layer index (-1: not attention)
+};
+
+}  // namespace strata

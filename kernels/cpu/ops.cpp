@@ -1,0 +1,61 @@
+#include "kernels/cpu/ops.h"
+
+#include <cmath>
+
+#include "kernels/cpu/simd.h"
+
+namespace strata::ops {
+
+void rmsnorm(const float* x, const float* w, float eps, int64_t n, float* y) {
+    const float ss = simd::dot(x, x, n);
+    const float scale = 1.0f / std::sqrt(ss / static_cast<float>(n) + eps);
+    if (w)
+        for (int64_t i = 0; i < n; ++i) y[i] = x[i] * scale * w[i];
+    else
+        for (int64_t i = 0; i < n; ++i) y[i] = x[i] * scale;
+}
+
+void rope(float* x, int64_t head_dim, int64_t n_rot, bool neox, int64_t pos, float freq_base,
+          float freq_scale, const float* freq_factors) {
+    (void)head_dim;
+    const int64_t half = n_rot / 2;
+    // theta_i = pos * base^(-2i/n_rot), computed as ggml does by repeated multiplication
+    // would drift; a direct pow per pair is exact enough and independent of the window.
+    for (int64_t i = 0; i < half; ++i) {
+        float theta = static_cast<float>(pos) * std::pow(freq_base, -2.0f * static_cast<float>(i) / static_cast<float>(n_rot));
+        theta *= freq_scale;
+        if (freq_factors) theta /= freq_factors[i];
+        const float c = std::cos(theta), s = std::sin(theta);
+        float* a = neox ? &x[i] : &x[2 * i];
+        float* b = neox ? &x[i + half] : &x[2 * i + 1];
+        const float x0 = *a, x1 = *b;
+        *a = x0 * c - x1 * s;
+        *b = x0 * s + x1 * c;
+    }
+}
+
+void softmax(float* x, int64_t n) {
+    float mx = -INFINITY;
+    for (int64_t i = 0; i < n; ++i) mx = std::max(mx, x[i]);
+    float sum = 0;
+    for (int64_t i = 0; i < n; ++i) {
+        x[i] = std::exp(x[i] - mx);
+        sum += x[i];
+    }
+    const float inv = 1.0f / sum;
+    for (int64_t i = 0; i < n; ++i) x[i] *= inv;
+}
+
+float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+float silu(float x) { return x / (1.0f + std::exp(-x)); }
+float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
+
+void swiglu(const float* g, const float* u, int64_t n, float* y) {
+    for (int64_t i = 0; i < n; ++i) y[i] = silu(g[i]) * u[i];
+}
+
+void add(float* y, const float* x, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) y[i] += x[i];
+}
+
+}  // namespace strata::ops

@@ -1,0 +1,26 @@
+// Elementwise and per-row CPU ops. Each works on one row (or one head) at a time so
+// the result for a token never depends on the other tokens of its window.
+#pragma once
+#include <cstdint>
+
+namespace strata::ops {
+
+// y[i] = x[i] / sqrt(mean(x^2) + eps) * w[i] (w may be null: no weight). y may alias x.
+void rmsnorm(const float* x, const float* w, float eps, int64_t n, float* y);
+
+// Rotary embedding of one head of size head_dim in place; only the first n_rot dims
+// rotate. neox: pairs (i, i + n_rot/2); otherwise adjacent pairs (2i, 2i+1).
+// freq_scale = 1 / linear scaling factor; freq_factors (n_rot/2 values) may be null.
+void rope(float* x, int64_t head_dim, int64_t n_rot, bool neox, int64_t pos, float freq_base,
+          float freq_scale, const float* freq_factors);
+
+void softmax(float* x, int64_t n);  // in place, max-subtracted
+float silu(float x);
+float sigmoid(float x);
+float softplus(float x);
+
+// y[i] = silu(g[i]) * u[i]
+void swiglu(const float* g, const float* u, int64_t n, float* y);
+void add(float* y, const float* x, int64_t n);  // y += x
+
+}  // namespace strata::ops

@@ -1,0 +1,88 @@
+// matmul: agrees with the double-precision reference for every weight type, and is
+// bit-identical whatever the batch size and the thread count.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "engine/quant/quant.h"
+#include "kernels/cpu/matmul.h"
+
+using namespace strata;
+
+namespace {
+
+struct Weights {
+    std::vector<uint8_t> bytes;
+    MatView view;
+};
+
+Weights make_weights(GgmlType type, int64_t n_in, int64_t n_out, uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> nd(0.f, 1.f);
+    std::vector<float> f(static_cast<size_t>(n_in));
+    Weights w;
+    const size_t rb = row_bytes(type, n_in);
+    w.bytes.resize(rb * static_cast<size_t>(n_out));
+    for (int64_t r = 0; r < n_out; ++r) {
+        for (auto& v : f) v = nd(rng);
+        quantize_row(type, f.data(), w.bytes.data() + rb * static_cast<size_t>(r), n_in);
+    }
+    w.view = {type, w.bytes.data(), n_in, n_out, rb};
+    return w;
+}
+
+std::vector<float> randn(size_t n, uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> nd(0.f, 1.f);
+    std::vector<float> v(n);
+    for (auto& x : v) x = nd(rng);
+    return v;
+}
+
+}  // namespace
+
+TEST_CASE("matmul: every type agrees with the reference", "[matmul]") {
+    ThreadPool pool(2);
+    for (GgmlType type : supported_types()) {
+        if (type == GgmlType::Q8_K) continue;  // activation-only format
+        const int64_t n_in = 512, n_out = 37, T = 5;
+        Weights w = make_weights(type, n_in, n_out, 1);
+        auto x = randn(static_cast<size_t>(T * n_in), 2);
+        std::vector<float> y(static_cast<size_t>(T * n_out)), yr(y.size());
+        matmul(pool, w.view, x.data(), n_in, T, y.data(), n_out);
+        matmul_ref(w.view, x.data(), n_in, T, yr.data(), n_out);
+        double max_err = 0;
+        for (size_t i = 0; i < y.size(); ++i) max_err = std::max(max_err, std::fabs(double(y[i]) - yr[i]));
+        INFO(type_info(type).name << " max abs error " << max_err);
+        CHECK(max_err < 1e-3);  // sums of 512 products of O(1) values in f32
+    }
+}
+
+TEST_CASE("matmul: batch- and thread-count-invariant", "[matmul][determinism]") {
+    const int64_t n_in = 320, n_out = 45, T = 9;  // sizes that leave partial tiles
+    for (GgmlType type : {GgmlType::F32, GgmlType::F16, GgmlType::Q4_K, GgmlType::Q8_0}) {
+        Weights w = make_weights(type, type == GgmlType::Q4_K ? 512 : n_in, n_out, 3);
+        const int64_t ni = w.view.n_in;
+        auto x = randn(static_cast<size_t>(T * ni), 4);
+        ThreadPool p1(1);
+        std::vector<float> all(static_cast<size_t>(T * n_out));
+        matmul(p1, w.view, x.data(), ni, T, all.data(), n_out);
+        for (int threads : {2, 3}) {
+            ThreadPool pn(threads);
+            std::vector<float> again(all.size());
+            matmul(pn, w.view, x.data(), ni, T, again.data(), n_out);
+            CHECK(again == all);
+        }
+        for (int64_t t = 0; t < T; ++t) {  // each token alone, and in a window of 3 from t
+            std::vector<float> one(static_cast<size_t>(n_out));
+            matmul(p1, w.view, x.data() + t * ni, ni, 1, one.data(), n_out);
+            CHECK(std::equal(one.begin(), one.end(), all.begin() + t * n_out));
+            const int64_t win = std::min<int64_t>(3, T - t);
+            std::vector<float> part(static_cast<size_t>(win * n_out));
+            matmul(p1, w.view, x.data() + t * ni, ni, win, part.data(), n_out);
+            CHECK(std::equal(part.begin(), part.end(), all.begin() + t * n_out));
+        }
+    }
+}
