@@ -1,0 +1,84 @@
+#include "engine/synth/options.h"
+
+#include <fmt/format.h>
+
+#include "engine/synth/vocab.h"
+
+namespace strata::synth {
+
+Flags make_model_flags() {
+    return Flags("make-model",
+                 "strata make-model --arch llama|qwen3|qwen3next --out FILE [--preset tiny|small|1b] "
+                 "[--type TYPE] [--seed N] [--mtp] [--gdn-layout split|fused] [--vocab-size N]",
+                 {
+                     {"--arch", "NAME", "", "architecture: llama, qwen3 or qwen3next (required)"},
+                     {"--preset", "NAME", "tiny", "size: tiny (2-7M params), small (~100M) or 1b (~1.0-1.1B)"},
+                     {"--type", "TYPE", "f16", "type of the weight matrices (f32, f16, bf16, q8_0, q4_K, ...)"},
+                     {"--seed", "N", "0", "random seed; the same seed gives the same bytes"},
+                     {"--out", "FILE", "", "output GGUF file (required)"},
+                     {"--mtp", "", "", "qwen3next: add one MTP (nextn) block after the main layers"},
+                     {"--gdn-layout", "NAME", "split",
+                      "qwen3next GDN projection: split (attn_qkv + attn_gate) or fused (legacy ssm_in)"},
+                     {"--vocab-size", "N", "", "vocabulary rows (default 1024 for tiny, 32000 otherwise)"},
+                     {"--threads", "N", "2", "generation threads (the output does not depend on it)"},
+                 });
+}
+
+std::string weight_type_names() {
+    std::string s;
+    for (GgmlType t : supported_types()) {
+        if (!llama_file_type(t)) continue;
+        if (!s.empty()) s += ", ";
+        s += type_info(t).name;
+    }
+    return s;
+}
+
+SynthOptions options_from_flags(const Flags& f) {
+    if (!f.positional().empty())
+        throw UsageError(fmt::format("make-model: unexpected argument '{}'", f.positional().front()));
+    if (!f.given("--arch")) throw UsageError("make-model: --arch is required");
+    if (!f.given("--out") || f.str("--out").empty()) throw UsageError("make-model: --out FILE is required");
+
+    SynthOptions o;
+    try {
+        o.arch = parse_arch(f.str("--arch"));
+        o.preset = parse_preset(f.str("--preset"));
+        o.gdn_layout = parse_gdn_layout(f.str("--gdn-layout"));
+    } catch (const UsageError&) {
+        throw;
+    } catch (const Error& e) {
+        throw UsageError(fmt::format("make-model: {}", e.what()));
+    }
+
+    const std::string tname = f.str("--type");
+    const auto t = type_from_name(tname);
+    if (!t || !type_info(*t).supported || !llama_file_type(*t))
+        throw UsageError(fmt::format("make-model: --type '{}' is not a supported weight type (one of: {})", tname,
+                                     weight_type_names()));
+    o.type = *t;
+
+    const int64_t seed = f.integer("--seed");
+    if (seed < 0) throw UsageError(fmt::format("make-model: --seed must be >= 0, got {}", seed));
+    o.seed = static_cast<uint64_t>(seed);
+
+    if (f.given("--vocab-size")) {
+        const int64_t v = f.integer("--vocab-size");
+        const int64_t lo = 256 + n_added_tokens(), hi = int64_t{1} << 22;
+        if (v < lo || v > hi)
+            throw UsageError(fmt::format("make-model: --vocab-size must be in [{}, {}], got {}", lo, hi, v));
+        o.vocab_size = v;
+    }
+    const int64_t threads = f.integer("--threads");
+    if (threads < 1 || threads > 256)
+        throw UsageError(fmt::format("make-model: --threads must be in [1, 256], got {}", threads));
+    o.threads = static_cast<int>(threads);
+
+    o.mtp = f.on("--mtp");
+    if (o.arch != Arch::Qwen3Next && o.mtp) throw UsageError("make-model: --mtp needs --arch qwen3next");
+    if (o.arch != Arch::Qwen3Next && f.given("--gdn-layout"))
+        throw UsageError("make-model: --gdn-layout needs --arch qwen3next");
+    return o;
+}
+
+}  // namespace strata::synth

@@ -1,0 +1,56 @@
+// Chat formatting for the model families we serve, recognised from the GGUF's Jinja
+// template text or chosen by name. This is not a Jinja engine: each family's
+// template is re-implemented in C++ (MODEL_SPEC 7.5, 7.6), and an unrecognised
+// template is an error that tells the user how to pick one.
+#pragma once
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace strata {
+
+struct ChatMessage {
+    std::string role;  // "system", "user", "assistant", "tool"
+    std::string content;
+};
+
+struct ChatOptions {
+    bool add_generation_prompt = true;
+    // Qwen3 hybrid models: false appends the empty <think>\n\n</think>\n\n block to
+    // the generation prompt so the model answers without reasoning.
+    bool enable_thinking = true;
+};
+
+class ChatTemplate {
+public:
+    enum class Family { ChatMl, Llama3 };
+
+    // By name: chatml, qwen2.5, qwen3, qwen3-instruct, qwen3-thinking, llama3.
+    static ChatTemplate from_name(std::string_view name);
+    // From tokenizer.chat_template; throws strata::Error when not recognised.
+    static ChatTemplate detect(std::string_view jinja);
+    static const std::vector<std::string_view>& names();
+
+    // The prompt text. No BOS: the caller adds it when Tokenizer::add_bos(). Encode
+    // the result with parse_special = true, the message contents are not escaped.
+    std::string apply(std::span<const ChatMessage> messages, const ChatOptions& opt = {}) const;
+
+    const std::string& name() const { return name_; }
+    Family family() const { return family_; }
+
+private:
+    ChatTemplate() = default;
+    std::string render_chatml(std::span<const ChatMessage> messages, const ChatOptions& opt) const;
+    std::string render_llama3(std::span<const ChatMessage> messages, const ChatOptions& opt) const;
+
+    std::string name_;
+    Family family_ = Family::ChatMl;
+    // ChatML variants (flags rather than one class per model: they differ in little).
+    bool thinking_switch_ = false;   // honours enable_thinking (Qwen3 hybrid)
+    bool forced_think_ = false;      // generation prompt ends with "<think>\n"
+    bool qwen3_history_ = false;     // reasoning handling of assistant turns (Qwen3)
+    bool default_system_ = false;    // Qwen2.5's default system prompt
+};
+
+}  // namespace strata
