@@ -6,5 +6,9 @@ namespace strata {
 
 int cmd_inspect(int argc, char** argv);
 int cmd_make_model(int argc, char** argv);
+int cmd_run(int argc, char** argv);
+int cmd_eval(int argc, char** argv);
+int cmd_tokenize(int argc, char** argv);
+int cmd_detokenize(int argc, char** argv);
 
 }  // namespace strata

@@ -25,6 +25,8 @@ void Flags::parse(int argc, char** argv) {
             help_ = true;
             continue;
         }
+        for (const auto& sp : specs_)
+            if (!sp.alias.empty() && arg == sp.alias) arg = sp.name;
         if (arg.rfind("--", 0) != 0 || arg == "--") {
             positional_.push_back(arg);
             continue;
@@ -89,9 +91,13 @@ double Flags::number(std::string_view name) const {
 std::string Flags::help_text() const {
     std::string out = fmt::format("usage: {}\n\n", usage_);
     size_t w = 0;
-    for (const auto& s : specs_) w = std::max(w, s.name.size() + 1 + s.value_name.size());
+    auto left_of = [](const FlagSpec& s) {
+        std::string left = s.alias.empty() ? s.name : s.alias + ", " + s.name;
+        return s.value_name.empty() ? left : left + " " + s.value_name;
+    };
+    for (const auto& s : specs_) w = std::max(w, left_of(s).size());
     for (const auto& s : specs_) {
-        std::string left = s.value_name.empty() ? s.name : s.name + " " + s.value_name;
+        std::string left = left_of(s);
         out += fmt::format("  {:<{}}  {}", left, w, s.doc);
         if (!s.def.empty()) out += fmt::format(" (default: {})", s.def);
         out += "\n";
@@ -102,7 +108,8 @@ std::string Flags::help_text() const {
 std::string Flags::markdown() const {
     std::string out = fmt::format("### `{}`\n\n`{}`\n\n| flag | default | meaning |\n|---|---|---|\n", command_, usage_);
     for (const auto& s : specs_) {
-        std::string left = s.value_name.empty() ? s.name : s.name + " " + s.value_name;
+        std::string left = s.alias.empty() ? s.name : s.alias + ", " + s.name;
+        if (!s.value_name.empty()) left += " " + s.value_name;
         out += fmt::format("| `{}` | {} | {} |\n", left, s.def.empty() ? "" : "`" + s.def + "`", s.doc);
     }
     return out;

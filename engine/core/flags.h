@@ -17,6 +17,7 @@ struct FlagSpec {
     std::string value_name;  // "FILE"; empty for a switch that takes no value
     std::string def;         // default value; empty = none
     std::string doc;         // one line
+    std::string alias = {};  // optional short form: "-m"
 };
 
 // A bad command line: the CLI prints the message and the usage, and exits 2.

@@ -39,6 +39,15 @@ SeqState Model::new_state(int64_t n_ctx, GgmlType cache_type) const {
     s.kv_slot.assign(static_cast<size_t>(hp_.n_layer), -1);
     for (int64_t il = 0; il < hp_.n_layer; ++il)
         if (!hp_.is_recurrent(il)) s.kv_slot[il] = n_attn++;
+    for (int64_t i = 0; i < hp_.n_nextn; ++i) s.kv_slot.push_back(n_attn++);  // MTP blocks: attention
+    // Gated DeltaNet layers (qwen3next): conv history + delta-rule state per layer.
+    s.gdn_slot.assign(static_cast<size_t>(hp_.n_layer), -1);
+    int64_t n_rec = 0;
+    for (int64_t il = 0; il < hp_.n_layer; ++il)
+        if (hp_.is_recurrent(il)) s.gdn_slot[il] = n_rec++;
+    if (n_rec > 0)
+        s.gdn = std::make_unique<GdnState>(n_rec, hp_.ssm_conv_kernel, 2 * hp_.ssm_n_group * hp_.ssm_d_state + hp_.ssm_d_inner,
+                                           hp_.ssm_dt_rank, hp_.ssm_d_state, hp_.ssm_d_inner / hp_.ssm_dt_rank);
     const int64_t bs = type_info(cache_type).block_size;
     if (hp_.head_dim % bs != 0 || hp_.head_dim_v % bs != 0)
         fail("cache type {} needs a head size that is a multiple of {}, this model's is {}",
@@ -66,6 +75,10 @@ void Model::head(ForwardCtx& ctx, const float* x, int64_t T, float* logits) cons
     for (int64_t t = 0; t < T; ++t)
         ops::rmsnorm(x + t * hp_.n_embd, output_norm_.data(), hp_.rms_eps, hp_.n_embd, h + t * hp_.n_embd);
     matmul(ctx.pool, output_, h, hp_.n_embd, T, logits, hp_.n_vocab);
+}
+
+void Model::mtp_forward(ForwardCtx&, SeqState&, const float*, const int32_t*, int64_t, int64_t, float*, float*) const {
+    fail("{}: this model has no MTP (nextn) block", file_.path());
 }
 
 void Model::eval(ForwardCtx& ctx, SeqState& state, std::span<const int32_t> tokens, float* logits,

@@ -61,6 +61,16 @@ public:
                     int64_t pos0) const;
     void head(ForwardCtx& ctx, const float* x, int64_t T, float* logits) const;  // norm + LM head
 
+    // Multi-token prediction (qwen3next nextn block, MODEL_SPEC 4.11). For t < T: the pair
+    // (hidden[t] [n_embd], next_tokens[t]) at position pos0 + t goes through the MTP block,
+    // whose own KV cache (in state) receives these positions; writes logits [T, n_vocab]
+    // and the chained hidden state [T, n_embd] (post shared_head_norm, the vLLM convention:
+    // the caller passes the target's final-normed hidden state). Does not touch n_past.
+    // The default (models without an MTP block) throws.
+    virtual bool has_mtp() const { return false; }
+    virtual void mtp_forward(ForwardCtx& ctx, SeqState& state, const float* hidden, const int32_t* next_tokens,
+                             int64_t T, int64_t pos0, float* logits_out, float* hidden_out) const;
+
 protected:
     explicit Model(GgufFile file);
     virtual void layer(ForwardCtx& ctx, SeqState& state, int64_t il, float* x, int64_t T, int64_t pos0) const = 0;

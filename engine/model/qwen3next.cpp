@@ -1,11 +1,165 @@
-// Qwen3-Next: Gated DeltaNet and gated attention layers with MoE FFN (MODEL_SPEC 4).
+// Qwen3-Next (MODEL_SPEC 4): every layer is pre-norm with two residual branches; the
+// mixer is a Gated DeltaNet (recurrent layers) or gated full attention (every
+// full_attention_interval-th layer), the FFN a sparse MoE with a gated shared expert.
+// Optional MTP (nextn) blocks after the main stack predict one token further (4.11).
+#include <algorithm>
+
 #include "engine/core/error.h"
-#include "engine/model/model.h"
+#include "engine/model/blocks.h"
+#include "engine/model/gdn.h"
+#include "engine/model/moe.h"
+#include "engine/model/weights.h"
+#include "engine/quant/quant.h"
+#include "kernels/cpu/ops.h"
 
 namespace strata {
+namespace {
+
+struct Q3nLayer {
+    std::vector<float> attn_norm;  // [n_embd] (the "+1" of the zero-centered norm is in the file)
+    bool recurrent = false;
+    AttnWeights attn;              // full-attention layers: gated, q/k norm (attn.norm unused: see attn_norm)
+    GdnWeights gdn;                // recurrent layers
+    std::vector<float> post_norm;  // [n_embd] post_attention_norm (not ffn_norm)
+    MoeWeights moe;
+};
+
+struct MtpBlock {
+    MatView eh_proj;                      // [2 n_embd, n_embd] input [enorm(embedding) ; hnorm(hidden)]
+    std::vector<float> enorm, hnorm;      // [n_embd]
+    std::vector<float> head_norm;         // [n_embd] nextn.shared_head_norm, else output_norm
+    MatView embd, head;                   // [n_embd, n_vocab] nextn.embed_tokens / shared_head_head, else shared
+    Q3nLayer layer;                       // a full-attention decoder layer
+};
+
+class Qwen3NextModel final : public Model {
+public:
+    explicit Qwen3NextModel(GgufFile f) : Model(std::move(f)), gdn_dims_(GdnDims::from(hp_)) {
+        const GdnDims& d = gdn_dims_;
+        STRATA_CHECK(d.dv * d.nv == hp_.ssm_d_inner, "{}: ssm.inner_size {} is not a multiple of time_step_rank {}",
+                     file_.path(), hp_.ssm_d_inner, d.nv);
+        WeightBinder b(file_);
+        for (int64_t il = 0; il < hp_.n_layer; ++il) layers_.push_back(bind_layer(b, il, hp_.is_recurrent(il)));
+        for (int64_t i = 0; i < hp_.n_nextn; ++i) {
+            const std::string p = "blk." + std::to_string(hp_.n_layer + i) + ".nextn.";
+            const int64_t E = hp_.n_embd;
+            MtpBlock m;
+            m.eh_proj = b.mat(p + "eh_proj.weight", 2 * E, E);
+            m.enorm = b.vec(p + "enorm.weight", E);
+            m.hnorm = b.vec(p + "hnorm.weight", E);
+            m.head_norm = b.has(p + "shared_head_norm.weight") ? b.vec(p + "shared_head_norm.weight", E) : output_norm_;
+            m.embd = b.has(p + "embed_tokens.weight") ? b.mat(p + "embed_tokens.weight", E, hp_.n_vocab) : tok_embd_;
+            m.head = b.has(p + "shared_head_head.weight") ? b.mat(p + "shared_head_head.weight", E, hp_.n_vocab) : output_;
+            m.layer = bind_layer(b, hp_.n_layer + i, false);
+            mtp_.push_back(std::move(m));
+        }
+    }
+
+    bool has_mtp() const override { return !mtp_.empty(); }
+    void mtp_forward(ForwardCtx& ctx, SeqState& s, const float* hidden, const int32_t* next_tokens, int64_t T,
+                     int64_t pos0, float* logits_out, float* hidden_out) const override;
+
+protected:
+    void layer(ForwardCtx& ctx, SeqState& s, int64_t il, float* x, int64_t T, int64_t pos0) const override {
+        decoder_layer(ctx, s, layers_[static_cast<size_t>(il)], il, x, T, pos0);
+    }
+
+private:
+    Q3nLayer bind_layer(const WeightBinder& b, int64_t il, bool recurrent) const;
+    void decoder_layer(ForwardCtx& ctx, SeqState& s, const Q3nLayer& L, int64_t il, float* x, int64_t T,
+                       int64_t pos0) const;
+
+    GdnDims gdn_dims_;
+    std::vector<Q3nLayer> layers_;
+    std::vector<MtpBlock> mtp_;
+};
+
+Q3nLayer Qwen3NextModel::bind_layer(const WeightBinder& b, int64_t il, bool recurrent) const {
+    const HParams& h = hp_;
+    const GdnDims& d = gdn_dims_;
+    const std::string p = "blk." + std::to_string(il) + ".";
+    Q3nLayer L;
+    L.recurrent = recurrent;
+    L.attn_norm = b.vec(p + "attn_norm.weight", h.n_embd);
+    if (recurrent) {
+        GdnWeights& g = L.gdn;
+        // Prefer the current split layout, as llama.cpp does; else the legacy fused one.
+        g.fused = !b.has(p + "attn_qkv.weight") && b.has(p + "ssm_in.weight");
+        if (g.fused) {
+            g.in = b.mat(p + "ssm_in.weight", h.n_embd, 2 * d.key_dim() + 2 * d.value_dim());
+        } else {
+            g.qkv = b.mat(p + "attn_qkv.weight", h.n_embd, d.conv_dim());
+            g.gate = b.mat(p + "attn_gate.weight", h.n_embd, d.value_dim());
+        }
+        g.ba = b.mat(p + "ssm_ba.weight", h.n_embd, 2 * d.nv);
+        g.conv = b.small(p + "ssm_conv1d.weight", d.conv_k, d.conv_dim());
+        g.dt_bias = b.vec(p + "ssm_dt.bias", d.nv);
+        g.a = b.vec(p + "ssm_a", d.nv);
+        g.norm = b.vec(p + "ssm_norm.weight", d.dv);
+        g.out = b.mat(p + "ssm_out.weight", d.value_dim(), h.n_embd);
+    } else {
+        AttnWeights& a = L.attn;
+        a.gated = true;
+        a.wq = b.mat(p + "attn_q.weight", h.n_embd, 2 * h.n_q());  // per head [query | gate]
+        a.wk = b.mat(p + "attn_k.weight", h.n_embd, h.n_kv());
+        a.wv = b.mat(p + "attn_v.weight", h.n_embd, h.n_head_kv * h.head_dim_v);
+        a.wo = b.mat(p + "attn_output.weight", h.n_head * h.head_dim_v, h.n_embd);
+        a.q_norm = b.vec(p + "attn_q_norm.weight", h.head_dim);
+        a.k_norm = b.vec(p + "attn_k_norm.weight", h.head_dim);
+    }
+    L.post_norm = b.vec(p + "post_attention_norm.weight", h.n_embd);
+    L.moe = bind_moe(b, h, p);
+    return L;
+}
+
+void Qwen3NextModel::decoder_layer(ForwardCtx& ctx, SeqState& s, const Q3nLayer& L, int64_t il, float* x,
+                                   int64_t T, int64_t pos0) const {
+    const int64_t n = hp_.n_embd;
+    float* h = ctx.scratch.get(16, static_cast<size_t>(T * n));    // [T, n_embd] normed input
+    float* out = ctx.scratch.get(17, static_cast<size_t>(T * n));  // [T, n_embd] block output
+    for (int64_t t = 0; t < T; ++t) ops::rmsnorm(x + t * n, L.attn_norm.data(), hp_.rms_eps, n, h + t * n);
+    if (L.recurrent) {
+        const int64_t slot = s.gdn_slot[static_cast<size_t>(il)];
+        gdn_block(ctx, gdn_dims_, L.gdn, s.gdn->conv(slot), s.gdn->ssm(slot), h, T, out, GdnForm::Recurrent);
+    } else {
+        attention_block(ctx, hp_, L.attn, *s.kv, s.kv_slot[static_cast<size_t>(il)], h, T, pos0, out);
+    }
+    ops::add(x, out, T * n);
+    for (int64_t t = 0; t < T; ++t) ops::rmsnorm(x + t * n, L.post_norm.data(), hp_.rms_eps, n, h + t * n);
+    moe_block(ctx, hp_, L.moe, h, T, out);
+    ops::add(x, out, T * n);
+}
+
+void Qwen3NextModel::mtp_forward(ForwardCtx& ctx, SeqState& s, const float* hidden, const int32_t* next_tokens,
+                                 int64_t T, int64_t pos0, float* logits_out, float* hidden_out) const {
+    if (mtp_.empty()) Model::mtp_forward(ctx, s, hidden, next_tokens, T, pos0, logits_out, hidden_out);
+    STRATA_CHECK(T > 0 && pos0 >= 0 && pos0 + T <= s.n_ctx, "MTP window [{}, {}) outside the context of {}", pos0,
+                 pos0 + T, s.n_ctx);
+    STRATA_CHECK(static_cast<int64_t>(s.kv_slot.size()) > hp_.n_layer, "this state has no MTP KV slot");
+    const MtpBlock& m = mtp_.front();  // one MTP block, reused for every chained step (4.11.4)
+    const int64_t E = hp_.n_embd;
+    float* eh = ctx.scratch.get(40, static_cast<size_t>(T * 2 * E));  // [T, 2 n_embd] [enorm(e) ; hnorm(h)]
+    float* x = ctx.scratch.get(41, static_cast<size_t>(T * E));       // [T, n_embd] block stream
+    for (int64_t t = 0; t < T; ++t) {
+        const int32_t id = next_tokens[t];
+        if (id < 0 || id >= hp_.n_vocab) fail("token id {} is out of range (vocabulary has {})", id, hp_.n_vocab);
+        float* e = eh + t * 2 * E;
+        dequantize_row(m.embd.type, m.embd.row(id), e, E);
+        ops::rmsnorm(e, m.enorm.data(), hp_.rms_eps, E, e);  // embedding half first (4.11.2)
+        ops::rmsnorm(hidden + t * E, m.hnorm.data(), hp_.rms_eps, E, e + E);
+    }
+    matmul(ctx.pool, m.eh_proj, eh, 2 * E, T, x, E);
+    decoder_layer(ctx, s, m.layer, hp_.n_layer, x, T, pos0);
+    float* hn = ctx.scratch.get(42, static_cast<size_t>(T * E));
+    for (int64_t t = 0; t < T; ++t) ops::rmsnorm(x + t * E, m.head_norm.data(), hp_.rms_eps, E, hn + t * E);
+    if (hidden_out) std::copy(hn, hn + T * E, hidden_out);
+    matmul(ctx.pool, m.head, hn, E, T, logits_out, hp_.n_vocab);
+}
+
+}  // namespace
 
 std::unique_ptr<Model> make_qwen3next_model(GgufFile file) {
-    fail("{}: the qwen3next forward pass is not available in this build yet", file.path());
+    return std::make_unique<Qwen3NextModel>(std::move(file));
 }
 
 }  // namespace strata

@@ -1,5 +1,6 @@
 #include "engine/model/reference.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "engine/core/error.h"
@@ -63,11 +64,271 @@ void rope(double* x, int64_t n_rot, bool neox, int64_t pos, double base, double 
     }
 }
 
+double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+double silu(double x) { return x * sigmoid(x); }
+double softplus(double x) { return x > 20.0 ? x : std::log(1.0 + std::exp(x)); }
+
+Vec embed_row(const GgufFile& f, const std::string& name, int32_t id) {
+    const GgufTensorInfo& t = f.tensor(name);
+    std::vector<float> row(static_cast<size_t>(t.ne[0]));
+    dequantize_row(t.type, t.data + static_cast<size_t>(id) * row_bytes(t.type, t.ne[0]), row.data(), t.ne[0]);
+    return Vec(row.begin(), row.end());
+}
+
+// ---- qwen3next (MODEL_SPEC 4), written from the spec's formulas, in double ----
+
+// Gated attention of layer prefix p over normed inputs h at positions 0..T-1 (4.7).
+std::vector<Vec> q3n_attention(const GgufFile& f, const HParams& hp, const std::string& p, const std::vector<Vec>& h) {
+    const int64_t T = static_cast<int64_t>(h.size()), hd = hp.head_dim, hdv = hp.head_dim_v;
+    const Mat wq = load(f, p + "attn_q.weight"), wk = load(f, p + "attn_k.weight"), wv = load(f, p + "attn_v.weight"),
+              wo = load(f, p + "attn_output.weight");
+    const Vec qn = load_vec(f, p + "attn_q_norm.weight"), kn = load_vec(f, p + "attn_k_norm.weight");
+    std::vector<Vec> Q(T), G(T), K(T), V(T);
+    for (int64_t t = 0; t < T; ++t) {
+        const Vec qg = matvec(wq, h[t]);
+        for (int64_t j = 0; j < hp.n_head; ++j) {  // per head [query | gate]
+            Vec q(qg.begin() + j * 2 * hd, qg.begin() + j * 2 * hd + hd);
+            q = rmsnorm(q, qn, hp.rms_eps);
+            rope(q.data(), hp.n_rot, true, t, hp.rope_freq_base, hp.rope_freq_scale);
+            Q[t].insert(Q[t].end(), q.begin(), q.end());
+            G[t].insert(G[t].end(), qg.begin() + j * 2 * hd + hd, qg.begin() + (j + 1) * 2 * hd);
+        }
+        const Vec k = matvec(wk, h[t]);
+        for (int64_t j = 0; j < hp.n_head_kv; ++j) {
+            Vec kh(k.begin() + j * hd, k.begin() + (j + 1) * hd);
+            kh = rmsnorm(kh, kn, hp.rms_eps);
+            rope(kh.data(), hp.n_rot, true, t, hp.rope_freq_base, hp.rope_freq_scale);
+            K[t].insert(K[t].end(), kh.begin(), kh.end());
+        }
+        V[t] = matvec(wv, h[t]);
+    }
+    std::vector<Vec> out(T);
+    const int64_t group = hp.n_head / hp.n_head_kv;
+    for (int64_t t = 0; t < T; ++t) {
+        Vec o(static_cast<size_t>(hp.n_head * hdv), 0.0);
+        for (int64_t j = 0; j < hp.n_head; ++j) {
+            const int64_t g = j / group;
+            Vec s(static_cast<size_t>(t + 1));
+            double mx = -INFINITY, sum = 0;
+            for (int64_t u = 0; u <= t; ++u) {
+                double d = 0;
+                for (int64_t i = 0; i < hd; ++i) d += Q[t][j * hd + i] * K[u][g * hd + i];
+                mx = std::max(mx, s[u] = d / std::sqrt(static_cast<double>(hd)));
+            }
+            for (auto& v : s) sum += (v = std::exp(v - mx));
+            for (int64_t u = 0; u <= t; ++u)
+                for (int64_t i = 0; i < hdv; ++i) o[j * hdv + i] += s[u] / sum * V[u][g * hdv + i];
+            for (int64_t i = 0; i < hdv; ++i) o[j * hdv + i] *= sigmoid(G[t][j * hd + i]);
+        }
+        out[t] = matvec(wo, o);
+    }
+    return out;
+}
+
+// Gated DeltaNet of layer prefix p (4.5): the plain recurrence from a zero state.
+std::vector<Vec> q3n_gdn(const GgufFile& f, const HParams& hp, const std::string& p, const std::vector<Vec>& h) {
+    const int64_t T = static_cast<int64_t>(h.size());
+    const int64_t nk = hp.ssm_n_group, nv = hp.ssm_dt_rank, dk = hp.ssm_d_state, dv = hp.ssm_d_inner / nv;
+    const int64_t r = nv / nk, kd = nk * dk, vd = nv * dv, cd = 2 * kd + vd, K = hp.ssm_conv_kernel;
+    std::vector<Vec> qkv(T), z(T);
+    if (f.find_tensor(p + "attn_qkv.weight")) {
+        const Mat wqkv = load(f, p + "attn_qkv.weight"), wg = load(f, p + "attn_gate.weight");
+        for (int64_t t = 0; t < T; ++t) qkv[t] = matvec(wqkv, h[t]), z[t] = matvec(wg, h[t]);
+    } else {  // legacy ssm_in: per key group g [q_g | k_g | v_{g r..} | z_{g r..}] (4.4.1)
+        const Mat win = load(f, p + "ssm_in.weight");
+        const int64_t grp = 2 * dk + 2 * r * dv;
+        for (int64_t t = 0; t < T; ++t) {
+            const Vec m = matvec(win, h[t]);
+            qkv[t].assign(static_cast<size_t>(cd), 0.0);
+            z[t].assign(static_cast<size_t>(vd), 0.0);
+            for (int64_t g = 0; g < nk; ++g)
+                for (int64_t i = 0; i < dk; ++i) {
+                    qkv[t][g * dk + i] = m[g * grp + i];
+                    qkv[t][kd + g * dk + i] = m[g * grp + dk + i];
+                }
+            for (int64_t hh = 0; hh < nv; ++hh)
+                for (int64_t i = 0; i < dv; ++i) {
+                    const int64_t g = hh / r, j = hh % r;
+                    qkv[t][2 * kd + hh * dv + i] = m[g * grp + 2 * dk + j * dv + i];
+                    z[t][hh * dv + i] = m[g * grp + 2 * dk + r * dv + j * dv + i];
+                }
+        }
+    }
+    const Mat wba = load(f, p + "ssm_ba.weight"), conv = load(f, p + "ssm_conv1d.weight"), wout = load(f, p + "ssm_out.weight");
+    const Vec dt = load_vec(f, p + "ssm_dt.bias"), A = load_vec(f, p + "ssm_a"), nw = load_vec(f, p + "ssm_norm.weight");
+    std::vector<Mat> S(static_cast<size_t>(nv), Mat(static_cast<size_t>(dk), Vec(static_cast<size_t>(dv), 0.0)));
+    std::vector<Vec> out(T);
+    for (int64_t t = 0; t < T; ++t) {
+        const Vec ba = matvec(wba, h[t]);
+        Vec u(static_cast<size_t>(cd));
+        for (int64_t c = 0; c < cd; ++c) {
+            double s = 0;
+            for (int64_t j = 0; j < K; ++j) {
+                const int64_t tau = t - (K - 1) + j;
+                if (tau >= 0) s += conv[c][j] * qkv[tau][c];
+            }
+            u[c] = silu(s);
+        }
+        auto l2 = [&](double* x, double scale) {  // llama.cpp: x / max(||x||, eps)
+            double ss = 0;
+            for (int64_t i = 0; i < dk; ++i) ss += x[i] * x[i];
+            const double d = std::max(std::sqrt(ss), static_cast<double>(hp.rms_eps));
+            for (int64_t i = 0; i < dk; ++i) x[i] = x[i] / d * scale;
+        };
+        for (int64_t g = 0; g < nk; ++g) {
+            l2(&u[g * dk], 1.0 / std::sqrt(static_cast<double>(dk)));
+            l2(&u[kd + g * dk], 1.0);
+        }
+        Vec y(static_cast<size_t>(vd));
+        for (int64_t hh = 0; hh < nv; ++hh) {
+            const int64_t g = hh / r, j = hh % r;
+            const double beta = sigmoid(ba[g * 2 * r + j]);
+            const double gate = A[hh] * softplus(ba[g * 2 * r + r + j] + dt[hh]);
+            const double* q = &u[g * dk];
+            const double* k = &u[kd + g * dk];
+            const double* v = &u[2 * kd + hh * dv];
+            Mat& s = S[hh];
+            for (auto& row : s)
+                for (double& e : row) e *= std::exp(gate);
+            for (int64_t jv = 0; jv < dv; ++jv) {
+                double m = 0;
+                for (int64_t i = 0; i < dk; ++i) m += s[i][jv] * k[i];
+                const double delta = beta * (v[jv] - m);
+                for (int64_t i = 0; i < dk; ++i) s[i][jv] += k[i] * delta;
+            }
+            Vec o(static_cast<size_t>(dv), 0.0);
+            for (int64_t jv = 0; jv < dv; ++jv)
+                for (int64_t i = 0; i < dk; ++i) o[jv] += s[i][jv] * q[i];
+            o = rmsnorm(o, nw, hp.rms_eps);
+            for (int64_t jv = 0; jv < dv; ++jv) y[hh * dv + jv] = o[jv] * silu(z[t][hh * dv + jv]);
+        }
+        out[t] = matvec(wout, y);
+    }
+    return out;
+}
+
+// Sparse MoE with gated shared expert (4.8) on one normed vector.
+struct RefMoe {
+    Mat router, sh_gate, sh_up, sh_down;
+    std::vector<Mat> gate, up, down;  // per expert
+    Vec sh_inp;
+};
+
+RefMoe load_moe(const GgufFile& f, const HParams& hp, const std::string& p) {
+    RefMoe m;
+    m.router = load(f, p + "ffn_gate_inp.weight");
+    auto split = [&](const Mat& all, int64_t rows) {  // 3-D stack -> per-expert matrices
+        std::vector<Mat> out;
+        for (size_t r = 0; r < all.size(); r += static_cast<size_t>(rows))
+            out.emplace_back(all.begin() + static_cast<std::ptrdiff_t>(r), all.begin() + static_cast<std::ptrdiff_t>(r) + rows);
+        return out;
+    };
+    const int64_t F = hp.n_ff_exp;
+    if (f.find_tensor(p + "ffn_gate_up_exps.weight")) {
+        for (const Mat& gu : split(load(f, p + "ffn_gate_up_exps.weight"), 2 * F)) {
+            m.gate.emplace_back(gu.begin(), gu.begin() + F);
+            m.up.emplace_back(gu.begin() + F, gu.end());
+        }
+    } else {
+        m.gate = split(load(f, p + "ffn_gate_exps.weight"), F);
+        m.up = split(load(f, p + "ffn_up_exps.weight"), F);
+    }
+    m.down = split(load(f, p + "ffn_down_exps.weight"), hp.n_embd);
+    m.sh_inp = load_vec(f, p + "ffn_gate_inp_shexp.weight");
+    m.sh_gate = load(f, p + "ffn_gate_shexp.weight");
+    m.sh_up = load(f, p + "ffn_up_shexp.weight");
+    m.sh_down = load(f, p + "ffn_down_shexp.weight");
+    return m;
+}
+
+Vec swiglu_ffn(const Mat& g, const Mat& u, const Mat& d, const Vec& x) {
+    Vec a = matvec(g, x);
+    const Vec b = matvec(u, x);
+    for (size_t i = 0; i < a.size(); ++i) a[i] = silu(a[i]) * b[i];
+    return matvec(d, a);
+}
+
+Vec q3n_moe(const RefMoe& m, const HParams& hp, const Vec& x) {
+    Vec p = matvec(m.router, x);
+    const double mx = *std::max_element(p.begin(), p.end());
+    double sum = 0;
+    for (double& v : p) sum += (v = std::exp(v - mx));
+    for (double& v : p) v /= sum;
+    std::vector<int64_t> idx(p.size());
+    for (size_t i = 0; i < idx.size(); ++i) idx[i] = static_cast<int64_t>(i);
+    std::stable_sort(idx.begin(), idx.end(), [&](int64_t a, int64_t b) { return p[a] > p[b]; });
+    double wsum = 0;
+    for (int64_t s = 0; s < hp.n_expert_used; ++s) wsum += p[idx[s]];
+    Vec y(x.size(), 0.0);
+    for (int64_t s = 0; s < hp.n_expert_used; ++s) {
+        const int64_t e = idx[s];
+        const Vec o = swiglu_ffn(m.gate[e], m.up[e], m.down[e], x);
+        for (size_t i = 0; i < y.size(); ++i) y[i] += p[e] / wsum * o[i];
+    }
+    double sg = 0;
+    for (size_t i = 0; i < x.size(); ++i) sg += m.sh_inp[i] * x[i];
+    const Vec sh = swiglu_ffn(m.sh_gate, m.sh_up, m.sh_down, x);
+    for (size_t i = 0; i < y.size(); ++i) y[i] += sigmoid(sg) * sh[i];
+    return y;
+}
+
+// One qwen3next decoder layer (4.2) over the residual stream x, in place.
+void q3n_layer(const GgufFile& f, const HParams& hp, int64_t il, bool recurrent, std::vector<Vec>& x) {
+    const std::string p = "blk." + std::to_string(il) + ".";
+    const Vec an = load_vec(f, p + "attn_norm.weight"), pn = load_vec(f, p + "post_attention_norm.weight");
+    std::vector<Vec> h;
+    for (const Vec& v : x) h.push_back(rmsnorm(v, an, hp.rms_eps));
+    const std::vector<Vec> m = recurrent ? q3n_gdn(f, hp, p, h) : q3n_attention(f, hp, p, h);
+    const RefMoe moe = load_moe(f, hp, p);
+    for (size_t t = 0; t < x.size(); ++t) {
+        for (size_t i = 0; i < x[t].size(); ++i) x[t][i] += m[t][i];
+        const Vec y = q3n_moe(moe, hp, rmsnorm(x[t], pn, hp.rms_eps));
+        for (size_t i = 0; i < x[t].size(); ++i) x[t][i] += y[i];
+    }
+}
+
+std::vector<std::vector<double>> q3n_forward(const GgufFile& f, const HParams& hp, const std::vector<int32_t>& tokens) {
+    std::vector<Vec> x;
+    for (int32_t id : tokens) x.push_back(embed_row(f, "token_embd.weight", id));
+    for (int64_t il = 0; il < hp.n_layer; ++il) q3n_layer(f, hp, il, hp.is_recurrent(il), x);
+    const Vec on = load_vec(f, "output_norm.weight");
+    const Mat out = load(f, f.find_tensor("output.weight") ? "output.weight" : "token_embd.weight");
+    std::vector<Vec> logits;
+    for (const Vec& v : x) logits.push_back(matvec(out, rmsnorm(v, on, hp.rms_eps)));
+    return logits;
+}
+
 }  // namespace
+
+MtpReference reference_mtp(const GgufFile& f, const std::vector<std::vector<double>>& hidden,
+                           const std::vector<int32_t>& next_tokens) {
+    const HParams hp = HParams::from_gguf(f);
+    if (hp.n_nextn < 1) fail("reference_mtp: {} has no MTP block", f.path());
+    const std::string p = "blk." + std::to_string(hp.n_layer) + ".nextn.";
+    const auto pick = [&](const std::string& own, const std::string& shared) { return f.find_tensor(own) ? own : shared; };
+    const Vec en = load_vec(f, p + "enorm.weight"), hn = load_vec(f, p + "hnorm.weight");
+    const Mat eh = load(f, p + "eh_proj.weight");
+    std::vector<Vec> x;
+    for (size_t t = 0; t < next_tokens.size(); ++t) {
+        Vec c = rmsnorm(embed_row(f, pick(p + "embed_tokens.weight", "token_embd.weight"), next_tokens[t]), en, hp.rms_eps);
+        const Vec b = rmsnorm(hidden[t], hn, hp.rms_eps);
+        c.insert(c.end(), b.begin(), b.end());  // [embedding ; hidden] (4.11.2)
+        x.push_back(matvec(eh, c));
+    }
+    q3n_layer(f, hp, hp.n_layer, false, x);
+    const Vec norm = load_vec(f, pick(p + "shared_head_norm.weight", "output_norm.weight"));
+    const Mat head = load(f, pick(p + "shared_head_head.weight", f.find_tensor("output.weight") ? "output.weight" : "token_embd.weight"));
+    MtpReference r;
+    for (const Vec& v : x) {
+        r.hidden.push_back(rmsnorm(v, norm, hp.rms_eps));
+        r.logits.push_back(matvec(head, r.hidden.back()));
+    }
+    return r;
+}
 
 std::vector<std::vector<double>> reference_forward(const GgufFile& f, const std::vector<int32_t>& tokens) {
     const HParams hp = HParams::from_gguf(f);
-    if (hp.arch == Arch::Qwen3Next) fail("reference_forward: qwen3next is not covered yet");
+    if (hp.arch == Arch::Qwen3Next) return q3n_forward(f, hp, tokens);
     const int64_t T = static_cast<int64_t>(tokens.size()), hd = hp.head_dim;
     const Mat embd = load(f, "token_embd.weight");
     std::vector<Vec> x;

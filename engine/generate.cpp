@@ -1,0 +1,66 @@
+#include "engine/generate.h"
+
+#include <chrono>
+
+#include "engine/core/error.h"
+#include "engine/text/detokenizer.h"
+
+namespace strata {
+
+int64_t effective_context(const HParams& hp, int64_t requested) {
+    if (requested > 0) return requested;
+    return std::min<int64_t>(hp.n_ctx_train, 4096);
+}
+
+GenerateStats generate(ThreadPool& pool, const Model& model, const Tokenizer& tok,
+                       std::span<const int32_t> prompt, const GenerateOptions& opt,
+                       const std::function<bool(std::string_view)>& on_text,
+                       std::vector<int32_t>* out_tokens) {
+    using clock = std::chrono::steady_clock;
+    const HParams& hp = model.hp();
+    const int64_t n_ctx = effective_context(hp, opt.n_ctx);
+    if (prompt.empty()) fail("the prompt is empty");
+    if (static_cast<int64_t>(prompt.size()) >= n_ctx)
+        fail("the prompt has {} tokens but the context holds {} (raise -c)", prompt.size(), n_ctx);
+    STRATA_CHECK(opt.n_batch > 0, "n_batch must be positive, got {}", opt.n_batch);
+
+    ForwardCtx ctx{pool, {}};
+    SeqState state = model.new_state(n_ctx, opt.cache_type);
+    Sampler sampler(opt.sampling);
+    StreamingDetokenizer detok(tok);
+    std::vector<float> logits(static_cast<size_t>(hp.n_vocab));
+    GenerateStats st;
+    st.n_prompt = static_cast<int64_t>(prompt.size());
+
+    const auto t0 = clock::now();
+    for (size_t i = 0; i < prompt.size(); i += static_cast<size_t>(opt.n_batch)) {
+        const size_t n = std::min(prompt.size() - i, static_cast<size_t>(opt.n_batch));
+        model.eval(ctx, state, prompt.subspan(i, n), logits.data(), false);
+    }
+    for (int32_t t : prompt) sampler.accept(t);
+    const auto t1 = clock::now();
+    st.prompt_seconds = std::chrono::duration<double>(t1 - t0).count();
+
+    const int64_t limit = opt.n_predict < 0 ? n_ctx - st.n_prompt : std::min(opt.n_predict, n_ctx - st.n_prompt);
+    for (int64_t i = 0; i < limit; ++i) {
+        const int32_t next = sampler.sample(logits);
+        sampler.accept(next);
+        ++st.n_generated;
+        if (out_tokens) out_tokens->push_back(next);
+        if (tok.is_eog(next)) {
+            st.stopped_by_eog = true;
+            break;
+        }
+        const std::string piece = detok.push(next);
+        if (!piece.empty() && !on_text(piece)) break;
+        if (i + 1 == limit) break;  // no room (or no need) for another forward pass
+        const int32_t one[1] = {next};
+        model.eval(ctx, state, one, logits.data(), false);
+    }
+    const std::string rest = detok.flush();
+    if (!rest.empty()) on_text(rest);
+    st.decode_seconds = std::chrono::duration<double>(clock::now() - t1).count();
+    return st;
+}
+
+}  // namespace strata

@@ -1,0 +1,45 @@
+// Single-sequence generation on one device: prompt in chunks, then token by token.
+// The server's scheduler and the split/speculative paths build on the same pieces.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "engine/model/model.h"
+#include "engine/sample/sampler.h"
+#include "engine/text/tokenizer.h"
+
+namespace strata {
+
+struct GenerateOptions {
+    int64_t n_predict = 128;   // tokens to generate at most (-1: until the context is full)
+    int64_t n_ctx = 0;         // context length; 0 = the model's, capped at 4096
+    int64_t n_batch = 256;     // prompt tokens per window
+    GgmlType cache_type = GgmlType::F16;
+    SamplingParams sampling;
+};
+
+struct GenerateStats {
+    int64_t n_prompt = 0, n_generated = 0;
+    double prompt_seconds = 0, decode_seconds = 0;
+    bool stopped_by_eog = false;
+    double prompt_tps() const { return prompt_seconds > 0 ? static_cast<double>(n_prompt) / prompt_seconds : 0; }
+    // decode tok/s counts the tokens after the first (the first comes from the prompt pass)
+    double decode_tps() const {
+        return decode_seconds > 0 && n_generated > 1 ? static_cast<double>(n_generated - 1) / decode_seconds : 0;
+    }
+};
+
+// The context length to use: requested, else the model's training context capped at 4096.
+int64_t effective_context(const HParams& hp, int64_t requested);
+
+// Generates after `prompt`. on_text receives each piece of valid UTF-8 as it completes;
+// returning false stops generation. End-of-generation tokens stop and are not shown.
+GenerateStats generate(ThreadPool& pool, const Model& model, const Tokenizer& tok,
+                       std::span<const int32_t> prompt, const GenerateOptions& opt,
+                       const std::function<bool(std::string_view)>& on_text,
+                       std::vector<int32_t>* out_tokens = nullptr);
+
+}  // namespace strata

@@ -1,0 +1,36 @@
+// Sparse mixture of experts with a gated shared expert (Qwen3-Next, MODEL_SPEC 4.8):
+// softmax router over all experts in f32, top-k (ties -> lower index), top-k weights
+// renormalized, SwiGLU experts, plus sigmoid(w_shgate . h) * shared SwiGLU expert.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/model/blocks.h"
+#include "engine/model/hparams.h"
+#include "engine/model/model.h"
+
+namespace strata {
+
+struct MoeWeights {
+    MatView router;                    // [n_embd, n_expert] ffn_gate_inp (f32 in converted files)
+    std::vector<MatView> gate, up;     // n_expert x [n_embd, n_ff_exp] (split stacks, or halves of ffn_gate_up_exps)
+    std::vector<MatView> down;         // n_expert x [n_ff_exp, n_embd]
+    std::vector<float> shared_gate;    // [n_embd] ffn_gate_inp_shexp
+    FfnWeights shared;                 // [n_embd, n_ff_shexp] gate/up, [n_ff_shexp, n_embd] down
+};
+
+class WeightBinder;
+// Binds blk.N.ffn_* of one layer (prefix "blk.N."); accepts ffn_gate_up_exps in place of
+// ffn_gate_exps + ffn_up_exps.
+MoeWeights bind_moe(const WeightBinder& b, const HParams& hp, const std::string& prefix);
+
+// out[T, n_embd] = MoE(h[T, n_embd]). Each token's result is a fixed sequence of
+// per-row operations (experts summed in top-k order, then the shared expert), so it
+// does not depend on which other tokens share the window.
+void moe_block(ForwardCtx& ctx, const HParams& hp, const MoeWeights& w, const float* h, int64_t T, float* out);
+
+// Top-k of p[n] by value, ties to the lower index; idx[k] in descending order.
+void top_k(const float* p, int64_t n, int64_t k, int32_t* idx);
+
+}  // namespace strata

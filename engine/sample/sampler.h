@@ -1,0 +1,55 @@
+// Token sampling: logit processors (penalties), then greedy or a seeded draw after
+// temperature, top-k, top-p and min-p. Same seed, same logits -> same tokens.
+#pragma once
+#include <cstdint>
+#include <deque>
+#include <random>
+#include <span>
+#include <vector>
+
+namespace strata {
+
+struct SamplingParams {
+    float temperature = 0.0f;      // <= 0: greedy
+    int32_t top_k = 0;             // 0: off
+    float top_p = 1.0f;            // 1: off
+    float min_p = 0.0f;            // 0: off
+    float repeat_penalty = 1.0f;   // 1: off (llama.cpp style: divide positive logits, multiply negative)
+    float presence_penalty = 0.0f;
+    float frequency_penalty = 0.0f;
+    int32_t penalty_last_n = 64;   // window of recent tokens the penalties look at; -1 = whole context
+    uint64_t seed = 0;
+
+    bool greedy() const { return temperature <= 0.0f; }
+    bool has_penalties() const {
+        return repeat_penalty != 1.0f || presence_penalty != 0.0f || frequency_penalty != 0.0f;
+    }
+    void validate() const;  // throws strata::Error naming the bad field
+};
+
+class Sampler {
+public:
+    explicit Sampler(SamplingParams p);
+
+    // Applies the penalties in place (the distribution speculative decoding must match).
+    void apply_penalties(std::span<float> logits) const;
+    // Penalties, then choose a token.
+    int32_t sample(std::span<float> logits);
+    // Records an emitted (or prompt) token for the penalties.
+    void accept(int32_t token);
+
+    // Probabilities after penalties, temperature and the truncations (top-k/p, min-p):
+    // the distribution sample() draws from; zeros outside the kept set.
+    void probabilities(std::span<const float> logits, std::vector<float>& probs) const;
+
+    const SamplingParams& params() const { return p_; }
+
+private:
+    SamplingParams p_;
+    std::mt19937_64 rng_;
+    std::deque<int32_t> recent_;
+};
+
+int32_t argmax(std::span<const float> logits);
+
+}  // namespace strata

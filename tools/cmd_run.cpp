@@ -1,0 +1,76 @@
+// strata run: generate text from a prompt on the CPU. Text goes to stdout as it is
+// produced; prompt and decode speed go to stderr.
+#include <cstdio>
+
+#include <fmt/format.h>
+
+#include "engine/generate.h"
+#include "engine/text/chat_template.h"
+#include "tools/commands.h"
+#include "tools/common.h"
+
+namespace strata {
+
+Flags run_flags() {
+    return Flags("run", "strata run -m MODEL (-p PROMPT | -f FILE) [-n N] [--temp T] [--seed S] [--chat] [-t N] [-c N]",
+                 cli::concat(cli::concat(cli::model_flags(),
+                                         {
+                                             {"--prompt", "TEXT", "", "prompt text", "-p"},
+                                             {"--file", "FILE", "", "read the prompt from FILE", "-f"},
+                                             {"--n-predict", "N", "128", "tokens to generate (-1 = until the context is full)", "-n"},
+                                             {"--chat", "", "", "wrap the prompt as a user message with the model's chat template"},
+                                             {"--chat-template", "NAME", "", "chat template to use instead of the model's"},
+                                             {"--no-think", "", "", "with --chat: ask Qwen3 models to answer without reasoning"},
+                                         }),
+                             cli::sampling_flags()));
+}
+
+int cmd_run(int argc, char** argv) {
+    Flags f = run_flags();
+    f.parse(argc, argv);
+    if (f.help()) {
+        fmt::print("{}", f.help_text());
+        return 0;
+    }
+    if (!f.given("--model")) throw UsageError("run: -m MODEL is required");
+    if (!f.positional().empty()) throw UsageError(fmt::format("run: unexpected argument '{}'", f.positional()[0]));
+    GenerateOptions opt;
+    opt.n_predict = f.integer("--n-predict");
+    opt.n_ctx = f.integer("--ctx-size");
+    opt.n_batch = f.integer("--batch");
+    opt.cache_type = cli::cache_type_from(f);
+    opt.sampling = cli::sampling_from(f);
+    if (opt.n_ctx < 0) throw UsageError("run: -c must be >= 0");
+    if (opt.n_batch <= 0) throw UsageError("run: --batch must be positive");
+    std::string text = cli::prompt_from(f);
+    const int threads = cli::threads_from(f);
+
+    auto model = Model::load(f.str("--model"));
+    const Tokenizer tok = Tokenizer::from_gguf(model->file());
+    bool special = false;
+    if (f.on("--chat") || f.given("--chat-template")) {
+        const ChatTemplate tmpl = f.given("--chat-template") ? ChatTemplate::from_name(f.str("--chat-template"))
+                                                             : ChatTemplate::detect(tok.chat_template());
+        const ChatMessage msg{"user", text};
+        ChatOptions co;
+        co.enable_thinking = !f.on("--no-think");
+        text = tmpl.apply(std::span<const ChatMessage>(&msg, 1), co);
+        special = true;  // the template's markers are trusted text
+    }
+    std::vector<int32_t> prompt = tok.encode(text, special);
+    if (tok.add_bos()) prompt.insert(prompt.begin(), tok.bos());
+
+    ThreadPool pool(threads);
+    const GenerateStats st = generate(pool, *model, tok, prompt, opt, [](std::string_view piece) {
+        std::fwrite(piece.data(), 1, piece.size(), stdout);
+        std::fflush(stdout);
+        return true;
+    });
+    std::fputc('\n', stdout);
+    fmt::print(stderr, "prompt: {} tokens in {:.3f} s ({:.2f} tok/s)\n", st.n_prompt, st.prompt_seconds, st.prompt_tps());
+    fmt::print(stderr, "decode: {} tokens in {:.3f} s ({:.2f} tok/s){}\n", st.n_generated, st.decode_seconds,
+               st.decode_tps(), st.stopped_by_eog ? ", stopped at end of generation" : "");
+    return 0;
+}
+
+}  // namespace strata
