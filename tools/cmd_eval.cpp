@@ -15,7 +15,6 @@
 #include "tools/common.h"
 
 namespace strata {
-namespace {
 
 Flags eval_flags() {
     return Flags("eval", "strata eval -m MODEL (--tokens 1,2,3 | -p TEXT) [--top K] [--all] [--json] [--logits-out FILE]",
@@ -29,6 +28,8 @@ Flags eval_flags() {
                                  {"--logits-out", "FILE", "", "write the last position's full logits as raw little-endian f32"},
                              }));
 }
+
+namespace {
 
 std::vector<int32_t> parse_ids(const std::string& s) {
     std::vector<int32_t> ids;

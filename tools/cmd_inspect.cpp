@@ -14,7 +14,6 @@
 #include "tools/commands.h"
 
 namespace strata {
-namespace {
 
 Flags inspect_flags() {
     return Flags("inspect", "strata inspect MODEL.gguf [--json] [--dump TENSOR --out FILE]",
@@ -25,6 +24,8 @@ Flags inspect_flags() {
                      {"--out", "FILE", "", "output file for --dump"},
                  });
 }
+
+namespace {
 
 nlohmann::json to_json(const GgufValue& v, size_t max_array) {
     const auto& st = v.storage();

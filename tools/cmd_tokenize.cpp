@@ -10,11 +10,21 @@
 
 namespace strata {
 
+Flags tokenize_flags() {
+    return Flags("tokenize", "strata tokenize -m MODEL TEXT",
+                 {{"--model", "FILE", "", "GGUF model whose tokenizer to use", "-m"},
+                  {"--special", "", "", "turn special-token texts (<|im_start|>) into their tokens"},
+                  {"--pieces", "", "", "print each id with its piece"}});
+}
+
+Flags detokenize_flags() {
+    return Flags("detokenize", "strata detokenize -m MODEL IDS",
+                 {{"--model", "FILE", "", "GGUF model whose tokenizer to use", "-m"},
+                  {"--special", "", "", "render special tokens as their text"}});
+}
+
 int cmd_tokenize(int argc, char** argv) {
-    Flags f("tokenize", "strata tokenize -m MODEL TEXT",
-            {{"--model", "FILE", "", "GGUF model whose tokenizer to use", "-m"},
-             {"--special", "", "", "turn special-token texts (<|im_start|>) into their tokens"},
-             {"--pieces", "", "", "print each id with its piece"}});
+    Flags f = tokenize_flags();
     f.parse(argc, argv);
     if (f.help()) {
         fmt::print("{}", f.help_text());
@@ -33,9 +43,7 @@ int cmd_tokenize(int argc, char** argv) {
 }
 
 int cmd_detokenize(int argc, char** argv) {
-    Flags f("detokenize", "strata detokenize -m MODEL IDS",
-            {{"--model", "FILE", "", "GGUF model whose tokenizer to use", "-m"},
-             {"--special", "", "", "render special tokens as their text"}});
+    Flags f = detokenize_flags();
     f.parse(argc, argv);
     if (f.help()) {
         fmt::print("{}", f.help_text());

@@ -25,6 +25,7 @@ const Command kCommands[] = {
     {"eval", strata::cmd_eval, "run tokens through the model and print the top logits"},
     {"tokenize", strata::cmd_tokenize, "text to token ids with a model's tokenizer"},
     {"detokenize", strata::cmd_detokenize, "token ids to text"},
+    {"flags-doc", strata::cmd_flags_doc, "print every command's flags as markdown (docs/flags.md)"},
 };
 
 void usage(std::FILE* out) {

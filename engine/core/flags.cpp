@@ -45,7 +45,7 @@ void Flags::parse(int argc, char** argv) {
         if (values_.count(arg)) throw UsageError(fmt::format("{}: flag '{}' given twice", command_, arg));
         if (s->value_name.empty()) {
             if (has_inline) throw UsageError(fmt::format("{}: flag '{}' takes no value", command_, arg));
-            value = "1";
+            value.assign(1, '1');  // (assigning a literal trips a GCC 12 -Wrestrict false positive)
         } else if (!has_inline) {
             if (i + 1 >= argc)
                 throw UsageError(fmt::format("{}: flag '{}' needs a value ({})", command_, arg, s->value_name));

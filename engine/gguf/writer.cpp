@@ -19,8 +19,10 @@ constexpr uint32_t kGgufVersion = 3;
 struct VecSink {
     std::vector<uint8_t>& out;
     void put(const void* p, size_t n) {
-        const auto* b = static_cast<const uint8_t*>(p);
-        out.insert(out.end(), b, b + n);
+        if (n == 0) return;
+        const size_t old = out.size();
+        out.resize(old + n);
+        std::memcpy(out.data() + old, p, n);
     }
 };
 struct FileSink {

@@ -1,0 +1,146 @@
+// The `strata` CLI end to end: exit codes and messages for bad input, inspect's
+// outputs, and run/eval/tokenize on a tiny synthetic model.
+#include <catch2/catch.hpp>
+
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/gguf/reader.h"
+#include "engine/quant/quant.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Result {
+    int code;
+    std::string out;  // stdout and stderr together
+};
+
+Result run(const std::string& args) {
+    const std::string cmd = std::string(STRATA_BIN_DIR) + "/strata " + args + " 2>&1";
+    std::FILE* p = popen(cmd.c_str(), "r");
+    REQUIRE(p != nullptr);
+    std::string out;
+    std::array<char, 4096> buf;
+    size_t n;
+    while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
+    const int status = pclose(p);
+    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+fs::path tmp_dir() {
+    const fs::path d = fs::temp_directory_path() / "strata_test_cli";
+    fs::create_directories(d);
+    return d;
+}
+
+// A tiny llama model made once for all the tests here.
+const std::string& tiny_model() {
+    static const std::string path = [] {
+        const std::string p = (tmp_dir() / "tiny.gguf").string();
+        const Result r = run("make-model --arch llama --preset tiny --type q8_0 --seed 5 --out " + p);
+        REQUIRE(r.code == 0);
+        return p;
+    }();
+    return path;
+}
+
+}  // namespace
+
+TEST_CASE("cli: usage errors exit 2, failures exit 1 with one clear line", "[cli]") {
+    CHECK(run("").code == 2);
+    CHECK(run("frobnicate").code == 2);
+    CHECK(run("--help").code == 0);
+    Result r = run("inspect");
+    CHECK(r.code == 2);
+    r = run("inspect /nonexistent/model.gguf");
+    CHECK(r.code == 1);
+    CHECK_THAT(r.out, Catch::Contains("cannot open"));
+    const std::string bad = (tmp_dir() / "bad.gguf").string();
+    { std::ofstream(bad) << "definitely not a model"; }
+    r = run("inspect " + bad);
+    CHECK(r.code == 1);
+    CHECK_THAT(r.out, Catch::Contains("bad magic") && Catch::Contains(bad));
+    r = run("run -p hi");
+    CHECK(r.code == 2);
+    CHECK_THAT(r.out, Catch::Contains("-m MODEL"));
+    r = run("run -m " + tiny_model() + " -p hi --temp abc");
+    CHECK(r.code == 2);
+    CHECK_THAT(r.out, Catch::Contains("--temp expects a number"));
+    r = run("run -m " + tiny_model() + " -p 'a long prompt that will not fit' -c 4");
+    CHECK(r.code == 1);
+    CHECK_THAT(r.out, Catch::Contains("context holds 4"));
+    r = run("eval -m " + tiny_model() + " --tokens 1,99999");
+    CHECK(r.code == 1);
+    CHECK_THAT(r.out, Catch::Contains("out of range"));
+    r = run("run -m " + tiny_model() + " -p hi --cache-type q5_1");
+    CHECK(r.code == 2);
+}
+
+TEST_CASE("cli: inspect prints the table, JSON, and dumps tensors", "[cli]") {
+    Result r = run("inspect " + tiny_model());
+    REQUIRE(r.code == 0);
+    CHECK_THAT(r.out, Catch::Contains("general.architecture") && Catch::Contains("blk.0.attn_q.weight") &&
+                          Catch::Contains("q8_0"));
+    r = run("inspect --json " + tiny_model());
+    REQUIRE(r.code == 0);
+    const auto j = nlohmann::json::parse(r.out);
+    CHECK(j["metadata"]["general.architecture"] == "llama");
+    CHECK(j["metadata"]["tokenizer.ggml.tokens"]["count"].get<int>() > 256);
+    const strata::GgufFile f = strata::GgufFile::open(tiny_model());
+    CHECK(j["tensors"].size() == f.tensors().size());
+
+    const std::string out = (tmp_dir() / "q.f32").string();
+    r = run("inspect " + tiny_model() + " --dump blk.0.attn_q.weight --out " + out);
+    REQUIRE(r.code == 0);
+    const auto& t = f.tensor("blk.0.attn_q.weight");
+    std::vector<float> want(static_cast<size_t>(t.n_elements()));
+    strata::dequantize_row(t.type, t.data, want.data(), t.n_elements());
+    std::ifstream in(out, std::ios::binary);
+    std::vector<float> got(want.size());
+    in.read(reinterpret_cast<char*>(got.data()), static_cast<std::streamsize>(got.size() * sizeof(float)));
+    CHECK(in.gcount() == static_cast<std::streamsize>(got.size() * sizeof(float)));
+    CHECK(got == want);
+    CHECK(run("inspect " + tiny_model() + " --dump nope --out " + out).code == 1);
+}
+
+TEST_CASE("cli: run, eval and tokenize work on a tiny model", "[cli]") {
+    Result r = run("run -m " + tiny_model() + " -p 'Hello world' -n 8 -t 2");
+    REQUIRE(r.code == 0);
+    CHECK_THAT(r.out, Catch::Contains("prompt: ") && Catch::Contains("decode: ") && Catch::Contains("tok/s"));
+    Result again = run("run -m " + tiny_model() + " -p 'Hello world' -n 8 -t 1");
+    CHECK(again.out.substr(0, again.out.find("prompt:")) == r.out.substr(0, r.out.find("prompt:")));
+    r = run("run -m " + tiny_model() + " -p 'Hello' -n 4 --chat --temp 0.7 --seed 3");
+    CHECK(r.code == 0);
+    r = run("eval -m " + tiny_model() + " -p 'Hello world' --top 3 --json");
+    REQUIRE(r.code == 0);
+    const auto j = nlohmann::json::parse(r.out);
+    CHECK(j.size() == 1);
+    CHECK(j[0]["top"].size() == 3);
+    r = run("tokenize -m " + tiny_model() + " 'Hello world'");
+    REQUIRE(r.code == 0);
+    std::string ids = r.out;
+    ids.erase(ids.find_last_not_of("\n") + 1);
+    r = run("detokenize -m " + tiny_model() + " " + ids);
+    REQUIRE(r.code == 0);
+    CHECK(r.out == "Hello world\n");
+}
+
+TEST_CASE("cli: docs/flags.md is what the code declares", "[cli]") {
+    const Result r = run("flags-doc");
+    REQUIRE(r.code == 0);
+    const fs::path doc = fs::path(__FILE__).parent_path().parent_path() / "docs" / "flags.md";
+    std::ifstream in(doc);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    INFO("regenerate with: build/bin/strata flags-doc > docs/flags.md");
+    CHECK(ss.str() == r.out);
+}
