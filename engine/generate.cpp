@@ -1,5 +1,7 @@
 #include "engine/generate.h"
 
+#include <unistd.h>
+
 #include <chrono>
 
 #include "engine/core/error.h"
@@ -7,9 +9,17 @@
 
 namespace strata {
 
-int64_t effective_context(const HParams& hp, int64_t requested) {
+int64_t effective_context(const HParams& hp, int64_t requested, GgmlType cache_type) {
     if (requested > 0) return requested;
-    return std::min<int64_t>(hp.n_ctx_train, 4096);
+    // The model's context, capped so the KV cache takes at most a quarter of RAM.
+    int64_t n_attn = 0;
+    for (int64_t il = 0; il < hp.n_layer; ++il) n_attn += hp.is_recurrent(il) ? 0 : 1;
+    const double per_pos = static_cast<double>(n_attn + hp.n_nextn) *
+                           static_cast<double>(row_bytes(cache_type, hp.n_kv()) +
+                                               row_bytes(cache_type, hp.n_head_kv * hp.head_dim_v));
+    const double ram = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
+    const int64_t cap = per_pos > 0 && ram > 0 ? static_cast<int64_t>(ram / 4 / per_pos) : hp.n_ctx_train;
+    return std::max<int64_t>(1, std::min(hp.n_ctx_train, cap));
 }
 
 GenerateStats generate(ThreadPool& pool, const Model& model, const Tokenizer& tok,
@@ -18,7 +28,7 @@ GenerateStats generate(ThreadPool& pool, const Model& model, const Tokenizer& to
                        std::vector<int32_t>* out_tokens) {
     using clock = std::chrono::steady_clock;
     const HParams& hp = model.hp();
-    const int64_t n_ctx = effective_context(hp, opt.n_ctx);
+    const int64_t n_ctx = effective_context(hp, opt.n_ctx, opt.cache_type);
     if (prompt.empty()) fail("the prompt is empty");
     if (static_cast<int64_t>(prompt.size()) >= n_ctx)
         fail("the prompt has {} tokens but the context holds {} (raise -c)", prompt.size(), n_ctx);

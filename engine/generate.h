@@ -15,7 +15,7 @@ namespace strata {
 
 struct GenerateOptions {
     int64_t n_predict = 128;   // tokens to generate at most (-1: until the context is full)
-    int64_t n_ctx = 0;         // context length; 0 = the model's, capped at 4096
+    int64_t n_ctx = 0;         // context length; 0 = the model's, capped by memory
     int64_t n_batch = 256;     // prompt tokens per window
     GgmlType cache_type = GgmlType::F16;
     SamplingParams sampling;
@@ -32,8 +32,9 @@ struct GenerateStats {
     }
 };
 
-// The context length to use: requested, else the model's training context capped at 4096.
-int64_t effective_context(const HParams& hp, int64_t requested);
+// The context length to use: requested, else the model's training context, capped
+// so that the KV cache takes at most a quarter of the machine's memory.
+int64_t effective_context(const HParams& hp, int64_t requested, GgmlType cache_type);
 
 // Generates after `prompt`. on_text receives each piece of valid UTF-8 as it completes;
 // returning false stops generation. End-of-generation tokens stop and are not shown.

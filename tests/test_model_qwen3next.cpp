@@ -12,58 +12,24 @@
 #include "engine/model/gdn.h"
 #include "engine/model/model.h"
 #include "engine/model/reference.h"
+#include "tests/model_helpers.h"
 #include "engine/synth/model_writer.h"
 
 using namespace strata;
 
 namespace {
 
+using test::compare;
+using test::Err;
+using test::eval_all;
+
 synth::SynthModel tiny_model(GgmlType type, synth::GdnLayout layout, bool mtp = false, uint64_t seed = 11) {
-    synth::SynthOptions o;
-    o.arch = synth::Arch::Qwen3Next;
-    o.preset = synth::Preset::Tiny;
-    o.type = type;
-    o.seed = seed;
-    o.mtp = mtp;
-    o.gdn_layout = layout;
-    return synth::build_model(o);
+    return test::tiny_model(synth::Arch::Qwen3Next, type, seed, layout, mtp);
 }
 
-GgufFile to_file(synth::SynthModel&& m) {
-    const auto bytes = synth::make_writer(std::move(m)).to_bytes();
-    return GgufFile::from_bytes(bytes.data(), bytes.size(), "tiny-q3n.gguf");
-}
+GgufFile to_file(synth::SynthModel&& m) { return test::to_file(std::move(m), "tiny-q3n.gguf"); }
 
 GgufFile tiny(GgmlType type, synth::GdnLayout layout, bool mtp = false) { return to_file(tiny_model(type, layout, mtp)); }
-
-std::vector<float> eval_all(const Model& m, int threads, const std::vector<int32_t>& toks, int window) {
-    ThreadPool pool(threads);
-    ForwardCtx ctx{pool, {}};
-    SeqState s = m.new_state(64, GgmlType::F16);
-    const int64_t V = m.hp().n_vocab;
-    std::vector<float> out(toks.size() * static_cast<size_t>(V));
-    for (size_t i = 0; i < toks.size(); i += static_cast<size_t>(window)) {
-        const size_t n = std::min(toks.size() - i, static_cast<size_t>(window));
-        m.eval(ctx, s, std::span<const int32_t>(toks.data() + i, n), out.data() + i * static_cast<size_t>(V), true);
-    }
-    return out;
-}
-
-struct Err {
-    double max_err = 0, max_ref = 0;
-    double rel() const { return max_err / std::max(1.0, max_ref); }
-};
-
-Err compare(const std::vector<float>& got, const std::vector<std::vector<double>>& ref) {
-    Err e;
-    const size_t V = ref.at(0).size();
-    for (size_t t = 0; t < ref.size(); ++t)
-        for (size_t v = 0; v < V; ++v) {
-            e.max_err = std::max(e.max_err, std::fabs(got[t * V + v] - ref[t][v]));
-            e.max_ref = std::max(e.max_ref, std::fabs(ref[t][v]));
-        }
-    return e;
-}
 
 const std::vector<int32_t> kPrompt = {1, 17, 42, 5, 99, 3, 250, 7, 1000, 64, 2};
 

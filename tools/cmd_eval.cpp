@@ -50,11 +50,7 @@ std::vector<int32_t> parse_ids(const std::string& s) {
 
 int cmd_eval(int argc, char** argv) {
     Flags f = eval_flags();
-    f.parse(argc, argv);
-    if (f.help()) {
-        fmt::print("{}", f.help_text());
-        return 0;
-    }
+    if (!cli::parse(f, argc, argv)) return 0;
     if (!f.given("--model")) throw UsageError("eval: -m MODEL is required");
     if (f.given("--tokens") == f.given("--prompt")) throw UsageError("eval: give exactly one of --tokens and -p");
     const int64_t top = f.integer("--top");

@@ -12,6 +12,7 @@
 #include "engine/gguf/reader.h"
 #include "engine/quant/quant.h"
 #include "tools/commands.h"
+#include "tools/common.h"
 
 namespace strata {
 
@@ -125,11 +126,7 @@ void dump_tensor(const GgufFile& f, const std::string& name, const std::string& 
 
 int cmd_inspect(int argc, char** argv) {
     Flags flags = inspect_flags();
-    flags.parse(argc, argv);
-    if (flags.help()) {
-        fmt::print("{}", flags.help_text());
-        return 0;
-    }
+    if (!cli::parse(flags, argc, argv)) return 0;
     if (flags.positional().size() != 1) throw UsageError("inspect: expected exactly one MODEL.gguf");
     const int64_t max_array = flags.integer("--max-array");
     if (max_array < 0) throw UsageError("inspect: --max-array must be >= 0");

@@ -27,11 +27,7 @@ Flags run_flags() {
 
 int cmd_run(int argc, char** argv) {
     Flags f = run_flags();
-    f.parse(argc, argv);
-    if (f.help()) {
-        fmt::print("{}", f.help_text());
-        return 0;
-    }
+    if (!cli::parse(f, argc, argv)) return 0;
     if (!f.given("--model")) throw UsageError("run: -m MODEL is required");
     if (!f.positional().empty()) throw UsageError(fmt::format("run: unexpected argument '{}'", f.positional()[0]));
     GenerateOptions opt;

@@ -7,6 +7,7 @@
 #include "engine/gguf/reader.h"
 #include "engine/text/tokenizer.h"
 #include "tools/commands.h"
+#include "tools/common.h"
 
 namespace strata {
 
@@ -25,11 +26,7 @@ Flags detokenize_flags() {
 
 int cmd_tokenize(int argc, char** argv) {
     Flags f = tokenize_flags();
-    f.parse(argc, argv);
-    if (f.help()) {
-        fmt::print("{}", f.help_text());
-        return 0;
-    }
+    if (!cli::parse(f, argc, argv)) return 0;
     if (!f.given("--model") || f.positional().size() != 1) throw UsageError("tokenize: needs -m MODEL and one TEXT");
     const Tokenizer tok = Tokenizer::from_gguf(GgufFile::open(f.str("--model")));
     const auto ids = tok.encode(f.positional()[0], f.on("--special"));
@@ -44,11 +41,7 @@ int cmd_tokenize(int argc, char** argv) {
 
 int cmd_detokenize(int argc, char** argv) {
     Flags f = detokenize_flags();
-    f.parse(argc, argv);
-    if (f.help()) {
-        fmt::print("{}", f.help_text());
-        return 0;
-    }
+    if (!cli::parse(f, argc, argv)) return 0;
     if (!f.given("--model") || f.positional().size() != 1) throw UsageError("detokenize: needs -m MODEL and IDS (1,2,3)");
     const Tokenizer tok = Tokenizer::from_gguf(GgufFile::open(f.str("--model")));
     std::vector<int32_t> ids;

@@ -10,7 +10,7 @@ std::vector<FlagSpec> model_flags() {
     return {
         {"--model", "FILE", "", "GGUF model to load", "-m"},
         {"--threads", "N", "0", "CPU threads (0 = all cores)", "-t"},
-        {"--ctx-size", "N", "0", "context length (0 = the model's, capped at 4096)", "-c"},
+        {"--ctx-size", "N", "0", "context length (0 = the model's, capped by memory)", "-c"},
         {"--cache-type", "TYPE", "f16", "KV cache type: f16, q8_0 or q4_0"},
         {"--batch", "N", "256", "prompt tokens per window"},
     };
@@ -28,6 +28,13 @@ std::vector<FlagSpec> sampling_flags() {
         {"--penalty-last-n", "N", "64", "recent tokens the penalties look at (-1 = all)"},
         {"--seed", "S", "0", "random seed for sampling"},
     };
+}
+
+bool parse(Flags& f, int argc, char** argv) {
+    f.parse(argc, argv);
+    if (!f.help()) return true;
+    fmt::print("{}", f.help_text());
+    return false;
 }
 
 std::vector<FlagSpec> concat(std::vector<FlagSpec> a, const std::vector<FlagSpec>& b) {

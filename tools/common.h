@@ -20,6 +20,8 @@ GgmlType cache_type_from(const Flags& f);
 SamplingParams sampling_from(const Flags& f);
 // The prompt text from -p or -f (exactly one of them).
 std::string prompt_from(const Flags& f);
+// Parses argv into f; when --help was given prints the help and returns false.
+bool parse(Flags& f, int argc, char** argv);
 std::vector<FlagSpec> concat(std::vector<FlagSpec> a, const std::vector<FlagSpec>& b);
 
 }  // namespace strata::cli

@@ -1,0 +1,62 @@
+// Helpers shared by the model tests: tiny synthetic models built in memory, logits
+// of a token sequence fed in windows, and the error against the float64 reference.
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <span>
+#include <vector>
+
+#include "engine/gguf/reader.h"
+#include "engine/model/model.h"
+#include "engine/synth/model_writer.h"
+
+namespace strata::test {
+
+inline GgufFile to_file(synth::SynthModel&& m, const char* name = "tiny.gguf") {
+    const auto bytes = synth::make_writer(std::move(m)).to_bytes();
+    return GgufFile::from_bytes(bytes.data(), bytes.size(), name);
+}
+
+inline synth::SynthModel tiny_model(synth::Arch arch, GgmlType type, uint64_t seed,
+                                    synth::GdnLayout layout = synth::GdnLayout::Split, bool mtp = false) {
+    synth::SynthOptions o;
+    o.arch = arch;
+    o.preset = synth::Preset::Tiny;
+    o.type = type;
+    o.seed = seed;
+    o.mtp = mtp;
+    o.gdn_layout = layout;
+    return synth::build_model(o);
+}
+
+// Logits [T, n_vocab] of toks fed in windows of `window` tokens on `threads` threads.
+inline std::vector<float> eval_all(const Model& m, int threads, const std::vector<int32_t>& toks, int window) {
+    ThreadPool pool(threads);
+    ForwardCtx ctx{pool, {}};
+    SeqState s = m.new_state(64, GgmlType::F16);
+    const int64_t V = m.hp().n_vocab;
+    std::vector<float> out(toks.size() * static_cast<size_t>(V));
+    for (size_t i = 0; i < toks.size(); i += static_cast<size_t>(window)) {
+        const size_t n = std::min(toks.size() - i, static_cast<size_t>(window));
+        m.eval(ctx, s, std::span<const int32_t>(toks.data() + i, n), out.data() + i * static_cast<size_t>(V), true);
+    }
+    return out;
+}
+
+struct Err {
+    double max_err = 0, max_ref = 0;
+    double rel() const { return max_err / std::max(1.0, max_ref); }
+};
+
+inline Err compare(const std::vector<float>& got, const std::vector<std::vector<double>>& ref) {
+    Err e;
+    const size_t V = ref.at(0).size();
+    for (size_t t = 0; t < ref.size(); ++t)
+        for (size_t v = 0; v < V; ++v) {
+            e.max_err = std::max(e.max_err, std::fabs(got[t * V + v] - ref[t][v]));
+            e.max_ref = std::max(e.max_ref, std::fabs(ref[t][v]));
+        }
+    return e;
+}
+
+}  // namespace strata::test
