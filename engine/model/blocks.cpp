@@ -10,8 +10,18 @@ namespace strata {
 // Scratch slots used by the blocks (the layer code uses slots from 16 up).
 enum : int { kQ = 0, kK, kV, kAttn, kGate, kUp, kScores, kHeadTmp };
 
-void attention_block(ForwardCtx& ctx, const HParams& hp, const AttnWeights& w, KvCache& kv,
-                     int64_t kv_layer, const float* h, int64_t T, int64_t pos0, float* out) {
+// Row -> index of its sequence in the batch (a per-thread buffer reused across calls).
+std::vector<int32_t>& row_seq_of(const Batch& batch) {
+    thread_local std::vector<int32_t> rs;
+    rs.resize(static_cast<size_t>(batch.n_rows));
+    for (size_t i = 0; i < batch.seqs.size(); ++i)
+        for (int64_t r = 0; r < batch.seqs[i].n; ++r) rs[static_cast<size_t>(batch.seqs[i].row0 + r)] = static_cast<int32_t>(i);
+    return rs;
+}
+
+void attention_block(ForwardCtx& ctx, const HParams& hp, const AttnWeights& w, const Batch& batch,
+                     int64_t il, const float* h, float* out) {
+    const int64_t T = batch.n_rows;
     const int64_t n_embd = hp.n_embd, hd = hp.head_dim, hdv = hp.head_dim_v;
     const int64_t n_q = hp.n_head * hd, n_kv = hp.n_head_kv * hd, n_kv_v = hp.n_head_kv * hdv;
     const int64_t q_rows = w.gated ? 2 * n_q : n_q;
@@ -23,10 +33,12 @@ void attention_block(ForwardCtx& ctx, const HParams& hp, const AttnWeights& w, K
     matmul(ctx.pool, w.wk, h, n_embd, T, k, n_kv);
     matmul(ctx.pool, w.wv, h, n_embd, T, v, n_kv_v);
 
-    // Per token: per-head norms, rotary embedding, then into the cache.
+    // Per token: per-head norms, rotary embedding, then into its sequence's cache.
     const int64_t q_head_stride = w.gated ? 2 * hd : hd;  // gated rows per head: [query | gate]
+    std::vector<int32_t>& row_seq = row_seq_of(batch);
     for (int64_t t = 0; t < T; ++t) {
-        const int64_t pos = pos0 + t;
+        const BatchSeq& bs = batch.seqs[static_cast<size_t>(row_seq[t])];
+        const int64_t pos = bs.pos0 + (t - bs.row0);
         for (int64_t hh = 0; hh < hp.n_head; ++hh) {
             float* qh = q + t * q_rows + hh * q_head_stride;
             if (!w.q_norm.empty()) ops::rmsnorm(qh, w.q_norm.data(), hp.rms_eps, hd, qh);
@@ -37,17 +49,21 @@ void attention_block(ForwardCtx& ctx, const HParams& hp, const AttnWeights& w, K
             if (!w.k_norm.empty()) ops::rmsnorm(kh, w.k_norm.data(), hp.rms_eps, hd, kh);
             ops::rope(kh, hd, hp.n_rot, hp.rope_neox, pos, hp.rope_freq_base, hp.rope_freq_scale, nullptr);
         }
-        kv.store(kv_layer, pos, k + t * n_kv, v + t * n_kv_v);
+        bs.state->kv->store(bs.state->kv_slot[static_cast<size_t>(il)], pos, k + t * n_kv, v + t * n_kv_v);
     }
 
     // Causal attention, one task per (token, head): a token's result depends only on
     // its own query and the cache, never on the rest of the window.
     const int64_t group = hp.n_head / hp.n_head_kv;
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-    const int64_t n_pos_max = pos0 + T;
+    int64_t n_pos_max = 0;
+    for (const BatchSeq& bs : batch.seqs) n_pos_max = std::max(n_pos_max, bs.pos0 + bs.n);
     ctx.pool.run(T * hp.n_head, [&](int64_t task) {
         const int64_t t = task / hp.n_head, hh = task % hp.n_head, kvh = hh / group;
-        const int64_t n_pos = pos0 + t + 1;
+        const BatchSeq& bs = batch.seqs[static_cast<size_t>(row_seq[t])];
+        const KvCache& kv = *bs.state->kv;
+        const int64_t kv_layer = bs.state->kv_slot[static_cast<size_t>(il)];
+        const int64_t n_pos = bs.pos0 + (t - bs.row0) + 1;
         thread_local std::vector<float> scores, kbuf, vbuf, acc;
         scores.resize(static_cast<size_t>(n_pos_max));
         kbuf.resize(static_cast<size_t>(hd));

@@ -23,10 +23,10 @@ struct FfnWeights {
     MatView down;      // [n_ff, n_embd]
 };
 
-// out[T, n_embd] = attention(h) for tokens at pos0.. ; h is already normed. Stores K/V
-// of these positions in the cache's layer kv_layer.
-void attention_block(ForwardCtx& ctx, const HParams& hp, const AttnWeights& w, KvCache& kv,
-                     int64_t kv_layer, const float* h, int64_t T, int64_t pos0, float* out);
+// out[rows, n_embd] = attention(h) for the window's rows; h is already normed. Each
+// sequence's K/V go to its own cache, in the slot its state gives model layer il.
+void attention_block(ForwardCtx& ctx, const HParams& hp, const AttnWeights& w, const Batch& batch,
+                     int64_t il, const float* h, float* out);
 
 // out[T, n_embd] = down(silu(gate(h)) * up(h)).
 void ffn_block(ForwardCtx& ctx, const FfnWeights& w, const float* h, int64_t T, int64_t n_embd, float* out);

@@ -152,8 +152,9 @@ void gdn_chunked(ThreadPool& pool, const GdnDims& d, const float* u, const float
     });
 }
 
-void gdn_block(ForwardCtx& ctx, const GdnDims& d, const GdnWeights& w, float* conv_state, float* ssm_state,
-               const float* h, int64_t T, float* out, GdnForm form) {
+void gdn_block(ForwardCtx& ctx, const GdnDims& d, const GdnWeights& w, const Batch& batch, int64_t il,
+               const float* h, float* out, GdnForm form) {
+    const int64_t T = batch.n_rows;
     const int64_t n_embd = w.ba.n_in, cd = d.conv_dim(), vd = d.value_dim(), K = d.conv_k, nv = d.nv;
     const int64_t r = nv / d.nk;
     float* qkv = ctx.scratch.get(kQkv, static_cast<size_t>(T * cd));  // [T, conv_dim] pre-conv
@@ -179,33 +180,43 @@ void gdn_block(ForwardCtx& ctx, const GdnDims& d, const GdnWeights& w, float* co
             gl[t * nv + hh] = w.a[hh] * ops::softplus(ba[t * 2 * nv + g * 2 * r + r + j] + w.dt_bias[hh]);
         }
 
-    // Causal depthwise conv over [history (K-1 rows) ; this window], then SiLU. The last
-    // tap meets the current token; the new history is the last K-1 rows.
-    float* X = ctx.scratch.get(kConvIn, static_cast<size_t>((K - 1 + T) * cd));
+    // Per sequence: causal depthwise conv over [history (K-1 rows) ; its rows], then
+    // SiLU (the last tap meets the current token; the new history is the last K-1
+    // rows), L2 norms, and the delta rule over its own state.
     float* u = ctx.scratch.get(kU, static_cast<size_t>(T * cd));
-    std::memcpy(X, conv_state, sizeof(float) * (K - 1) * cd);
-    std::memcpy(X + (K - 1) * cd, qkv, sizeof(float) * T * cd);
-    ctx.pool.parallel_for(cd, 64, [&](int64_t c0, int64_t c1) {
-        for (int64_t t = 0; t < T; ++t)
-            for (int64_t c = c0; c < c1; ++c) {
-                const float* wc = w.conv.data() + c * K;
-                float s = 0.0f;
-                for (int64_t j = 0; j < K; ++j) s += wc[j] * X[(t + j) * cd + c];
-                u[t * cd + c] = ops::silu(s);
-            }
-    });
-    std::memcpy(conv_state, X + T * cd, sizeof(float) * (K - 1) * cd);
-
-    const float qscale = 1.0f / std::sqrt(static_cast<float>(d.dk));
-    for (int64_t t = 0; t < T; ++t)
-        for (int64_t g = 0; g < d.nk; ++g) {
-            l2norm(u + t * cd + g * d.dk, d.dk, d.eps, qscale);
-            l2norm(u + t * cd + d.key_dim() + g * d.dk, d.dk, d.eps, 1.0f);
-        }
-
     float* o = ctx.scratch.get(kO, static_cast<size_t>(T * vd));  // [T, nv, dv]
-    if (form == GdnForm::Chunked) gdn_chunked(ctx.pool, d, u, gl, bt, T, ssm_state, o);
-    else gdn_recurrent(ctx.pool, d, u, gl, bt, T, ssm_state, o);
+    const float qscale = 1.0f / std::sqrt(static_cast<float>(d.dk));
+    for (const BatchSeq& bs : batch.seqs) {
+        const int64_t slot = bs.state->gdn_slot[static_cast<size_t>(il)];
+        float* conv_state = bs.state->gdn->conv(slot);
+        float* ssm_state = bs.state->gdn->ssm(slot);
+        const int64_t n = bs.n;
+        float* us = u + bs.row0 * cd;
+        float* X = ctx.scratch.get(kConvIn, static_cast<size_t>((K - 1 + n) * cd));
+        std::memcpy(X, conv_state, sizeof(float) * (K - 1) * cd);
+        std::memcpy(X + (K - 1) * cd, qkv + bs.row0 * cd, sizeof(float) * n * cd);
+        ctx.pool.parallel_for(cd, 64, [&](int64_t c0, int64_t c1) {
+            for (int64_t t = 0; t < n; ++t)
+                for (int64_t c = c0; c < c1; ++c) {
+                    const float* wc = w.conv.data() + c * K;
+                    float s = 0.0f;
+                    for (int64_t j = 0; j < K; ++j) s += wc[j] * X[(t + j) * cd + c];
+                    us[t * cd + c] = ops::silu(s);
+                }
+        });
+        std::memcpy(conv_state, X + n * cd, sizeof(float) * (K - 1) * cd);
+
+        for (int64_t t = 0; t < n; ++t)
+            for (int64_t g = 0; g < d.nk; ++g) {
+                l2norm(us + t * cd + g * d.dk, d.dk, d.eps, qscale);
+                l2norm(us + t * cd + d.key_dim() + g * d.dk, d.dk, d.eps, 1.0f);
+            }
+        const float* gls = gl + bs.row0 * nv;
+        const float* bts = bt + bs.row0 * nv;
+        float* os = o + bs.row0 * vd;
+        if (form == GdnForm::Chunked) gdn_chunked(ctx.pool, d, us, gls, bts, n, ssm_state, os);
+        else gdn_recurrent(ctx.pool, d, us, gls, bts, n, ssm_state, os);
+    }
 
     // Gated RMSNorm per value head: rmsnorm(o_h) * ssm_norm * silu(z_h).
     for (int64_t t = 0; t < T; ++t)

@@ -39,13 +39,14 @@ struct GdnWeights {
     MatView out;                 // [value_dim, n_embd] ssm_out
 };
 
-// out[T, n_embd] = GDN(h[T, n_embd]) (h already attn_norm'ed). conv_state [K-1, conv_dim]
-// and ssm_state [nv, dv, dk] (GdnState layout) are read and advanced by T tokens.
+// out[rows, n_embd] = GDN(h[rows, n_embd]) (h already attn_norm'ed) for the window's
+// rows. Each sequence's conv state [K-1, conv_dim] and ssm state [nv, dv, dk] (GdnState
+// layout, slot state->gdn_slot[il]) are read and advanced by its rows.
 // Recurrent form: each token's result depends only on the state and itself, so any
 // split of a sequence into windows gives bit-identical results.
 enum class GdnForm { Recurrent, Chunked };
-void gdn_block(ForwardCtx& ctx, const GdnDims& d, const GdnWeights& w, float* conv_state, float* ssm_state,
-               const float* h, int64_t T, float* out, GdnForm form = GdnForm::Recurrent);
+void gdn_block(ForwardCtx& ctx, const GdnDims& d, const GdnWeights& w, const Batch& batch, int64_t il,
+               const float* h, float* out, GdnForm form = GdnForm::Recurrent);
 
 // The delta rule alone over prepared inputs. u: [T, conv_dim] post-conv channels with q
 // (L2-normed and scaled by 1/sqrt(dk)) at 0, k (L2-normed) at key_dim, v at 2 key_dim;

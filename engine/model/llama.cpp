@@ -39,13 +39,14 @@ public:
     }
 
 protected:
-    void layer(ForwardCtx& ctx, SeqState& s, int64_t il, float* x, int64_t T, int64_t pos0) const override {
+    void layer(ForwardCtx& ctx, const Batch& batch, int64_t il, float* x) const override {
         const DenseLayer& L = layers_[static_cast<size_t>(il)];
+        const int64_t T = batch.n_rows;
         const int64_t n = hp_.n_embd;
         float* h = ctx.scratch.get(16, static_cast<size_t>(T * n));    // [T, n_embd] normed input
         float* out = ctx.scratch.get(17, static_cast<size_t>(T * n));  // [T, n_embd] block output
         for (int64_t t = 0; t < T; ++t) ops::rmsnorm(x + t * n, L.attn.norm.data(), hp_.rms_eps, n, h + t * n);
-        attention_block(ctx, hp_, L.attn, *s.kv, s.kv_slot[il], h, T, pos0, out);
+        attention_block(ctx, hp_, L.attn, batch, il, h, out);
         ops::add(x, out, T * n);
         for (int64_t t = 0; t < T; ++t) ops::rmsnorm(x + t * n, L.ffn_norm.data(), hp_.rms_eps, n, h + t * n);
         ffn_block(ctx, L.ffn, h, T, n, out);

@@ -64,10 +64,9 @@ void Model::embed(const int32_t* tokens, int64_t T, float* x) const {
     }
 }
 
-void Model::run_layers(ForwardCtx& ctx, SeqState& state, int64_t l0, int64_t l1, float* x, int64_t T,
-                       int64_t pos0) const {
+void Model::run_layers(ForwardCtx& ctx, const Batch& batch, int64_t l0, int64_t l1, float* x) const {
     STRATA_CHECK(0 <= l0 && l0 <= l1 && l1 <= hp_.n_layer, "layer range [{}, {}) outside 0..{}", l0, l1, hp_.n_layer);
-    for (int64_t il = l0; il < l1; ++il) layer(ctx, state, il, x, T, pos0);
+    for (int64_t il = l0; il < l1; ++il) layer(ctx, batch, il, x);
 }
 
 void Model::head(ForwardCtx& ctx, const float* x, int64_t T, float* logits) const {
@@ -83,17 +82,37 @@ void Model::mtp_forward(ForwardCtx&, SeqState&, const float*, const int32_t*, in
 
 void Model::eval(ForwardCtx& ctx, SeqState& state, std::span<const int32_t> tokens, float* logits,
                  bool all_logits) const {
-    const int64_t T = static_cast<int64_t>(tokens.size());
-    STRATA_CHECK(T > 0, "eval: no tokens");
-    if (state.n_past + T > state.n_ctx)
-        fail("the prompt needs {} positions but the context holds {} ({} already used)", state.n_past + T,
-             state.n_ctx, state.n_past);
-    float* x = ctx.scratch.get(14, static_cast<size_t>(T * hp_.n_embd));
-    embed(tokens.data(), T, x);
-    run_layers(ctx, state, 0, hp_.n_layer, x, T, state.n_past);
-    state.n_past += T;
-    if (all_logits) head(ctx, x, T, logits);
-    else head(ctx, x + (T - 1) * hp_.n_embd, 1, logits);
+    const BatchItem item{&state, tokens, all_logits};
+    eval_batch(ctx, std::span<const BatchItem>(&item, 1), logits);
+}
+
+void Model::eval_batch(ForwardCtx& ctx, std::span<const BatchItem> items, float* logits_rows) const {
+    Batch batch;
+    for (const BatchItem& it : items) {
+        const int64_t T = static_cast<int64_t>(it.tokens.size());
+        STRATA_CHECK(T > 0, "eval: no tokens");
+        if (it.state->n_past + T > it.state->n_ctx)
+            fail("the prompt needs {} positions but the context holds {} ({} already used)", it.state->n_past + T,
+                 it.state->n_ctx, it.state->n_past);
+        batch.add(*it.state, it.state->n_past, T);
+    }
+    const int64_t E = hp_.n_embd;
+    float* x = ctx.scratch.get(14, static_cast<size_t>(batch.n_rows * E));
+    for (size_t i = 0; i < items.size(); ++i)
+        embed(items[i].tokens.data(), batch.seqs[i].n, x + batch.seqs[i].row0 * E);
+    run_layers(ctx, batch, 0, hp_.n_layer, x);
+    // Gather the rows whose logits are wanted, then one head pass over them.
+    float* sel = ctx.scratch.get(13, static_cast<size_t>(batch.n_rows * E));
+    int64_t n_sel = 0;
+    for (size_t i = 0; i < items.size(); ++i) {
+        const BatchSeq& s = batch.seqs[i];
+        const int64_t first = items[i].all_logits ? s.row0 : s.row0 + s.n - 1;
+        const int64_t count = s.row0 + s.n - first;
+        std::memcpy(sel + n_sel * E, x + first * E, sizeof(float) * static_cast<size_t>(count * E));
+        n_sel += count;
+        s.state->n_past += s.n;
+    }
+    head(ctx, sel, n_sel, logits_rows);
 }
 
 }  // namespace strata

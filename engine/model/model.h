@@ -10,6 +10,7 @@
 
 #include "engine/core/thread_pool.h"
 #include "engine/gguf/reader.h"
+#include "engine/model/batch.h"
 #include "engine/model/hparams.h"
 #include "engine/state/seq_state.h"
 #include "kernels/cpu/matmul.h"
@@ -56,9 +57,16 @@ public:
               bool all_logits) const;
 
     void embed(const int32_t* tokens, int64_t T, float* x) const;  // x: [T, n_embd]
-    // Layers [l0, l1) over x in place; positions pos0 .. pos0 + T - 1.
-    void run_layers(ForwardCtx& ctx, SeqState& state, int64_t l0, int64_t l1, float* x, int64_t T,
-                    int64_t pos0) const;
+    // Layers [l0, l1) over the window's rows x [batch.n_rows, n_embd] in place.
+    void run_layers(ForwardCtx& ctx, const Batch& batch, int64_t l0, int64_t l1, float* x) const;
+    // Several sequences in one window: item i's tokens at positions state.n_past..;
+    // logits_rows receives [sum of (all_logits ? n_i : 1), n_vocab] in item order.
+    struct BatchItem {
+        SeqState* state;
+        std::span<const int32_t> tokens;
+        bool all_logits;
+    };
+    void eval_batch(ForwardCtx& ctx, std::span<const BatchItem> items, float* logits_rows) const;
     void head(ForwardCtx& ctx, const float* x, int64_t T, float* logits) const;  // norm + LM head
 
     // Multi-token prediction (qwen3next nextn block, MODEL_SPEC 4.11). For t < T: the pair
@@ -73,7 +81,7 @@ public:
 
 protected:
     explicit Model(GgufFile file);
-    virtual void layer(ForwardCtx& ctx, SeqState& state, int64_t il, float* x, int64_t T, int64_t pos0) const = 0;
+    virtual void layer(ForwardCtx& ctx, const Batch& batch, int64_t il, float* x) const = 0;
 
     GgufFile file_;
     HParams hp_;

@@ -60,14 +60,13 @@ public:
                      int64_t pos0, float* logits_out, float* hidden_out) const override;
 
 protected:
-    void layer(ForwardCtx& ctx, SeqState& s, int64_t il, float* x, int64_t T, int64_t pos0) const override {
-        decoder_layer(ctx, s, layers_[static_cast<size_t>(il)], il, x, T, pos0);
+    void layer(ForwardCtx& ctx, const Batch& batch, int64_t il, float* x) const override {
+        decoder_layer(ctx, batch, layers_[static_cast<size_t>(il)], il, x);
     }
 
 private:
     Q3nLayer bind_layer(const WeightBinder& b, int64_t il, bool recurrent) const;
-    void decoder_layer(ForwardCtx& ctx, SeqState& s, const Q3nLayer& L, int64_t il, float* x, int64_t T,
-                       int64_t pos0) const;
+    void decoder_layer(ForwardCtx& ctx, const Batch& batch, const Q3nLayer& L, int64_t il, float* x) const;
 
     GdnDims gdn_dims_;
     std::vector<Q3nLayer> layers_;
@@ -112,18 +111,14 @@ Q3nLayer Qwen3NextModel::bind_layer(const WeightBinder& b, int64_t il, bool recu
     return L;
 }
 
-void Qwen3NextModel::decoder_layer(ForwardCtx& ctx, SeqState& s, const Q3nLayer& L, int64_t il, float* x,
-                                   int64_t T, int64_t pos0) const {
-    const int64_t n = hp_.n_embd;
+void Qwen3NextModel::decoder_layer(ForwardCtx& ctx, const Batch& batch, const Q3nLayer& L, int64_t il,
+                                   float* x) const {
+    const int64_t n = hp_.n_embd, T = batch.n_rows;
     float* h = ctx.scratch.get(16, static_cast<size_t>(T * n));    // [T, n_embd] normed input
     float* out = ctx.scratch.get(17, static_cast<size_t>(T * n));  // [T, n_embd] block output
     for (int64_t t = 0; t < T; ++t) ops::rmsnorm(x + t * n, L.attn_norm.data(), hp_.rms_eps, n, h + t * n);
-    if (L.recurrent) {
-        const int64_t slot = s.gdn_slot[static_cast<size_t>(il)];
-        gdn_block(ctx, gdn_dims_, L.gdn, s.gdn->conv(slot), s.gdn->ssm(slot), h, T, out, GdnForm::Recurrent);
-    } else {
-        attention_block(ctx, hp_, L.attn, *s.kv, s.kv_slot[static_cast<size_t>(il)], h, T, pos0, out);
-    }
+    if (L.recurrent) gdn_block(ctx, gdn_dims_, L.gdn, batch, il, h, out, GdnForm::Recurrent);
+    else attention_block(ctx, hp_, L.attn, batch, il, h, out);
     ops::add(x, out, T * n);
     for (int64_t t = 0; t < T; ++t) ops::rmsnorm(x + t * n, L.post_norm.data(), hp_.rms_eps, n, h + t * n);
     moe_block(ctx, hp_, L.moe, h, T, out);
@@ -149,7 +144,7 @@ void Qwen3NextModel::mtp_forward(ForwardCtx& ctx, SeqState& s, const float* hidd
         ops::rmsnorm(hidden + t * E, m.hnorm.data(), hp_.rms_eps, E, e + E);
     }
     matmul(ctx.pool, m.eh_proj, eh, 2 * E, T, x, E);
-    decoder_layer(ctx, s, m.layer, hp_.n_layer, x, T, pos0);
+    decoder_layer(ctx, Batch::single(s, pos0, T), m.layer, hp_.n_layer, x);
     float* hn = ctx.scratch.get(42, static_cast<size_t>(T * E));
     for (int64_t t = 0; t < T; ++t) ops::rmsnorm(x + t * E, m.head_norm.data(), hp_.rms_eps, E, hn + t * E);
     if (hidden_out) std::copy(hn, hn + T * E, hidden_out);
