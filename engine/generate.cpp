@@ -22,30 +22,37 @@ int64_t effective_context(const HParams& hp, int64_t requested, GgmlType cache_t
     return std::max<int64_t>(1, std::min(hp.n_ctx_train, cap));
 }
 
-GenerateStats generate(ThreadPool& pool, const Model& model, const Tokenizer& tok,
-                       std::span<const int32_t> prompt, const GenerateOptions& opt,
-                       const std::function<bool(std::string_view)>& on_text,
+GenerateStats generate(Runner& runner, const Tokenizer& tok, std::span<const int32_t> prompt,
+                       const GenerateOptions& opt, const std::function<bool(std::string_view)>& on_text,
                        std::vector<int32_t>* out_tokens) {
     using clock = std::chrono::steady_clock;
-    const HParams& hp = model.hp();
-    const int64_t n_ctx = effective_context(hp, opt.n_ctx, opt.cache_type);
+    const HParams& hp = runner.model().hp();
+    const int64_t n_ctx = runner.n_ctx();
     if (prompt.empty()) fail("the prompt is empty");
     if (static_cast<int64_t>(prompt.size()) >= n_ctx)
         fail("the prompt has {} tokens but the context holds {} (raise -c)", prompt.size(), n_ctx);
     STRATA_CHECK(opt.n_batch > 0, "n_batch must be positive, got {}", opt.n_batch);
 
-    ForwardCtx ctx{pool, {}};
-    SeqState state = model.new_state(n_ctx, opt.cache_type);
+    std::vector<float> logits(static_cast<size_t>(hp.n_vocab));
+    const int seq = runner.new_sequence();
+    struct Release {  // the slot is freed however generation ends
+        Runner& r;
+        int seq;
+        ~Release() { r.free_sequence(seq); }
+    } release{runner, seq};
+    auto eval = [&](std::span<const int32_t> toks) {
+        const Runner::Item item{seq, toks, false};
+        runner.eval(std::span<const Runner::Item>(&item, 1), logits.data());
+    };
     Sampler sampler(opt.sampling);
     StreamingDetokenizer detok(tok);
-    std::vector<float> logits(static_cast<size_t>(hp.n_vocab));
     GenerateStats st;
     st.n_prompt = static_cast<int64_t>(prompt.size());
 
     const auto t0 = clock::now();
     for (size_t i = 0; i < prompt.size(); i += static_cast<size_t>(opt.n_batch)) {
         const size_t n = std::min(prompt.size() - i, static_cast<size_t>(opt.n_batch));
-        model.eval(ctx, state, prompt.subspan(i, n), logits.data(), false);
+        eval(prompt.subspan(i, n));
     }
     for (int32_t t : prompt) sampler.accept(t);
     const auto t1 = clock::now();
@@ -65,7 +72,7 @@ GenerateStats generate(ThreadPool& pool, const Model& model, const Tokenizer& to
         if (!piece.empty() && !on_text(piece)) break;
         if (i + 1 == limit) break;  // no room (or no need) for another forward pass
         const int32_t one[1] = {next};
-        model.eval(ctx, state, one, logits.data(), false);
+        eval(one);
     }
     const std::string rest = detok.flush();
     if (!rest.empty()) on_text(rest);

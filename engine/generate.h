@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "engine/model/model.h"
+#include "engine/run/runner.h"
 #include "engine/sample/sampler.h"
 #include "engine/text/tokenizer.h"
 
@@ -15,9 +16,7 @@ namespace strata {
 
 struct GenerateOptions {
     int64_t n_predict = 128;   // tokens to generate at most (-1: until the context is full)
-    int64_t n_ctx = 0;         // context length; 0 = the model's, capped by memory
     int64_t n_batch = 256;     // prompt tokens per window
-    GgmlType cache_type = GgmlType::F16;
     SamplingParams sampling;
 };
 
@@ -38,8 +37,8 @@ int64_t effective_context(const HParams& hp, int64_t requested, GgmlType cache_t
 
 // Generates after `prompt`. on_text receives each piece of valid UTF-8 as it completes;
 // returning false stops generation. End-of-generation tokens stop and are not shown.
-GenerateStats generate(ThreadPool& pool, const Model& model, const Tokenizer& tok,
-                       std::span<const int32_t> prompt, const GenerateOptions& opt,
+GenerateStats generate(Runner& runner, const Tokenizer& tok, std::span<const int32_t> prompt,
+                       const GenerateOptions& opt,
                        const std::function<bool(std::string_view)>& on_text,
                        std::vector<int32_t>* out_tokens = nullptr);
 

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
 #include <cstdio>
@@ -36,10 +37,20 @@ Result run(const std::string& args) {
     return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
 }
 
-fs::path tmp_dir() {
-    const fs::path d = fs::temp_directory_path() / "strata_test_cli";
-    fs::create_directories(d);
-    return d;
+// One folder per process (ctest runs the test cases in parallel processes), removed
+// when the process exits.
+struct TmpDir {
+    fs::path path = fs::temp_directory_path() / ("strata_test_cli_" + std::to_string(getpid()));
+    TmpDir() { fs::create_directories(path); }
+    ~TmpDir() {
+        std::error_code ec;
+        fs::remove_all(path, ec);
+    }
+};
+
+const fs::path& tmp_dir() {
+    static const TmpDir d;
+    return d.path;
 }
 
 // A tiny llama model made once for all the tests here.

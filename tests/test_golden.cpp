@@ -21,15 +21,15 @@ std::vector<int32_t> greedy(synth::Arch arch, GgmlType type, bool mtp, synth::Gd
     o.mtp = mtp;
     o.gdn_layout = layout;
     const auto bytes = synth::make_writer(synth::build_model(o)).to_bytes();
-    auto model = Model::load(GgufFile::from_bytes(bytes.data(), bytes.size(), "golden.gguf"));
+    std::shared_ptr<const Model> model = Model::load(GgufFile::from_bytes(bytes.data(), bytes.size(), "golden.gguf"));
     const Tokenizer tok = Tokenizer::from_gguf(model->file());
     const auto prompt = tok.encode("The quick brown fox", false);
-    ThreadPool pool(threads);
+    auto runner = make_local_runner(model, threads, 64, GgmlType::F16);
     GenerateOptions opt;
     opt.n_predict = 16;
     opt.n_batch = 4;
     std::vector<int32_t> out;
-    generate(pool, *model, tok, prompt, opt, [](std::string_view) { return true; }, &out);
+    generate(*runner, tok, prompt, opt, [](std::string_view) { return true; }, &out);
     return out;
 }
 

@@ -32,16 +32,16 @@ int cmd_run(int argc, char** argv) {
     if (!f.positional().empty()) throw UsageError(fmt::format("run: unexpected argument '{}'", f.positional()[0]));
     GenerateOptions opt;
     opt.n_predict = f.integer("--n-predict");
-    opt.n_ctx = f.integer("--ctx-size");
+    const int64_t n_ctx_flag = f.integer("--ctx-size");
     opt.n_batch = f.integer("--batch");
-    opt.cache_type = cli::cache_type_from(f);
+    const GgmlType cache_type = cli::cache_type_from(f);
     opt.sampling = cli::sampling_from(f);
-    if (opt.n_ctx < 0) throw UsageError("run: -c must be >= 0");
+    if (n_ctx_flag < 0) throw UsageError("run: -c must be >= 0");
     if (opt.n_batch <= 0) throw UsageError("run: --batch must be positive");
     std::string text = cli::prompt_from(f);
     const int threads = cli::threads_from(f);
 
-    auto model = Model::load(f.str("--model"));
+    std::shared_ptr<const Model> model = Model::load(f.str("--model"));
     const Tokenizer tok = Tokenizer::from_gguf(model->file());
     bool special = false;
     if (f.on("--chat") || f.given("--chat-template")) {
@@ -56,8 +56,8 @@ int cmd_run(int argc, char** argv) {
     std::vector<int32_t> prompt = tok.encode(text, special);
     if (tok.add_bos()) prompt.insert(prompt.begin(), tok.bos());
 
-    ThreadPool pool(threads);
-    const GenerateStats st = generate(pool, *model, tok, prompt, opt, [](std::string_view piece) {
+    auto runner = make_local_runner(model, threads, effective_context(model->hp(), n_ctx_flag, cache_type), cache_type);
+    const GenerateStats st = generate(*runner, tok, prompt, opt, [](std::string_view piece) {
         std::fwrite(piece.data(), 1, piece.size(), stdout);
         std::fflush(stdout);
         return true;
