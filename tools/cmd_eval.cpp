@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/model/model.h"
+#include "engine/run/options.h"
 #include "engine/text/tokenizer.h"
 #include "tools/commands.h"
 #include "tools/common.h"
@@ -18,7 +19,7 @@ namespace strata {
 
 Flags eval_flags() {
     return Flags("eval", "strata eval -m MODEL (--tokens 1,2,3 | -p TEXT) [--top K] [--all] [--json] [--logits-out FILE]",
-                 cli::concat(cli::model_flags(),
+                 concat(runner_flags(),
                              {
                                  {"--tokens", "IDS", "", "comma-separated token ids"},
                                  {"--prompt", "TEXT", "", "text to tokenize (no special tokens, BOS as the model wants)", "-p"},
@@ -55,7 +56,8 @@ int cmd_eval(int argc, char** argv) {
     if (f.given("--tokens") == f.given("--prompt")) throw UsageError("eval: give exactly one of --tokens and -p");
     const int64_t top = f.integer("--top");
     if (top < 1) throw UsageError("eval: --top must be >= 1");
-    auto model = Model::load(f.str("--model"));
+    RunnerOptions ro = runner_options(f);
+    std::shared_ptr<const Model> model = Model::load(ro.model_path);
     const HParams& hp = model->hp();
     std::vector<int32_t> toks;
     if (f.given("--tokens")) {
@@ -68,18 +70,15 @@ int cmd_eval(int argc, char** argv) {
     if (toks.empty()) fail("eval: no tokens");
     for (int32_t id : toks)
         if (id < 0 || id >= hp.n_vocab) fail("eval: token id {} is out of range (vocabulary has {})", id, hp.n_vocab);
-    int64_t n_ctx = f.integer("--ctx-size");
-    if (n_ctx <= 0) n_ctx = static_cast<int64_t>(toks.size());
-    ThreadPool pool(cli::threads_from(f));
-    ForwardCtx ctx{pool, {}};
-    SeqState state = model->new_state(n_ctx, cli::cache_type_from(f));
+    if (ro.n_ctx == 0) ro.n_ctx = static_cast<int64_t>(toks.size());
+    auto runner = make_runner(model, ro);
+    const int seq = runner->new_sequence();
     const int64_t T = static_cast<int64_t>(toks.size()), V = hp.n_vocab;
     std::vector<float> logits(static_cast<size_t>(T * V));
-    const int64_t batch = f.integer("--batch");
-    if (batch <= 0) throw UsageError("eval: --batch must be positive");
-    for (int64_t i = 0; i < T; i += batch) {
-        const int64_t n = std::min(batch, T - i);
-        model->eval(ctx, state, std::span<const int32_t>(toks.data() + i, static_cast<size_t>(n)), logits.data() + i * V, true);
+    for (int64_t i = 0; i < T; i += ro.n_batch) {
+        const int64_t n = std::min(ro.n_batch, T - i);
+        const Runner::Item item{seq, std::span<const int32_t>(toks.data() + i, static_cast<size_t>(n)), true};
+        runner->eval(std::span<const Runner::Item>(&item, 1), logits.data() + i * V);
     }
 
     const int64_t first = f.on("--all") ? 0 : T - 1;

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "engine/generate.h"
+#include "engine/run/options.h"
 #include "engine/text/chat_template.h"
 #include "tools/commands.h"
 #include "tools/common.h"
@@ -13,7 +14,7 @@ namespace strata {
 
 Flags run_flags() {
     return Flags("run", "strata run -m MODEL (-p PROMPT | -f FILE) [-n N] [--temp T] [--seed S] [--chat] [-t N] [-c N]",
-                 cli::concat(cli::concat(cli::model_flags(),
+                 concat(concat(runner_flags(),
                                          {
                                              {"--prompt", "TEXT", "", "prompt text", "-p"},
                                              {"--file", "FILE", "", "read the prompt from FILE", "-f"},
@@ -22,7 +23,7 @@ Flags run_flags() {
                                              {"--chat-template", "NAME", "", "chat template to use instead of the model's"},
                                              {"--no-think", "", "", "with --chat: ask Qwen3 models to answer without reasoning"},
                                          }),
-                             cli::sampling_flags()));
+                             sampling_flags()));
 }
 
 int cmd_run(int argc, char** argv) {
@@ -30,16 +31,12 @@ int cmd_run(int argc, char** argv) {
     if (!cli::parse(f, argc, argv)) return 0;
     if (!f.given("--model")) throw UsageError("run: -m MODEL is required");
     if (!f.positional().empty()) throw UsageError(fmt::format("run: unexpected argument '{}'", f.positional()[0]));
+    const RunnerOptions ro = runner_options(f);
     GenerateOptions opt;
     opt.n_predict = f.integer("--n-predict");
-    const int64_t n_ctx_flag = f.integer("--ctx-size");
-    opt.n_batch = f.integer("--batch");
-    const GgmlType cache_type = cli::cache_type_from(f);
-    opt.sampling = cli::sampling_from(f);
-    if (n_ctx_flag < 0) throw UsageError("run: -c must be >= 0");
-    if (opt.n_batch <= 0) throw UsageError("run: --batch must be positive");
+    opt.n_batch = ro.n_batch;
+    opt.sampling = sampling_options(f);
     std::string text = cli::prompt_from(f);
-    const int threads = cli::threads_from(f);
 
     std::shared_ptr<const Model> model = Model::load(f.str("--model"));
     const Tokenizer tok = Tokenizer::from_gguf(model->file());
@@ -56,7 +53,7 @@ int cmd_run(int argc, char** argv) {
     std::vector<int32_t> prompt = tok.encode(text, special);
     if (tok.add_bos()) prompt.insert(prompt.begin(), tok.bos());
 
-    auto runner = make_local_runner(model, threads, effective_context(model->hp(), n_ctx_flag, cache_type), cache_type);
+    auto runner = make_runner(model, ro);
     const GenerateStats st = generate(*runner, tok, prompt, opt, [](std::string_view piece) {
         std::fwrite(piece.data(), 1, piece.size(), stdout);
         std::fflush(stdout);

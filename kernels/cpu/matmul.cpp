@@ -5,6 +5,8 @@
 
 #include "engine/core/error.h"
 #include "engine/quant/quant.h"
+#include "kernels/cpu/act_quant.h"
+#include "kernels/cpu/matmul_q.h"
 #include "kernels/cpu/simd.h"
 
 namespace strata {
@@ -40,12 +42,43 @@ void tile_dot(const float* rows, int nr, int64_t n, const float* x, int64_t ldx,
         }
 }
 
-}  // namespace
+// Integer-dot path (matmul_q.h): quantize each token of x on its own, then give each
+// task a fixed range of rows for all tokens.
+void matmul_q(ThreadPool& pool, const MatView& w, const float* x, int64_t ldx, int64_t T, float* y, int64_t ldy) {
+    // Grow-only, per calling thread: no allocation once the largest shape has been seen.
+    thread_local ActQ act;
+    act.reserve(w.n_in, T);
+    struct Ctx {
+        const float* x;
+        int64_t ldx;
+        ActQ* a;
+        kq::Job job;
+        int64_t rows_per_task;
+        void (*fn)(const kq::Job&, int64_t, int64_t);
+    } c{x, ldx, &act, {&w, &act, y, ldy}, 0, nullptr};
+    if (T >= 4 && pool.size() > 1)
+        pool.run(T, [p = &c](int64_t t) { quantize_act_token(p->x + t * p->ldx, t, *p->a); });
+    else
+        for (int64_t t = 0; t < T; ++t) quantize_act_token(x + t * ldx, t, act);
+    switch (kq::active()) {
+    case kq::Isa::Avx512Vnni: c.fn = kq::rows_avx512; break;
+    case kq::Isa::Avx2: c.fn = kq::rows_avx2; break;
+    default: c.fn = kq::rows_scalar; break;
+    }
+    // About eight tasks per thread, in multiples of the 4-row tile. Which task computes a
+    // row never changes the row's result, only the balance.
+    const int64_t target = static_cast<int64_t>(pool.size()) * 8;
+    const int64_t rpt = std::max<int64_t>(4, ((w.n_out + target - 1) / target + 3) / 4 * 4);
+    c.rows_per_task = rpt;
+    const int64_t n_tasks = (w.n_out + rpt - 1) / rpt;
+    pool.run(n_tasks, [p = &c](int64_t task) {
+        const int64_t r0 = task * p->rows_per_task;
+        p->fn(p->job, r0, std::min(p->job.w->n_out, r0 + p->rows_per_task));
+    });
+}
 
-void matmul(ThreadPool& pool, const MatView& w, const float* x, int64_t ldx, int64_t T, float* y,
-            int64_t ldy) {
-    STRATA_CHECK(w.n_in > 0 && w.n_out > 0, "matmul: empty weight {}x{}", w.n_out, w.n_in);
-    STRATA_CHECK(ldx >= w.n_in && ldy >= w.n_out, "matmul: strides {} / {} too small", ldx, ldy);
+void matmul_f32(ThreadPool& pool, const MatView& w, const float* x, int64_t ldx, int64_t T, float* y,
+                int64_t ldy) {
     const int64_t n = w.n_in;
     const bool is_f32 = w.type == GgmlType::F32;
     const int64_t n_tasks = (w.n_out + kRowsPerTask - 1) / kRowsPerTask;
@@ -68,6 +101,19 @@ void matmul(ThreadPool& pool, const MatView& w, const float* x, int64_t ldx, int
             }
         }
     });
+}
+
+}  // namespace
+
+void matmul(ThreadPool& pool, const MatView& w, const float* x, int64_t ldx, int64_t T, float* y,
+            int64_t ldy) {
+    STRATA_CHECK(w.n_in > 0 && w.n_out > 0, "matmul: empty weight {}x{}", w.n_out, w.n_in);
+    STRATA_CHECK(ldx >= w.n_in && ldy >= w.n_out, "matmul: strides {} / {} too small", ldx, ldy);
+    if (T <= 0) return;
+    if (kq::supported(w.type))
+        matmul_q(pool, w, x, ldx, T, y, ldy);
+    else
+        matmul_f32(pool, w, x, ldx, T, y, ldy);
 }
 
 void matmul_ref(const MatView& w, const float* x, int64_t ldx, int64_t T, float* y, int64_t ldy) {

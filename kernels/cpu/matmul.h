@@ -1,7 +1,10 @@
-// y = x · Wᵀ for a weight matrix in any supported block format. Weights are
-// dequantized on the fly, row by row, and each output element is one task's fixed
-// sequence of lane-wise products and one fixed reduction: the result for a token does
-// not depend on how many tokens share the call or on the number of threads.
+// y = x · Wᵀ for a weight matrix in any supported block format. Q8_0, Q4_0, Q4_K, Q6_K,
+// IQ4_XS and IQ3_XXS take the integer path (matmul_q.h): each token of x is quantized
+// on its own to 8-bit blocks of 32 and multiplied by integer dot products. Other types
+// are dequantized on the fly, row by row, and multiplied in f32. Either way each output
+// element is one task's fixed sequence of operations: the result for a token does not
+// depend on how many tokens share the call, on the number of threads, or (integer path)
+// on the instruction set chosen at run time.
 #pragma once
 #include <cstddef>
 #include <cstdint>

@@ -1,0 +1,80 @@
+#include "engine/run/options.h"
+
+#include <thread>
+
+#include "engine/generate.h"
+
+namespace strata {
+
+std::vector<FlagSpec> runner_flags() {
+    return {
+        {"--model", "FILE", "", "GGUF model to load", "-m"},
+        {"--threads", "N", "0", "CPU threads (0 = all cores)", "-t"},
+        {"--ctx-size", "N", "0", "context length per sequence (0 = the model's, capped by memory)", "-c"},
+        {"--cache-type", "TYPE", "f16", "KV cache type: f16, q8_0 or q4_0"},
+        {"--batch", "N", "256", "prompt tokens per window"},
+    };
+}
+
+RunnerOptions runner_options(const Flags& f) {
+    RunnerOptions o;
+    o.model_path = f.str("--model");
+    const int64_t t = f.integer("--threads");
+    if (t < 0 || t > 1024) throw UsageError(fmt::format("--threads must be in 0..1024, got {}", t));
+    o.threads = t == 0 ? static_cast<int>(std::max(1u, std::thread::hardware_concurrency())) : static_cast<int>(t);
+    o.n_ctx = f.integer("--ctx-size");
+    if (o.n_ctx < 0) throw UsageError(fmt::format("--ctx-size must be >= 0, got {}", o.n_ctx));
+    const std::string ct = f.str("--cache-type");
+    if (ct == "f16") o.cache_type = GgmlType::F16;
+    else if (ct == "q8_0") o.cache_type = GgmlType::Q8_0;
+    else if (ct == "q4_0") o.cache_type = GgmlType::Q4_0;
+    else throw UsageError(fmt::format("--cache-type must be f16, q8_0 or q4_0, got '{}'", ct));
+    o.n_batch = f.integer("--batch");
+    if (o.n_batch <= 0) throw UsageError(fmt::format("--batch must be positive, got {}", o.n_batch));
+    return o;
+}
+
+std::vector<FlagSpec> sampling_flags() {
+    return {
+        {"--temp", "T", "0", "temperature (0 = greedy)"},
+        {"--top-k", "K", "0", "keep the K most likely tokens (0 = off)"},
+        {"--top-p", "P", "1", "keep the smallest set with probability mass P (1 = off)"},
+        {"--min-p", "P", "0", "drop tokens below P times the top probability (0 = off)"},
+        {"--repeat-penalty", "X", "1", "divide logits of recent tokens by X (1 = off)"},
+        {"--presence-penalty", "X", "0", "subtract X from logits of recent tokens"},
+        {"--frequency-penalty", "X", "0", "subtract X times the count of each recent token"},
+        {"--penalty-last-n", "N", "64", "recent tokens the penalties look at (-1 = all)"},
+        {"--seed", "S", "0", "random seed for sampling"},
+    };
+}
+
+SamplingParams sampling_options(const Flags& f) {
+    SamplingParams p;
+    p.temperature = static_cast<float>(f.number("--temp"));
+    p.top_k = static_cast<int32_t>(f.integer("--top-k"));
+    p.top_p = static_cast<float>(f.number("--top-p"));
+    p.min_p = static_cast<float>(f.number("--min-p"));
+    p.repeat_penalty = static_cast<float>(f.number("--repeat-penalty"));
+    p.presence_penalty = static_cast<float>(f.number("--presence-penalty"));
+    p.frequency_penalty = static_cast<float>(f.number("--frequency-penalty"));
+    p.penalty_last_n = static_cast<int32_t>(f.integer("--penalty-last-n"));
+    p.seed = static_cast<uint64_t>(f.integer("--seed"));
+    try {
+        p.validate();
+    } catch (const Error& e) {
+        throw UsageError(e.what());
+    }
+    return p;
+}
+
+std::unique_ptr<Runner> make_runner(std::shared_ptr<const Model> model, const RunnerOptions& o) {
+    const int64_t n_ctx = effective_context(model->hp(), o.n_ctx, o.cache_type);
+    return make_local_runner(std::move(model), o.threads, n_ctx, o.cache_type);
+}
+
+std::vector<FlagSpec> concat(std::vector<FlagSpec> a, const std::vector<FlagSpec>& b) {
+    a.insert(a.end(), b.begin(), b.end());
+    return a;
+}
+
+}  // namespace strata

@@ -1,0 +1,38 @@
+// Flags shared by every command that runs a model (the CLI's run/eval and the
+// server): where the model goes and how it runs, and the sampling defaults. Declared
+// once here, parsed once into plain structs.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/core/flags.h"
+#include "engine/run/runner.h"
+#include "engine/sample/sampler.h"
+
+namespace strata {
+
+struct RunnerOptions {
+    std::string model_path;
+    int threads = 0;       // 0 = all cores
+    int64_t n_ctx = 0;     // 0 = the model's, capped by memory
+    GgmlType cache_type = GgmlType::F16;
+    int64_t n_batch = 256; // prompt tokens per window
+};
+
+// -m, -t, -c, --cache-type, --batch
+std::vector<FlagSpec> runner_flags();
+RunnerOptions runner_options(const Flags& f);  // throws UsageError for bad values
+
+// --temp, --top-k, --top-p, --min-p, --repeat-penalty, --presence-penalty,
+// --frequency-penalty, --penalty-last-n, --seed
+std::vector<FlagSpec> sampling_flags();
+SamplingParams sampling_options(const Flags& f);
+
+// The Runner the options ask for, for an already loaded model.
+std::unique_ptr<Runner> make_runner(std::shared_ptr<const Model> model, const RunnerOptions& o);
+
+std::vector<FlagSpec> concat(std::vector<FlagSpec> a, const std::vector<FlagSpec>& b);
+
+}  // namespace strata

@@ -1,0 +1,25 @@
+// The avx2 path of the integer-dot matmul; the code is matmul_q_simd.inc. Every header
+// is included before the target pragma so no inline function from them is compiled
+// for avx2 (the linker could otherwise pick that copy for the whole program).
+#include <array>
+#include <cstdint>
+#include <cstring>
+
+#include "engine/core/error.h"
+#include "engine/quant/blocks.h"
+#include "engine/quant/iq_grids.h"
+#include "kernels/cpu/matmul_q.h"
+
+#pragma GCC push_options
+#pragma GCC target("avx2,bmi2")
+#include <immintrin.h>
+
+#define KQ_NS avx2
+#define KQ_VNNI 0
+#include "kernels/cpu/matmul_q_simd.inc"
+
+#pragma GCC pop_options
+
+namespace strata::kq {
+void rows_avx2(const Job& job, int64_t r0, int64_t r1) { avx2::run_rows(job, r0, r1); }
+}  // namespace strata::kq
