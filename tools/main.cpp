@@ -8,6 +8,7 @@
 
 #include "engine/core/error.h"
 #include "engine/core/flags.h"
+#include "engine/core/log.h"
 #include "tools/commands.h"
 
 namespace {
@@ -38,6 +39,7 @@ void usage(std::FILE* out) {
 }  // namespace
 
 int main(int argc, char** argv) {
+    strata::init_logging();
     if (argc < 2) {
         usage(stderr);
         return 2;

@@ -31,19 +31,21 @@ std::unique_ptr<Model> Model::load(GgufFile file) {
     fail("unreachable");
 }
 
-SeqState Model::new_state(int64_t n_ctx, GgmlType cache_type) const {
+SeqState Model::new_state(int64_t n_ctx, GgmlType cache_type, int64_t l0, int64_t l1, bool with_mtp) const {
     STRATA_CHECK(n_ctx > 0, "context length must be positive, got {}", n_ctx);
+    if (l1 < 0) l1 = hp_.n_layer;
+    STRATA_CHECK(0 <= l0 && l0 <= l1 && l1 <= hp_.n_layer, "state for layers [{}, {}) outside 0..{}", l0, l1, hp_.n_layer);
     SeqState s;
     s.n_ctx = n_ctx;
     int64_t n_attn = 0;
     s.kv_slot.assign(static_cast<size_t>(hp_.n_layer), -1);
-    for (int64_t il = 0; il < hp_.n_layer; ++il)
+    for (int64_t il = l0; il < l1; ++il)
         if (!hp_.is_recurrent(il)) s.kv_slot[il] = n_attn++;
-    for (int64_t i = 0; i < hp_.n_nextn; ++i) s.kv_slot.push_back(n_attn++);  // MTP blocks: attention
+    for (int64_t i = 0; i < hp_.n_nextn; ++i) s.kv_slot.push_back(with_mtp ? n_attn++ : -1);  // MTP blocks: attention
     // Gated DeltaNet layers (qwen3next): conv history + delta-rule state per layer.
     s.gdn_slot.assign(static_cast<size_t>(hp_.n_layer), -1);
     int64_t n_rec = 0;
-    for (int64_t il = 0; il < hp_.n_layer; ++il)
+    for (int64_t il = l0; il < l1; ++il)
         if (hp_.is_recurrent(il)) s.gdn_slot[il] = n_rec++;
     if (n_rec > 0)
         s.gdn = std::make_unique<GdnState>(n_rec, hp_.ssm_conv_kernel, 2 * hp_.ssm_n_group * hp_.ssm_d_state + hp_.ssm_d_inner,

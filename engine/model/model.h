@@ -48,8 +48,10 @@ public:
     const HParams& hp() const { return hp_; }
     const GgufFile& file() const { return file_; }
 
-    // Fresh per-sequence state (KV cache for attention layers, recurrent state).
-    SeqState new_state(int64_t n_ctx, GgmlType cache_type) const;
+    // Fresh per-sequence state (KV cache for attention layers, recurrent state) for the
+    // layers [l0, l1) (l1 = -1: to the last), plus the MTP blocks when with_mtp.
+    SeqState new_state(int64_t n_ctx, GgmlType cache_type, int64_t l0 = 0, int64_t l1 = -1,
+                       bool with_mtp = true) const;
 
     // tokens at positions state.n_past .. n_past + T - 1; writes logits [T, n_vocab]
     // when all_logits, else [n_vocab] for the last token. Advances state.n_past.

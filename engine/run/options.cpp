@@ -2,7 +2,9 @@
 
 #include <thread>
 
+#include "engine/core/env.h"
 #include "engine/generate.h"
+#include "engine/split/split_runner.h"
 
 namespace strata {
 
@@ -13,6 +15,9 @@ std::vector<FlagSpec> runner_flags() {
         {"--ctx-size", "N", "0", "context length per sequence (0 = the model's, capped by memory)", "-c"},
         {"--cache-type", "TYPE", "f16", "KV cache type: f16, q8_0 or q4_0"},
         {"--batch", "N", "256", "prompt tokens per window"},
+        {"--devices", "LIST", "", "devices for a layer split, e.g. cpu:0,cpu:1 (empty: one device)"},
+        {"--split", "RANGES", "auto", "layer ranges per device, e.g. 0-3,4-7, or auto (balanced by weight bytes)"},
+        {"--threads-per-device", "N", "0", "threads of each split device (0 = --threads / number of devices)"},
     };
 }
 
@@ -31,6 +36,12 @@ RunnerOptions runner_options(const Flags& f) {
     else throw UsageError(fmt::format("--cache-type must be f16, q8_0 or q4_0, got '{}'", ct));
     o.n_batch = f.integer("--batch");
     if (o.n_batch <= 0) throw UsageError(fmt::format("--batch must be positive, got {}", o.n_batch));
+    o.devices = f.str("--devices");
+    o.split = f.str("--split");
+    if (f.given("--split") && o.devices.empty()) throw UsageError("--split needs --devices");
+    const int64_t tpd = f.integer("--threads-per-device");
+    if (tpd < 0 || tpd > 1024) throw UsageError(fmt::format("--threads-per-device must be in 0..1024, got {}", tpd));
+    o.threads_per_device = static_cast<int>(tpd);
     return o;
 }
 
@@ -69,7 +80,13 @@ SamplingParams sampling_options(const Flags& f) {
 
 std::unique_ptr<Runner> make_runner(std::shared_ptr<const Model> model, const RunnerOptions& o) {
     const int64_t n_ctx = effective_context(model->hp(), o.n_ctx, o.cache_type);
-    return make_local_runner(std::move(model), o.threads, n_ctx, o.cache_type);
+    if (o.devices.empty()) return make_local_runner(std::move(model), o.threads, n_ctx, o.cache_type);
+    const int64_t n_layer = model->hp().n_layer;
+    const SplitPlan plan = plan_split(o.devices, o.split, n_layer, layer_weight_bytes(model->file(), n_layer),
+                                      head_weight_bytes(model->file()));
+    const int n_dev = static_cast<int>(plan.stages.size());
+    const int tpd = o.threads_per_device > 0 ? o.threads_per_device : std::max(1, o.threads / n_dev);
+    return make_split_runner(std::move(model), plan, tpd, n_ctx, o.cache_type, SplitConfig::from(env()));
 }
 
 std::vector<FlagSpec> concat(std::vector<FlagSpec> a, const std::vector<FlagSpec>& b) {

@@ -19,6 +19,9 @@ struct RunnerOptions {
     int64_t n_ctx = 0;     // 0 = the model's, capped by memory
     GgmlType cache_type = GgmlType::F16;
     int64_t n_batch = 256; // prompt tokens per window
+    std::string devices;   // --devices cpu:0,cpu:1 (empty: one CPU device, no split)
+    std::string split;     // --split 0-3,4-7 | auto
+    int threads_per_device = 0;  // 0 = threads / number of devices
 };
 
 // -m, -t, -c, --cache-type, --batch

@@ -1,0 +1,197 @@
+// CPU device: a queue thread that runs submitted ops in order, with a thread pool of
+// its own for the ops' parallel work. Two CPU devices are two independent workers,
+// which is what a two-stage split on the CPU needs.
+#include <pthread.h>
+#include <sched.h>
+
+#include <cstdlib>
+#include <deque>
+
+#include <immintrin.h>
+#include <thread>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "engine/backend/device.h"
+#include "engine/core/error.h"
+#include "engine/model/model.h"
+
+namespace strata {
+
+bool Event::done() const {
+    if (!s_) return true;
+    std::lock_guard<std::mutex> lk(s_->mu);
+    return s_->done;
+}
+
+namespace {
+
+// Spin briefly before sleeping: on a virtual machine, waking a thread whose core went
+// idle costs far more (often a millisecond) than the few microseconds a window's
+// hand-off should take. kSpin bounds the burn when the wait is long.
+constexpr auto kSpin = std::chrono::microseconds(300);
+
+template <typename P>
+bool spin_until(P&& pred) {
+    const auto limit = std::chrono::steady_clock::now() + kSpin;
+    for (int i = 0;; ++i) {
+        if (pred()) return true;
+        _mm_pause();
+        if ((i & 63) == 63 && std::chrono::steady_clock::now() > limit) return pred();
+    }
+}
+
+}  // namespace
+
+bool Event::wait(int64_t timeout_ms) const {
+    if (!s_) return true;
+    if (spin_until([&] { return s_->done_flag.load(std::memory_order_acquire); })) {
+        std::lock_guard<std::mutex> lk(s_->mu);  // pairs with the signaller: error is visible
+        return true;
+    }
+    std::unique_lock<std::mutex> lk(s_->mu);
+    if (timeout_ms <= 0) {
+        s_->cv.wait(lk, [&] { return s_->done; });
+        return true;
+    }
+    return s_->cv.wait_for(lk, std::chrono::milliseconds(timeout_ms), [&] { return s_->done; });
+}
+
+void Event::rethrow() const {
+    if (!s_) return;
+    std::exception_ptr e;
+    {
+        std::lock_guard<std::mutex> lk(s_->mu);
+        e = s_->error;
+    }
+    if (e) std::rethrow_exception(e);
+}
+
+namespace {
+
+void pin_current_thread(int core) {
+    if (core < 0 || core >= static_cast<int>(std::thread::hardware_concurrency())) return;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(core, &set);
+    pthread_setaffinity_np(pthread_self(), sizeof(set), &set);  // best effort
+}
+
+class CpuDevice final : public Device {
+public:
+    CpuDevice(std::string name, int threads, int first_core)
+        : name_(std::move(name)), pool_(threads), ctx_{pool_, {}}, core_(first_core) {
+        worker_ = std::thread([this] { loop(); });
+    }
+    ~CpuDevice() override {
+        {
+            std::lock_guard<std::mutex> lk(mu_);
+            stop_ = true;
+            stop_flag_.store(true);
+        }
+        cv_.notify_all();
+        worker_.join();
+    }
+
+    const std::string& name() const override { return name_; }
+
+    Buffer alloc(size_t bytes) override { return host_alloc(bytes); }
+    Buffer alloc_host_mapped(size_t bytes) override { return host_alloc(bytes); }
+
+    void submit(std::function<void()> op) override {
+        {
+            std::lock_guard<std::mutex> lk(mu_);
+            q_.push_back(Item{std::move(op), nullptr});
+            pending_.fetch_add(1, std::memory_order_release);
+        }
+        cv_.notify_all();
+    }
+
+    Event record() override {
+        auto st = std::make_shared<Event::State>();
+        {
+            std::lock_guard<std::mutex> lk(mu_);
+            q_.push_back(Item{nullptr, st});
+            pending_.fetch_add(1, std::memory_order_release);
+        }
+        cv_.notify_all();
+        return Event(st);
+    }
+
+    ForwardCtx* cpu_ctx() override { return &ctx_; }
+
+private:
+    struct Item {
+        std::function<void()> op;             // work, or
+        std::shared_ptr<Event::State> event;  // an event to signal
+    };
+
+    static Buffer host_alloc(size_t bytes) {
+        // 64-byte alignment: a cache line, and what AVX-512 loads like.
+        void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+        if (!p) fail("out of host memory allocating {} bytes", bytes);
+        return Buffer(p, bytes, [](void* q) { std::free(q); });
+    }
+
+    void loop() {
+        pin_current_thread(core_);
+        std::exception_ptr pending;  // first failure since the last event
+        for (;;) {
+            Item it;
+            spin_until([&] { return pending_.load(std::memory_order_acquire) > 0 || stop_flag_.load(); });
+            {
+                std::unique_lock<std::mutex> lk(mu_);
+                cv_.wait(lk, [&] { return stop_ || !q_.empty(); });
+                if (q_.empty()) return;  // stop requested and drained
+                it = std::move(q_.front());
+                q_.pop_front();
+                pending_.fetch_sub(1, std::memory_order_relaxed);
+            }
+            if (it.op) {
+                try {
+                    it.op();
+                } catch (...) {
+                    if (!pending) pending = std::current_exception();
+                }
+            } else {
+                {
+                    std::lock_guard<std::mutex> lk(it.event->mu);
+                    it.event->done = true;
+                    it.event->error = pending;
+                    it.event->done_flag.store(true, std::memory_order_release);
+                }
+                pending = nullptr;
+                it.event->cv.notify_all();
+            }
+        }
+    }
+
+    std::string name_;
+    ThreadPool pool_;
+    ForwardCtx ctx_;
+    int core_;
+    std::mutex mu_;
+    std::condition_variable cv_;
+    std::deque<Item> q_;
+    bool stop_ = false;
+    std::atomic<bool> stop_flag_{false};  // stop_, readable while spinning
+    std::atomic<size_t> pending_{0};      // items in q_, readable while spinning
+    std::thread worker_;
+};
+
+}  // namespace
+
+std::unique_ptr<Device> open_device(const std::string& spec, int threads, int first_core) {
+    if (spec.rfind("cpu:", 0) == 0) {
+        const std::string idx = spec.substr(4);
+        if (idx.empty() || idx.find_first_not_of("0123456789") != std::string::npos || idx.size() > 3)
+            fail("unknown device '{}' (expected cpu:N)", spec);
+        return std::make_unique<CpuDevice>(spec, std::max(1, threads), first_core);
+    }
+    if (spec.rfind("cuda:", 0) == 0 || spec.rfind("hip:", 0) == 0)
+        fail("device '{}': this build has no GPU backend yet (available: cpu:N)", spec);
+    fail("unknown device '{}' (expected cpu:N)", spec);
+}
+
+}  // namespace strata

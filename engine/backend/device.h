@@ -1,0 +1,93 @@
+// A device: memory, an ordered work queue, and events. CPU devices (`cpu:0`, `cpu:1`)
+// are worker pools of their own; CUDA and HIP devices implement the same interface
+// (device buffers, pinned host buffers mapped into the device, a stream as the queue).
+#pragma once
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+
+namespace strata {
+
+struct ForwardCtx;
+
+// Completion of everything submitted to a queue before the event was recorded.
+class Event {
+public:
+    struct State {
+        std::mutex mu;
+        std::condition_variable cv;
+        bool done = false;
+        std::atomic<bool> done_flag{false};  // same as done, for a lock-free spin before sleeping
+        std::exception_ptr error;  // the first op that failed before this event
+    };
+    Event() = default;
+    explicit Event(std::shared_ptr<State> s) : s_(std::move(s)) {}
+    bool valid() const { return s_ != nullptr; }
+    bool done() const;
+    // True when done; false when timeout_ms passed first (0 = wait forever).
+    bool wait(int64_t timeout_ms) const;
+    // Rethrows the error of a failed op, if any (call after wait returned true).
+    void rethrow() const;
+
+private:
+    std::shared_ptr<State> s_;
+};
+
+// Memory owned by a device, freed with it (RAII).
+class Buffer {
+public:
+    Buffer() = default;
+    Buffer(void* p, size_t n, std::function<void(void*)> free_fn) : p_(p), n_(n), free_(std::move(free_fn)) {}
+    Buffer(Buffer&& o) noexcept { *this = std::move(o); }
+    Buffer& operator=(Buffer&& o) noexcept {
+        reset();
+        p_ = o.p_;
+        n_ = o.n_;
+        free_ = std::move(o.free_);
+        o.p_ = nullptr;
+        o.n_ = 0;
+        return *this;
+    }
+    ~Buffer() { reset(); }
+    void* data() const { return p_; }
+    size_t size() const { return n_; }
+
+private:
+    void reset() {
+        if (p_ && free_) free_(p_);
+        p_ = nullptr;
+    }
+    void* p_ = nullptr;
+    size_t n_ = 0;
+    std::function<void(void*)> free_;
+};
+
+class Device {
+public:
+    virtual ~Device() = default;
+    virtual const std::string& name() const = 0;
+    virtual int64_t memory_bytes() const { return -1; }  // -1: unknown
+
+    virtual Buffer alloc(size_t bytes) = 0;               // device memory
+    virtual Buffer alloc_host_mapped(size_t bytes) = 0;   // pinned host memory the device can read and write
+
+    // Queue: ops run in submission order, one at a time. An op that throws marks the
+    // events recorded after it failed; later ops still run (they check for themselves).
+    virtual void submit(std::function<void()> op) = 0;
+    virtual Event record() = 0;
+    // The CPU execution context of this device's ops (its thread pool); null for GPUs.
+    virtual ForwardCtx* cpu_ctx() = 0;
+};
+
+// "cpu:N" with `threads` threads, pinned to cores first_core .. first_core + threads - 1
+// where the machine has them. Throws for an unknown device name.
+std::unique_ptr<Device> open_device(const std::string& spec, int threads, int first_core);
+
+}  // namespace strata

@@ -1,0 +1,58 @@
+#include "engine/core/env.h"
+
+#include <charconv>
+#include <cstdlib>
+
+#include <fmt/format.h>
+
+#include "engine/core/error.h"
+
+namespace strata {
+
+const std::vector<EnvSpec>& env_specs() {
+    static const std::vector<EnvSpec> specs = {
+        {"STRATA_SPLIT_OVERLAP", "0",
+         "1: launch every stage's window up front; stages wait on their hand-in flag (stages on different devices only)"},
+        {"STRATA_SPLIT_WAIT_MS", "30000", "bound on each hand-off wait in ms; on expiry the window fails with a hand-off error (0 = no limit)"},
+        {"STRATA_HOST_TIMEOUT_MS", "20000", "a window not done after this many ms restarts the engine (0 = no limit)"},
+        {"STRATA_TEST_HANDOFF_DROP", "0", "test hook: the Nth window's publish leaves the ready flag down (overlap mode only)"},
+    };
+    return specs;
+}
+
+namespace {
+
+int64_t parse_int(const char* name, const char* v, int64_t lo, int64_t hi) {
+    const std::string s = v;
+    int64_t x = 0;
+    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), x);
+    if (s.empty() || ec != std::errc() || p != s.data() + s.size() || x < lo || x > hi)
+        fail("environment variable {}='{}' must be an integer in {}..{}", name, s, lo, hi);
+    return x;
+}
+
+}  // namespace
+
+EnvConfig parse_env(const std::function<const char*(const char*)>& lookup) {
+    EnvConfig c;
+    constexpr int64_t kDay = 86'400'000;
+    if (const char* v = lookup("STRATA_SPLIT_OVERLAP")) c.split_overlap = parse_int("STRATA_SPLIT_OVERLAP", v, 0, 1) == 1;
+    if (const char* v = lookup("STRATA_SPLIT_WAIT_MS")) c.split_wait_ms = parse_int("STRATA_SPLIT_WAIT_MS", v, 0, kDay);
+    if (const char* v = lookup("STRATA_HOST_TIMEOUT_MS")) c.host_timeout_ms = parse_int("STRATA_HOST_TIMEOUT_MS", v, 0, kDay);
+    if (const char* v = lookup("STRATA_TEST_HANDOFF_DROP"))
+        c.test_handoff_drop = parse_int("STRATA_TEST_HANDOFF_DROP", v, 0, INT64_MAX);
+    return c;
+}
+
+const EnvConfig& env() {
+    static const EnvConfig c = parse_env([](const char* n) { return std::getenv(n); });
+    return c;
+}
+
+std::string env_markdown() {
+    std::string out = "## Environment variables\n\n| variable | default | meaning |\n|---|---|---|\n";
+    for (const auto& s : env_specs()) out += fmt::format("| `{}` | `{}` | {} |\n", s.name, s.def, s.doc);
+    return out;
+}
+
+}  // namespace strata

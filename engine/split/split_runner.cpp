@@ -1,0 +1,303 @@
+// The stage chain. Each stage owns a device, a layer range and, per sequence, the
+// state of its layers; a window runs stage by stage, the activations crossing each
+// boundary through a Handoff (publish at the end of the writer's op, wait at the
+// start of the reader's). Serial mode submits stage i+1 only after stage i is done;
+// overlap mode submits every stage up front and lets the flags order them.
+#include <chrono>
+#include <cstring>
+#include <map>
+#include <optional>
+
+#include <spdlog/spdlog.h>
+
+#include "engine/split/handoff.h"
+#include "engine/split/split_runner.h"
+
+namespace strata {
+namespace {
+
+struct Stage {
+    std::unique_ptr<Device> dev;
+    int64_t l0 = 0, l1 = 0;
+    std::vector<float> x;  // [rows, n_embd] this stage's activations (device memory on GPUs)
+};
+
+struct Sequence {
+    int64_t n_past = 0;
+    std::vector<SeqState> states;  // one per stage, for that stage's layers
+};
+
+class SplitRunnerImpl final : public SplitRunner {
+public:
+    SplitRunnerImpl(std::shared_ptr<const Model> model, const SplitPlan& plan, int threads, int64_t n_ctx,
+                    GgmlType cache_type, const SplitConfig& cfg)
+        : model_(std::move(model)), n_ctx_(n_ctx), cache_type_(cache_type), cfg_(cfg), plan_(plan) {
+        STRATA_CHECK(!plan.stages.empty(), "a split needs at least one stage");
+        STRATA_CHECK(n_ctx > 0, "context length must be positive, got {}", n_ctx);
+        int core = 0;
+        std::map<std::string, Device*> opened;
+        bool shared_device = false;
+        for (const StagePlan& sp : plan.stages) {
+            Stage st;
+            if (opened.count(sp.device)) shared_device = true;
+            st.dev = open_device(sp.device, threads, core);
+            core += threads;
+            st.l0 = sp.l0;
+            st.l1 = sp.l1;
+            opened[sp.device] = st.dev.get();
+            stages_.push_back(std::move(st));
+        }
+        overlap_ = cfg.overlap;
+        if (overlap_ && shared_device) {
+            spdlog::info("split: STRATA_SPLIT_OVERLAP is off: two stages share a device");
+            overlap_ = false;
+        }
+        if (overlap_ && stages_.size() < 2) overlap_ = false;
+        for (size_t s = 0; s + 1 < stages_.size(); ++s) handoffs_.push_back(std::make_unique<Handoff>(*stages_[s].dev, 0));
+    }
+
+    ~SplitRunnerImpl() override {
+        // Nothing may still wait on a flag when the devices shut down.
+        for (auto& h : handoffs_) h->abort();
+    }
+
+    const Model& model() const override { return *model_; }
+    int64_t n_ctx() const override { return n_ctx_; }
+    bool overlap() const override { return overlap_; }
+    SplitStats stats() const override { return stats_; }
+    std::string describe() const override {
+        return plan_.describe() + (overlap_ ? " (overlap)" : " (serial)");
+    }
+
+    int new_sequence() override {
+        int id = 0;
+        while (seqs_.count(id)) ++id;
+        seqs_.emplace(id, fresh_sequence());
+        return id;
+    }
+    void free_sequence(int seq) override { seqs_.erase(seq); }
+    void reset_sequence(int seq) override { sequence(seq) = fresh_sequence(); }
+    int64_t n_past(int seq) const override { return const_cast<SplitRunnerImpl*>(this)->sequence(seq).n_past; }
+
+    void eval(std::span<const Item> items, float* logits_rows) override;
+
+private:
+    Sequence fresh_sequence() const {
+        Sequence q;
+        for (size_t s = 0; s < stages_.size(); ++s)
+            q.states.push_back(model_->new_state(n_ctx_, cache_type_, stages_[s].l0, stages_[s].l1,
+                                                 /*with_mtp=*/s + 1 == stages_.size()));
+        return q;
+    }
+    Sequence& sequence(int seq) {
+        auto it = seqs_.find(seq);
+        STRATA_CHECK(it != seqs_.end(), "no sequence {}", seq);
+        return it->second;
+    }
+    void run_stage(size_t s, uint64_t w);
+    [[noreturn]] void watchdog(size_t stuck_stage, uint64_t w);
+
+    std::shared_ptr<const Model> model_;
+    int64_t n_ctx_;
+    GgmlType cache_type_;
+    SplitConfig cfg_;
+    SplitPlan plan_;
+    bool overlap_ = false;
+    std::vector<Stage> stages_;
+    std::vector<std::unique_ptr<Handoff>> handoffs_;  // handoffs_[s]: stage s -> s + 1
+    std::map<int, Sequence> seqs_;
+    uint64_t window_ = 0;
+    SplitStats stats_;
+
+    // The window in flight. Kept in members, not on the host's stack: a device op must
+    // never outlive what it reads, even if the host gives up on it.
+    std::vector<std::vector<int32_t>> win_tokens_;
+    std::vector<bool> win_all_;
+    std::vector<Batch> win_batches_;  // per stage
+    std::vector<int> win_failed_;     // per stage: Handoff::Wait of its hand-in, as int (0 = fine)
+    float* win_logits_ = nullptr;
+};
+
+void SplitRunnerImpl::run_stage(size_t s, uint64_t w) {
+    Stage& st = stages_[s];
+    const bool last = s + 1 == stages_.size();
+    const int64_t E = model_->hp().n_embd;
+    const Batch& batch = win_batches_[s];
+    const int64_t rows = batch.n_rows;
+    ForwardCtx& ctx = *st.dev->cpu_ctx();
+    float* x = st.x.data();
+    try {
+        if (s == 0) {
+            for (size_t i = 0; i < win_tokens_.size(); ++i)
+                model_->embed(win_tokens_[i].data(), batch.seqs[i].n, x + batch.seqs[i].row0 * E);
+        } else {
+            Handoff& in = *handoffs_[s - 1];
+            const Handoff::Wait r = in.wait(w, cfg_.wait_ms);
+            if (r != Handoff::Wait::Ready) {
+                win_failed_[s] = static_cast<int>(r);
+                if (!last) handoffs_[s]->abort();  // release the stage after this one
+                return;                            // finish without using the payload
+            }
+            std::memcpy(x, in.payload(), sizeof(float) * static_cast<size_t>(rows * E));
+        }
+        model_->run_layers(ctx, batch, st.l0, st.l1, x);
+        if (!last) {
+            Handoff& out = *handoffs_[s];
+            std::memcpy(out.payload(), x, sizeof(float) * static_cast<size_t>(rows * E));
+            // Test hook: leave the flag down in the Nth window (overlap mode only; in
+            // serial mode the host orders the stages and the flag is not waited for).
+            if (!(overlap_ && cfg_.drop_window > 0 && w == static_cast<uint64_t>(cfg_.drop_window))) out.publish(w);
+        } else {
+            // Gather the rows whose logits are wanted, then one head pass over them.
+            float* sel = ctx.scratch.get(13, static_cast<size_t>(rows * E));
+            int64_t n_sel = 0;
+            for (size_t i = 0; i < batch.seqs.size(); ++i) {
+                const BatchSeq& bs = batch.seqs[i];
+                const int64_t first = win_all_[i] ? bs.row0 : bs.row0 + bs.n - 1;
+                const int64_t count = bs.row0 + bs.n - first;
+                std::memcpy(sel + n_sel * E, x + first * E, sizeof(float) * static_cast<size_t>(count * E));
+                n_sel += count;
+            }
+            model_->head(ctx, sel, n_sel, win_logits_);
+        }
+    } catch (...) {
+        if (!last) handoffs_[s]->abort();  // never leave the next stage spinning
+        throw;
+    }
+}
+
+void SplitRunnerImpl::eval(std::span<const Item> items, float* logits_rows) {
+    // Check everything before any state changes.
+    const HParams& hp = model_->hp();
+    int64_t rows = 0;
+    for (const Item& it : items) {
+        Sequence& q = sequence(it.seq);
+        const int64_t T = static_cast<int64_t>(it.tokens.size());
+        STRATA_CHECK(T > 0, "eval: no tokens");
+        if (q.n_past + T > n_ctx_)
+            fail("the prompt needs {} positions but the context holds {} ({} already used)", q.n_past + T, n_ctx_,
+                 q.n_past);
+        for (int32_t id : it.tokens)
+            if (id < 0 || id >= hp.n_vocab) fail("token id {} is out of range (vocabulary has {})", id, hp.n_vocab);
+        rows += T;
+    }
+    const int64_t E = hp.n_embd;
+    const uint64_t w = ++window_;
+    ++stats_.windows;
+
+    // The devices are idle here: size the buffers for this window.
+    for (auto& h : handoffs_)
+        if (h->capacity() < static_cast<size_t>(rows * E)) {
+            const size_t s = &h - handoffs_.data();
+            h = std::make_unique<Handoff>(*stages_[s].dev, static_cast<size_t>(rows * E));
+        }
+    for (auto& st : stages_)
+        if (st.x.size() < static_cast<size_t>(rows * E)) st.x.resize(static_cast<size_t>(rows * E));
+    win_tokens_.clear();
+    win_all_.clear();
+    for (const Item& it : items) {
+        win_tokens_.emplace_back(it.tokens.begin(), it.tokens.end());
+        win_all_.push_back(it.all_logits);
+    }
+    win_batches_.assign(stages_.size(), Batch{});
+    for (size_t s = 0; s < stages_.size(); ++s)
+        for (const Item& it : items) {
+            Sequence& q = sequence(it.seq);
+            win_batches_[s].add(q.states[s], q.n_past, static_cast<int64_t>(it.tokens.size()));
+        }
+    win_failed_.assign(stages_.size(), 0);
+    win_logits_ = logits_rows;
+
+    using clock = std::chrono::steady_clock;
+    const auto deadline = clock::now() + std::chrono::milliseconds(cfg_.host_timeout_ms);
+    auto wait_event = [&](const Event& ev, size_t s) {
+        int64_t left = 0;  // 0 = no limit
+        if (cfg_.host_timeout_ms > 0) {
+            left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now()).count();
+            if (left <= 0) left = 1;
+        }
+        if (!ev.wait(left)) watchdog(s, w);
+    };
+    std::vector<Event> events(stages_.size());
+    std::exception_ptr op_error;
+    if (overlap_) {
+        for (size_t s = 0; s < stages_.size(); ++s) {
+            stages_[s].dev->submit([this, s, w] { run_stage(s, w); });
+            events[s] = stages_[s].dev->record();
+        }
+        for (size_t s = 0; s < stages_.size(); ++s) wait_event(events[s], s);
+    } else {
+        for (size_t s = 0; s < stages_.size(); ++s) {
+            stages_[s].dev->submit([this, s, w] { run_stage(s, w); });
+            events[s] = stages_[s].dev->record();
+            wait_event(events[s], s);
+            try {
+                events[s].rethrow();
+            } catch (...) {
+                op_error = std::current_exception();
+                break;
+            }
+            if (win_failed_[s]) break;
+        }
+    }
+    for (size_t s = 0; s < stages_.size() && !op_error; ++s) {
+        try {
+            events[s].rethrow();
+        } catch (...) {
+            op_error = std::current_exception();
+        }
+    }
+    for (size_t s = 1; s < stages_.size(); ++s) {
+        if (!win_failed_[s]) continue;
+        const bool timed_out = win_failed_[s] == static_cast<int>(Handoff::Wait::TimedOut);
+        if (!timed_out && op_error) break;  // aborted because an earlier stage failed: report that
+        ++stats_.handoff_timeouts;
+        for (auto& h : handoffs_) h->reset();
+        throw HandoffError(fmt::format(
+            "hand-off failed: stage {} ({}) waited for stage {} ({}) {} in window {}; the request was cancelled",
+            s, plan_.stages[s].device, s - 1, plan_.stages[s - 1].device,
+            timed_out ? fmt::format("longer than STRATA_SPLIT_WAIT_MS={} ms", cfg_.wait_ms) : std::string("and was aborted"),
+            w));
+    }
+    if (op_error) {
+        for (auto& h : handoffs_) h->reset();
+        std::rethrow_exception(op_error);
+    }
+    for (size_t s = 1; s < stages_.size(); ++s) {
+        ++stats_.handoff_waits;
+        stats_.wake_latency_us_sum += static_cast<double>(handoffs_[s - 1]->last_wake_latency_ns()) / 1000.0;
+    }
+    for (const Item& it : items) {
+        Sequence& q = sequence(it.seq);
+        q.n_past += static_cast<int64_t>(it.tokens.size());
+        for (SeqState& st : q.states) st.n_past = q.n_past;
+    }
+}
+
+void SplitRunnerImpl::watchdog(size_t stuck_stage, uint64_t w) {
+    spdlog::error("watchdog: window {} not done after STRATA_HOST_TIMEOUT_MS={} ms (stage {} on {}); restarting",
+                  w, cfg_.host_timeout_ms, stuck_stage, plan_.stages[stuck_stage].device);
+    for (auto& h : handoffs_) h->abort();  // every spinning wait returns
+    for (auto& st : stages_) {
+        const Event drained = st.dev->record();
+        if (!drained.wait(std::max<int64_t>(cfg_.host_timeout_ms, 1000)))
+            fail("device {} did not drain after the watchdog fired; the engine cannot recover", st.dev->name());
+    }
+    for (auto& h : handoffs_) h->reset();
+    for (auto& [id, q] : seqs_) q = fresh_sequence();  // weights stay loaded; state is rebuilt
+    ++stats_.restarts;
+    throw EngineRestarted(fmt::format(
+        "the engine restarted: window {} did not finish within STRATA_HOST_TIMEOUT_MS={} ms; the request was "
+        "cancelled and every sequence's state was reset",
+        w, cfg_.host_timeout_ms));
+}
+
+}  // namespace
+
+std::unique_ptr<SplitRunner> make_split_runner(std::shared_ptr<const Model> model, const SplitPlan& plan,
+                                               int threads_per_device, int64_t n_ctx, GgmlType cache_type,
+                                               const SplitConfig& cfg) {
+    return std::make_unique<SplitRunnerImpl>(std::move(model), plan, threads_per_device, n_ctx, cache_type, cfg);
+}
+
+}  // namespace strata

@@ -1,0 +1,58 @@
+// The stage chain: a Runner whose layers are split into contiguous stages on several
+// devices, handing activations across each boundary through a Handoff.
+#pragma once
+#include <cstdint>
+#include <memory>
+
+#include "engine/core/env.h"
+#include "engine/core/error.h"
+#include "engine/run/runner.h"
+#include "engine/split/plan.h"
+
+namespace strata {
+
+// A window failed at a stage boundary (a hand-off wait ran out, or was aborted). The
+// request that owned the window fails; the sequences in it must be reset.
+class HandoffError : public Error {
+public:
+    using Error::Error;
+};
+
+// The host watchdog fired: a window did not complete in time. The runner released
+// every wait, drained the devices and rebuilt every sequence's state (weights stay
+// loaded); whatever was in flight fails with this error.
+class EngineRestarted : public Error {
+public:
+    using Error::Error;
+};
+
+struct SplitConfig {
+    bool overlap = false;           // STRATA_SPLIT_OVERLAP
+    int64_t wait_ms = 30000;        // STRATA_SPLIT_WAIT_MS (0 = no limit)
+    int64_t host_timeout_ms = 20000;  // STRATA_HOST_TIMEOUT_MS (0 = no limit)
+    int64_t drop_window = 0;        // STRATA_TEST_HANDOFF_DROP (0 = off)
+    static SplitConfig from(const EnvConfig& e) {
+        return {e.split_overlap, e.split_wait_ms, e.host_timeout_ms, e.test_handoff_drop};
+    }
+};
+
+struct SplitStats {
+    int64_t windows = 0;
+    int64_t handoff_waits = 0;     // waits that saw their flag
+    int64_t handoff_timeouts = 0;  // waits that ran out (or were aborted)
+    int64_t restarts = 0;          // watchdog restarts
+    double wake_latency_us_sum = 0;  // publish -> wake, summed over waits (overlap mode)
+};
+
+class SplitRunner : public Runner {
+public:
+    virtual bool overlap() const = 0;  // whether the overlap mode is on (after its own checks)
+    virtual SplitStats stats() const = 0;
+};
+
+// threads_per_device threads for each device; devices are opened here (cpu:N).
+std::unique_ptr<SplitRunner> make_split_runner(std::shared_ptr<const Model> model, const SplitPlan& plan,
+                                               int threads_per_device, int64_t n_ctx, GgmlType cache_type,
+                                               const SplitConfig& cfg);
+
+}  // namespace strata

@@ -1,0 +1,155 @@
+// The layer split: plan parsing, bit-identical results across placements and modes,
+// and the fault paths (a dropped hand-off, the host watchdog).
+#include <catch2/catch.hpp>
+
+#include <chrono>
+
+#include "engine/backend/device.h"
+#include "engine/split/plan.h"
+#include "engine/split/split_runner.h"
+#include "tests/model_helpers.h"
+
+using namespace strata;
+
+TEST_CASE("split plan: explicit ranges and auto balance", "[split]") {
+    const std::vector<uint64_t> bytes(8, 100);
+    SplitPlan p = plan_split("cpu:0,cpu:1", "0-3,4-7", 8, bytes, 0);
+    REQUIRE(p.stages.size() == 2);
+    CHECK(p.stages[0].l0 == 0);
+    CHECK(p.stages[0].l1 == 4);
+    CHECK(p.stages[1].device == "cpu:1");
+    CHECK(p.stages[1].l1 == 8);
+    CHECK(p.describe() == "cpu:0 layers 0-3 | cpu:1 layers 4-7");
+    p = plan_split("cpu:0,cpu:1", "auto", 8, bytes, 0);
+    CHECK(p.stages[0].l1 == 4);
+    // The head weighs on the last stage: it gets fewer layers.
+    p = plan_split("cpu:0,cpu:1", "auto", 8, bytes, 400);
+    CHECK(p.stages[0].l1 == 6);
+    p = plan_split("cpu:0,cpu:1,cpu:2", "", 9, std::vector<uint64_t>(9, 1), 0);
+    CHECK(p.stages[1].l0 == 3);
+    CHECK(p.stages[2].l0 == 6);
+}
+
+TEST_CASE("split plan: bad splits are refused clearly", "[split]") {
+    const std::vector<uint64_t> bytes(8, 1);
+    CHECK_THROWS_WITH(plan_split("cpu:0,cpu:1", "0-2,4-7", 8, bytes, 0), Catch::Contains("layers 3-3 are in no range"));
+    CHECK_THROWS_WITH(plan_split("cpu:0,cpu:1", "0-4,4-7", 8, bytes, 0), Catch::Contains("overlaps"));
+    CHECK_THROWS_WITH(plan_split("cpu:0,cpu:1", "0-3,4-8", 8, bytes, 0), Catch::Contains("past the model"));
+    CHECK_THROWS_WITH(plan_split("cpu:0,cpu:1", "0-3,4-6", 8, bytes, 0), Catch::Contains("layers 7-7 are in no range"));
+    CHECK_THROWS_WITH(plan_split("cpu:0,cpu:1,cpu:2", "auto", 2, std::vector<uint64_t>(2, 1), 0),
+                      Catch::Contains("3 stages for a model with only 2 layers"));
+    CHECK_THROWS_WITH(plan_split("cpu:0,cpu:1", "0-3", 8, bytes, 0), Catch::Contains("1 ranges but --devices names 2"));
+    CHECK_THROWS_WITH(plan_split("cpu:0,cpu:1", "0-3,x-7", 8, bytes, 0), Catch::Contains("not a layer range"));
+    CHECK_THROWS_WITH(plan_split("cpu:0,cpu:1", "3-0,4-7", 8, bytes, 0), Catch::Contains("backwards"));
+    CHECK_THROWS_WITH(plan_split("cpu:0,", "auto", 8, bytes, 0), Catch::Contains("empty device name"));
+    CHECK_THROWS_WITH(open_device("gpu:0", 1, 0), Catch::Contains("unknown device 'gpu:0'"));
+    CHECK_THROWS_WITH(open_device("cpu:x", 1, 0), Catch::Contains("unknown device"));
+}
+
+namespace {
+
+// Logits of a prompt (all positions) and of three decode steps, through any runner.
+std::vector<float> run_windows(Runner& r) {
+    const int64_t V = r.model().hp().n_vocab;
+    const std::vector<int32_t> prompt = {5, 9, 2, 77, 31, 8};
+    std::vector<float> out(prompt.size() * static_cast<size_t>(V) + 3 * static_cast<size_t>(V));
+    const int seq = r.new_sequence();
+    const Runner::Item p{seq, prompt, true};
+    r.eval(std::span<const Runner::Item>(&p, 1), out.data());
+    for (int i = 0; i < 3; ++i) {
+        const int32_t tok[1] = {40 + i};
+        const Runner::Item d{seq, std::span<const int32_t>(tok, 1), false};
+        r.eval(std::span<const Runner::Item>(&d, 1), out.data() + (prompt.size() + i) * static_cast<size_t>(V));
+    }
+    r.free_sequence(seq);
+    return out;
+}
+
+SplitPlan plan(const Model& m, const std::string& devs, const std::string& split) {
+    const int64_t n = m.hp().n_layer;
+    return plan_split(devs, split, n, layer_weight_bytes(m.file(), n), head_weight_bytes(m.file()));
+}
+
+}  // namespace
+
+TEST_CASE("split: logits are bit-identical for every placement and mode", "[split][determinism]") {
+    for (auto arch : {synth::Arch::Llama, synth::Arch::Qwen3, synth::Arch::Qwen3Next}) {
+        // Four layers, so that three stages fit (the dense tiny presets have two).
+        synth::ModelConfig c = synth::make_config(arch, synth::Preset::Tiny);
+        c.n_layer = 4;
+        c.mtp = arch == synth::Arch::Qwen3Next;
+        std::shared_ptr<const Model> m = Model::load(test::to_file(synth::build_model(c, GgmlType::Q8_0, 4)));
+        auto local = make_local_runner(m, 2, 32, GgmlType::F16);
+        const auto want = run_windows(*local);
+        const int64_t last = m->hp().n_layer - 1;
+        for (bool overlap : {false, true}) {
+            SplitConfig cfg;
+            cfg.overlap = overlap;
+            cfg.wait_ms = 10000;
+            for (const auto& [devs, split] : std::vector<std::pair<std::string, std::string>>{
+                     {"cpu:0,cpu:1", "auto"},
+                     {"cpu:0,cpu:1", fmt::format("0-0,1-{}", last)},
+                     {"cpu:0,cpu:1,cpu:2", "auto"},
+                     {"cpu:0,cpu:1,cpu:0", "auto"}}) {
+                auto r = make_split_runner(m, plan(*m, devs, split), 1, 32, GgmlType::F16, cfg);
+                INFO(synth::arch_name(arch) << " " << devs << " " << split << " overlap=" << overlap << " -> "
+                                            << r->describe());
+                CHECK(r->overlap() == (overlap && devs != "cpu:0,cpu:1,cpu:0"));
+                CHECK(run_windows(*r) == want);
+            }
+        }
+    }
+}
+
+TEST_CASE("split: a dropped hand-off fails the window in bounded time, then serving goes on", "[split][fault]") {
+    std::shared_ptr<const Model> m = Model::load(test::to_file(test::tiny_model(synth::Arch::Qwen3Next, GgmlType::Q8_0, 4)));
+    SplitConfig cfg;
+    cfg.overlap = true;
+    cfg.wait_ms = 300;
+    cfg.drop_window = 2;
+    auto r = make_split_runner(m, plan(*m, "cpu:0,cpu:1", "auto"), 1, 32, GgmlType::F16, cfg);
+    std::vector<float> logits(static_cast<size_t>(m->hp().n_vocab));
+    const std::vector<int32_t> toks = {1, 2, 3};
+    const int seq = r->new_sequence();
+    const Runner::Item it{seq, toks, false};
+    r->eval(std::span<const Runner::Item>(&it, 1), logits.data());  // window 1: fine
+    const auto t0 = std::chrono::steady_clock::now();
+    CHECK_THROWS_AS(r->eval(std::span<const Runner::Item>(&it, 1), logits.data()), HandoffError);  // window 2
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    CHECK(secs >= 0.25);
+    CHECK(secs < 3.0);
+    CHECK(r->stats().handoff_timeouts == 1);
+    try {
+        r->eval(std::span<const Runner::Item>(&it, 1), logits.data());
+    } catch (const HandoffError&) {
+        FAIL("window 3 must succeed");
+    }
+    // Same hook in serial mode: it does nothing.
+    cfg.overlap = false;
+    auto serial = make_split_runner(m, plan(*m, "cpu:0,cpu:1", "auto"), 1, 32, GgmlType::F16, cfg);
+    const int s2 = serial->new_sequence();
+    const Runner::Item it2{s2, toks, false};
+    for (int i = 0; i < 3; ++i) serial->eval(std::span<const Runner::Item>(&it2, 1), logits.data());
+    CHECK(serial->stats().handoff_timeouts == 0);
+}
+
+TEST_CASE("split: the host watchdog restarts the engine and the next request succeeds", "[split][fault]") {
+    std::shared_ptr<const Model> m = Model::load(test::to_file(test::tiny_model(synth::Arch::Llama, GgmlType::Q8_0, 4)));
+    SplitConfig cfg;
+    cfg.overlap = true;
+    cfg.wait_ms = 0;  // no limit: only the watchdog can end the stuck wait
+    cfg.host_timeout_ms = 300;
+    cfg.drop_window = 1;
+    auto r = make_split_runner(m, plan(*m, "cpu:0,cpu:1", "auto"), 1, 32, GgmlType::F16, cfg);
+    std::vector<float> logits(static_cast<size_t>(m->hp().n_vocab));
+    const std::vector<int32_t> toks = {1, 2, 3};
+    const int seq = r->new_sequence();
+    const Runner::Item it{seq, toks, false};
+    const auto t0 = std::chrono::steady_clock::now();
+    CHECK_THROWS_WITH(r->eval(std::span<const Runner::Item>(&it, 1), logits.data()), Catch::Contains("engine restarted"));
+    CHECK(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < 3.0);
+    CHECK(r->stats().restarts == 1);
+    CHECK(r->n_past(seq) == 0);  // state rebuilt
+    r->eval(std::span<const Runner::Item>(&it, 1), logits.data());
+    CHECK(r->n_past(seq) == 3);
+}
