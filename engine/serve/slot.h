@@ -1,0 +1,38 @@
+// One slot of the scheduler: a Runner sequence and the request decoding in it.
+#pragma once
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/engine.h"
+#include "engine/sample/sampler.h"
+#include "engine/serve/stop_strings.h"
+#include "engine/text/detokenizer.h"
+
+namespace strata {
+
+struct Slot {
+    using clock = std::chrono::steady_clock;
+    int seq = -1;  // the Runner sequence, kept for the engine's lifetime
+    std::shared_ptr<RequestStream> stream;  // null: the slot is free
+    Request req;
+    size_t prompt_done = 0;  // prompt tokens already in the sequence
+    int32_t last = -1;       // the token to feed next (decode phase)
+    int64_t n_gen = 0;
+    std::optional<Sampler> sampler;
+    std::optional<StreamingDetokenizer> detok;
+    std::optional<StopMatcher> stops;
+    std::vector<TokenLogprob> pending_lp;  // logprobs of tokens whose text is held back
+    clock::time_point submitted, started, first_token;
+
+    bool busy() const { return stream != nullptr; }
+    bool in_prompt() const { return prompt_done < req.prompt.size(); }
+};
+
+// Log-probabilities of `chosen` and the top `n_top` tokens from logits (softmax at
+// temperature 1).
+TokenLogprob token_logprob(const Tokenizer& tok, std::span<const float> logits, int32_t chosen, int n_top);
+
+}  // namespace strata

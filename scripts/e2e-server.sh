@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# The server's end-to-end test with the official OpenAI client: makes a tiny model,
+# starts strata-server on a free port, runs tests/e2e with node --test, stops the
+# server. Exit status: the tests'. Skipped (exit 0, with a warning) without node or
+# the client. Usage: scripts/e2e-server.sh [BUILD_DIR]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${1:-build}
+npm_dir="${STRATA_NPM_DIR:-$HOME/.cache/strata/npm}"
+if ! command -v node >/dev/null || [ ! -f "$npm_dir/node_modules/openai/package.json" ]; then
+    echo "e2e: node or the openai client is missing (scripts/install-deps.sh installs it); skipped"
+    exit 0
+fi
+tmp=$(mktemp -d -t strata-e2e.XXXXXX)
+pid=""
+cleanup() {
+    [ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
+    rm -rf "$tmp"
+}
+trap cleanup EXIT
+"$build/bin/strata" make-model --arch qwen3next --preset tiny --type q8_0 --seed 1 --out "$tmp/tiny.gguf" >/dev/null
+"$build/bin/strata-server" -m "$tmp/tiny.gguf" --alias tiny --port 0 --parallel 2 -c 1024 -t 2 \
+    --grace-ms 2000 >"$tmp/server.log" 2>&1 &
+pid=$!
+port=""
+for _ in $(seq 1 150); do  # 30 s at most
+    kill -0 "$pid" 2>/dev/null || { cat "$tmp/server.log"; echo "e2e: the server exited"; exit 1; }
+    [ -z "$port" ] && port=$(sed -n 's/.*listening on http:\/\/[^:]*:\([0-9]*\).*/\1/p' "$tmp/server.log" | head -n1)
+    if [ -n "$port" ] && curl -sf "http://127.0.0.1:$port/health" >/dev/null; then break; fi
+    sleep 0.2
+done
+curl -sf "http://127.0.0.1:$port/health" >/dev/null || { cat "$tmp/server.log"; echo "e2e: not ready"; exit 1; }
+rc=0
+STRATA_E2E_BASE_URL="http://127.0.0.1:$port/v1" STRATA_NPM_DIR="$npm_dir" \
+    timeout 60 node --test --test-timeout=20000 tests/e2e/ || rc=$?
+if [ "$rc" -ne 0 ]; then
+    echo "e2e: FAILED (server log follows)"
+    tail -n 50 "$tmp/server.log"
+fi
+exit "$rc"

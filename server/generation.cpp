@@ -1,0 +1,204 @@
+#include "server/generation.h"
+
+#include <chrono>
+
+#include <httplib.h>
+
+#include "server/api_error.h"
+
+namespace strata::server {
+
+using nlohmann::json;
+using namespace std::chrono_literals;
+
+// How often a waiting stream looks at its client: a client that disconnects is
+// noticed within this time (or at the next token's write, whichever comes first).
+constexpr auto kPoll = 50ms;
+
+json usage_json(const Usage& u) {
+    return {{"prompt_tokens", u.prompt_tokens},
+            {"completion_tokens", u.completion_tokens},
+            {"total_tokens", u.prompt_tokens + u.completion_tokens}};
+}
+
+json timings_json(const Usage& u) {
+    return {{"prompt_n", u.prompt_tokens},
+            {"prompt_ms", u.prompt_seconds * 1e3},
+            {"ttft_ms", u.ttft_seconds * 1e3},
+            {"predicted_n", u.completion_tokens},
+            {"predicted_ms", u.decode_seconds * 1e3},
+            {"predicted_per_second", u.decode_tps()}};
+}
+
+static json bytes_of(const std::string& s) {
+    json b = json::array();
+    for (unsigned char c : s) b.push_back(c);
+    return b;
+}
+
+Generation::Generation(GenerationMeta meta, std::shared_ptr<Engine> engine, std::shared_ptr<RequestStream> stream,
+                       Metrics& metrics)
+    : meta_(std::move(meta)), engine_(std::move(engine)), stream_(std::move(stream)), metrics_(metrics),
+      split_(meta_.thinking, meta_.opens_think) {}
+
+Generation::~Generation() {
+    if (done_) return;
+    // The client went away (or the handler failed): cancel, and wait for the engine
+    // to confirm so that the metrics count the cancellation. The scheduler ends a
+    // cancelled request at its next window; the bound only guards against a hang.
+    stream_->cancel();
+    for (int i = 0; i < 200; ++i) {
+        std::optional<Event> ev = stream_->next(kPoll);
+        if (ev && ev->kind == Event::Kind::Done) {
+            finished(*ev);
+            return;
+        }
+    }
+}
+
+json Generation::logprobs_json(const std::vector<TokenLogprob>& lps) const {
+    // json::dump would throw on invalid UTF-8 in a token split mid-character: replace.
+    auto text = [](const std::string& s) { return json(s).dump(-1, ' ', false, json::error_handler_t::replace); };
+    if (meta_.chat) {
+        json content = json::array();
+        for (const TokenLogprob& t : lps) {
+            json top = json::array();
+            for (const auto& [s, lp] : t.top)
+                top.push_back({{"token", json::parse(text(s))}, {"logprob", lp}, {"bytes", bytes_of(s)}});
+            content.push_back({{"token", json::parse(text(t.text))},
+                               {"logprob", t.logprob},
+                               {"bytes", bytes_of(t.text)},
+                               {"top_logprobs", top}});
+        }
+        return {{"content", content}};
+    }
+    json tokens = json::array(), lp = json::array(), top = json::array();
+    for (const TokenLogprob& t : lps) {
+        tokens.push_back(json::parse(text(t.text)));
+        lp.push_back(t.logprob);
+        json alt = json::object();
+        for (const auto& [s, l] : t.top) alt[json::parse(text(s)).get<std::string>()] = l;
+        top.push_back(alt);
+    }
+    return {{"tokens", tokens}, {"token_logprobs", lp}, {"top_logprobs", top}};
+}
+
+json Generation::chunk(json delta_or_text, const json& finish, const std::vector<TokenLogprob>* lps) const {
+    json choice = {{"index", 0}};
+    if (meta_.chat) choice["delta"] = std::move(delta_or_text);
+    else choice["text"] = std::move(delta_or_text);
+    choice["logprobs"] = lps && meta_.logprobs ? logprobs_json(*lps) : json();
+    choice["finish_reason"] = finish;
+    json j = {{"id", meta_.id},
+              {"object", meta_.chat ? "chat.completion.chunk" : "text_completion"},
+              {"created", meta_.created},
+              {"model", meta_.model},
+              {"choices", json::array({choice})}};
+    if (meta_.include_usage) j["usage"] = nullptr;  // OpenAI: null on all but the last chunk
+    return j;
+}
+
+void Generation::finished(const Event& done) {
+    done_ = true;
+    metrics_.on_finish(done.usage, done.finish);
+}
+
+static ApiError failure(const Event& done) {
+    if (done.finish == FinishReason::Cancelled)
+        return ApiError(503, "the request was cancelled: the server is shutting down", {}, "unavailable");
+    if (done.error_kind == Event::ErrorKind::Restarted) return ApiError(503, done.error, {}, "engine_restarted");
+    if (done.error_kind == Event::ErrorKind::Handoff) return ApiError(400, done.error, {}, "handoff_failed");
+    return ApiError(500, "generation failed: " + done.error);
+}
+
+json Generation::collect() {
+    std::string content, reasoning;
+    std::vector<TokenLogprob> lps;
+    for (;;) {
+        std::optional<Event> ev = stream_->next(kPoll);
+        if (!ev) continue;
+        if (ev->kind == Event::Kind::Text) {
+            ReasoningSplitter::Out o = split_.push(ev->text);
+            content += o.content;
+            reasoning += o.reasoning;
+            for (auto& t : ev->logprobs) lps.push_back(std::move(t));
+            continue;
+        }
+        finished(*ev);
+        if (ev->finish == FinishReason::Error || ev->finish == FinishReason::Cancelled) throw failure(*ev);
+        ReasoningSplitter::Out o = split_.flush();
+        content += o.content;
+        reasoning += o.reasoning;
+        json choice = {{"index", 0},
+                       {"logprobs", meta_.logprobs ? logprobs_json(lps) : json()},
+                       {"finish_reason", finish_reason_name(ev->finish)}};
+        if (meta_.chat) {
+            json msg = {{"role", "assistant"}, {"content", content}};
+            if (!reasoning.empty()) msg["reasoning_content"] = reasoning;
+            choice["message"] = msg;
+        } else {
+            choice["text"] = content;
+        }
+        return {{"id", meta_.id},
+                {"object", meta_.chat ? "chat.completion" : "text_completion"},
+                {"created", meta_.created},
+                {"model", meta_.model},
+                {"choices", json::array({choice})},
+                {"usage", usage_json(ev->usage)},
+                {"timings", timings_json(ev->usage)}};
+    }
+}
+
+bool Generation::pump_sse(httplib::DataSink& sink) {
+    auto send = [&](const json& j) {
+        const std::string s = "data: " + j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n";
+        return sink.write(s.data(), s.size());
+    };
+    auto gone = [&] {
+        stream_->cancel();  // the scheduler frees the slot at its next window
+        return false;
+    };
+    // The role comes first, in a chunk of its own, as OpenAI sends it.
+    if (meta_.chat && !send(chunk({{"role", "assistant"}, {"content", ""}}, nullptr, nullptr))) return gone();
+    auto emit = [&](const ReasoningSplitter::Out& o, const std::vector<TokenLogprob>* lps) {
+        if (!meta_.chat) return o.content.empty() && !lps ? true : send(chunk(o.content, nullptr, lps));
+        if (!o.reasoning.empty() && !send(chunk({{"reasoning_content", o.reasoning}}, nullptr, o.content.empty() ? lps : nullptr)))
+            return false;
+        if (!o.content.empty() && !send(chunk({{"content", o.content}}, nullptr, lps))) return false;
+        return true;
+    };
+    for (;;) {
+        if (!sink.is_writable()) return gone();
+        std::optional<Event> ev = stream_->next(kPoll);
+        if (!ev) continue;
+        if (ev->kind == Event::Kind::Text) {
+            if (!emit(split_.push(ev->text), ev->logprobs.empty() ? nullptr : &ev->logprobs)) return gone();
+            continue;
+        }
+        finished(*ev);
+        if (ev->finish == FinishReason::Error || ev->finish == FinishReason::Cancelled) {
+            const std::string s = "data: " + error_body(failure(*ev)) + "\n\n";
+            sink.write(s.data(), s.size());
+        } else {
+            if (!emit(split_.flush(), nullptr)) return false;
+            if (!send(chunk(meta_.chat ? json::object() : json(""), finish_reason_name(ev->finish), nullptr)))
+                return false;
+            if (meta_.include_usage) {
+                json u = {{"id", meta_.id},
+                          {"object", meta_.chat ? "chat.completion.chunk" : "text_completion"},
+                          {"created", meta_.created},
+                          {"model", meta_.model},
+                          {"choices", json::array()},
+                          {"usage", usage_json(ev->usage)},
+                          {"timings", timings_json(ev->usage)}};
+                if (!send(u)) return false;
+            }
+        }
+        static const std::string kDone = "data: [DONE]\n\n";
+        sink.write(kDone.data(), kDone.size());
+        sink.done();
+        return true;
+    }
+}
+
+}  // namespace strata::server

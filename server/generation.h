@@ -1,0 +1,64 @@
+// One HTTP generation: drains an engine RequestStream and shapes its events as
+// OpenAI responses, either one JSON body or server-sent events.
+#pragma once
+#include <ctime>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/engine.h"
+#include "server/metrics.h"
+#include "server/parse.h"
+#include "server/reasoning.h"
+
+namespace httplib {
+struct DataSink;
+}
+
+namespace strata::server {
+
+struct GenerationMeta {
+    std::string id;     // "chatcmpl-..." / "cmpl-..."
+    std::time_t created = 0;
+    std::string model;
+    bool chat = false;
+    bool include_usage = false;
+    bool logprobs = false;
+    bool thinking = false, opens_think = false;
+};
+
+class Generation {
+public:
+    // engine is held so that it outlives the stream even if the server swaps it.
+    Generation(GenerationMeta meta, std::shared_ptr<Engine> engine, std::shared_ptr<RequestStream> stream,
+               Metrics& metrics);
+    ~Generation();  // cancels the request if it is still running
+
+    // Blocks until the request ends; returns the response body. Throws ApiError for a
+    // failed or cancelled generation.
+    nlohmann::json collect();
+    // The SSE content provider: writes every chunk, then "data: [DONE]". Returns
+    // false when the client went away (the request is then cancelled).
+    bool pump_sse(httplib::DataSink& sink);
+
+private:
+    nlohmann::json chunk(nlohmann::json delta_or_text, const nlohmann::json& finish,
+                         const std::vector<TokenLogprob>* lps) const;
+    nlohmann::json logprobs_json(const std::vector<TokenLogprob>& lps) const;
+    void finished(const Event& done);
+
+    GenerationMeta meta_;
+    std::shared_ptr<Engine> engine_;
+    std::shared_ptr<RequestStream> stream_;
+    Metrics& metrics_;
+    ReasoningSplitter split_;
+    bool done_ = false;
+};
+
+nlohmann::json usage_json(const Usage& u);
+// Strata's extra "timings" object (llama.cpp's names): speeds a person wants to see.
+nlohmann::json timings_json(const Usage& u);
+
+}  // namespace strata::server

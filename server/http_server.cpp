@@ -1,0 +1,244 @@
+#include "server/http_server.h"
+
+#include <csignal>
+#include <random>
+#include <thread>
+
+#include <httplib.h>
+#include <spdlog/spdlog.h>
+
+#include "server/api_error.h"
+#include "server/generation.h"
+#include "server/parse.h"
+
+namespace strata::server {
+
+using nlohmann::json;
+using clock = std::chrono::steady_clock;
+
+namespace {
+// Start of the request the current httplib worker thread serves (for the access log);
+// unset for requests httplib answers before routing (413).
+thread_local std::optional<clock::time_point> t_request_start;
+}  // namespace
+
+HttpServer::HttpServer(ServerOptions opt) : opt_(std::move(opt)), svr_(std::make_unique<httplib::Server>()) {
+    // A client that closes its socket mid-stream must not kill the server with SIGPIPE.
+    std::signal(SIGPIPE, SIG_IGN);
+    id_salt_ = std::random_device{}();
+    // One worker per slot and queued request, plus some for health, metrics and the
+    // like: a streaming request holds its worker until it ends.
+    const size_t workers = static_cast<size_t>(opt_.engine.n_parallel + opt_.engine.queue_limit + 8);
+    svr_->new_task_queue = [workers] { return new httplib::ThreadPool(workers); };
+    // SSE writes many small chunks: without TCP_NODELAY, Nagle's algorithm and the
+    // client's delayed ACK hold each one back for tens of milliseconds.
+    svr_->set_tcp_nodelay(true);
+    install_error_handling(*svr_, opt_.max_body);
+    svr_->set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+        t_request_start = clock::now();
+        if (authorized(req)) return httplib::Server::HandlerResponse::Unhandled;
+        write_error(res, ApiError(401, "a valid API key is required: send 'Authorization: Bearer KEY'", {},
+                                  "invalid_api_key"));
+        return httplib::Server::HandlerResponse::Handled;
+    });
+    svr_->set_logger([this](const httplib::Request& req, const httplib::Response& res) {
+        metrics_.on_response(res.status);
+        const std::string ms = t_request_start
+            ? fmt::format("{:.1f}ms", std::chrono::duration<double, std::milli>(clock::now() - *t_request_start).count())
+            : "-";
+        spdlog::info("{} {} {} {} {}", req.remote_addr, req.method, req.path, res.status, ms);
+        t_request_start.reset();
+    });
+    routes();
+}
+
+HttpServer::~HttpServer() { stop(); }
+
+int HttpServer::bind() {
+    if (opt_.port == 0) {
+        const int port = svr_->bind_to_any_port(opt_.host);
+        if (port < 0) throw Error(fmt::format("cannot bind {} on any port", opt_.host));
+        opt_.port = port;
+    } else if (!svr_->bind_to_port(opt_.host, opt_.port)) {
+        throw Error(fmt::format("cannot bind {}:{} (in use?)", opt_.host, opt_.port));
+    }
+    return opt_.port;
+}
+
+void HttpServer::listen() {
+    {
+        std::lock_guard lk(listen_mu_);
+        if (stopping_) return;
+        listening_ = true;
+    }
+    svr_->listen_after_bind();
+    std::lock_guard lk(listen_mu_);
+    listening_ = false;
+}
+
+void HttpServer::stop() {
+    // httplib's stop() does nothing until listen has marked itself running, so a stop
+    // that comes as listen() starts would be lost: wait for that mark first.
+    for (;;) {
+        {
+            std::lock_guard lk(listen_mu_);
+            stopping_ = true;
+            if (!listening_ || svr_->is_running()) break;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    svr_->stop();
+}
+
+void HttpServer::set_engine(std::shared_ptr<Engine> engine) {
+    std::optional<ChatTemplate> tmpl;
+    std::string err;
+    try {
+        tmpl = opt_.chat_template.empty() ? ChatTemplate::detect(engine->tokenizer().chat_template())
+                                          : ChatTemplate::from_name(opt_.chat_template);
+    } catch (const std::exception& e) {
+        err = e.what();
+        spdlog::warn("no chat template: {}; /v1/chat/completions will refuse requests", err);
+    }
+    std::lock_guard lk(mu_);
+    engine_ = std::move(engine);
+    template_ = std::move(tmpl);
+    template_error_ = err;
+}
+
+std::shared_ptr<Engine> HttpServer::engine_or_null() const {
+    std::lock_guard lk(mu_);
+    return engine_;
+}
+
+std::shared_ptr<Engine> HttpServer::engine() const {
+    auto e = engine_or_null();
+    if (!e) throw ApiError(503, "the model is loading; retry shortly", {}, "loading");
+    return e;
+}
+
+bool HttpServer::authorized(const httplib::Request& req) const {
+    if (opt_.api_key.empty() || req.path == "/health") return true;
+    const std::string want = "Bearer " + opt_.api_key;
+    const std::string got = req.get_header_value("Authorization");
+    // Compare in time independent of where the strings differ.
+    unsigned diff = static_cast<unsigned>(got.size() ^ want.size());
+    for (size_t i = 0; i < want.size(); ++i) diff |= static_cast<unsigned char>(want[i]) ^ (i < got.size() ? static_cast<unsigned char>(got[i]) : 0u);
+    return diff == 0;
+}
+
+void HttpServer::routes() {
+    auto json_reply = [](httplib::Response& res, const json& j) { res.set_content(j.dump(), "application/json"); };
+    svr_->Get("/health", [this, json_reply](const httplib::Request&, httplib::Response& res) {
+        if (!engine_or_null()) throw ApiError(503, "the model is loading", {}, "loading");
+        json_reply(res, {{"status", "ok"}});
+    });
+    svr_->Get("/v1/models", [this, json_reply](const httplib::Request&, httplib::Response& res) {
+        auto e = engine();
+        json_reply(res, {{"object", "list"},
+                         {"data", json::array({{{"id", opt_.alias},
+                                                {"object", "model"},
+                                                {"created", 0},
+                                                {"owned_by", "strata"},
+                                                {"meta", {{"n_ctx", e->n_ctx()},
+                                                          {"n_vocab", e->model().hp().n_vocab},
+                                                          {"n_parallel", e->options().n_parallel}}}}})}});
+    });
+    svr_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+        auto e = engine_or_null();
+        res.set_content(metrics_.render(e ? e->stats() : EngineStats{}, e != nullptr), "text/plain; version=0.0.4");
+    });
+    svr_->Post("/v1/chat/completions",
+               [this](const httplib::Request& req, httplib::Response& res) { generate(req, res, true); });
+    svr_->Post("/v1/completions",
+               [this](const httplib::Request& req, httplib::Response& res) { generate(req, res, false); });
+    svr_->Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) { tokenize(req, res); });
+    svr_->Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) { detokenize(req, res); });
+}
+
+void HttpServer::generate(const httplib::Request& req, httplib::Response& res, bool chat) {
+    auto eng = engine();
+    ApiRequest ar = chat ? parse_chat(req.body, opt_.sampling) : parse_completion(req.body, opt_.sampling);
+    if (!ar.model.empty() && ar.model != opt_.alias)
+        throw ApiError(404, fmt::format("the model '{}' does not exist; this server serves '{}'", ar.model, opt_.alias),
+                       "model", "model_not_found");
+    const Tokenizer& tok = eng->tokenizer();
+    GenerationMeta meta;
+    meta.chat = chat;
+    meta.model = opt_.alias;
+    meta.created = std::time(nullptr);
+    meta.id = fmt::format("{}-{:x}{:06x}", chat ? "chatcmpl" : "cmpl", id_salt_ & 0xffffffffu, next_id_++);
+    meta.include_usage = ar.include_usage;
+    meta.logprobs = ar.logprobs;
+    Request r = std::move(ar.engine);
+    if (chat) {
+        std::optional<ChatTemplate> tmpl;
+        {
+            std::lock_guard lk(mu_);
+            tmpl = template_;
+        }
+        if (!tmpl) throw ApiError(400, "chat is unavailable: " + template_error_ + " (start with --chat-template NAME)");
+        ChatOptions co;
+        if (ar.enable_thinking) co.enable_thinking = *ar.enable_thinking;
+        r.prompt = tok.encode(tmpl->apply(ar.messages, co), true);  // the template's markers are trusted
+        meta.thinking = tmpl->uses_thinking();
+        meta.opens_think = tmpl->opens_think(co);
+    } else {
+        r.prompt = ar.prompt_is_tokens ? std::move(ar.prompt_tokens) : tok.encode(ar.prompt_text, false);
+    }
+    if (tok.add_bos() && !ar.prompt_is_tokens) r.prompt.insert(r.prompt.begin(), tok.bos());
+    std::shared_ptr<RequestStream> stream;
+    try {
+        stream = eng->submit(std::move(r));
+    } catch (const EngineError& e) {
+        if (chat && e.param == "prompt") throw EngineError(e.kind, e.what(), "messages");
+        throw;
+    }
+    auto gen = std::make_shared<Generation>(std::move(meta), eng, std::move(stream), metrics_);
+    if (!ar.stream) {
+        res.set_content(gen->collect().dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
+        return;
+    }
+    res.set_header("Cache-Control", "no-cache");
+    res.set_chunked_content_provider(
+        "text/event-stream", [gen](size_t, httplib::DataSink& sink) { return gen->pump_sse(sink); },
+        [gen](bool) {});  // gen's destructor cancels a request that did not end
+}
+
+void HttpServer::tokenize(const httplib::Request& req, httplib::Response& res) {
+    auto eng = engine();
+    const json j = parse_body(req.body);
+    for (auto it = j.begin(); it != j.end(); ++it)
+        if (it.key() != "content" && it.key() != "add_special" && it.key() != "parse_special" && it.key() != "model")
+            throw ApiError(400, fmt::format("unknown field '{}'", it.key()), it.key());
+    if (!j.contains("content") || !j["content"].is_string()) throw ApiError(400, "'content' must be a string", "content");
+    auto flag = [&](const char* k) {
+        if (!j.contains(k)) return false;
+        if (!j[k].is_boolean()) throw ApiError(400, fmt::format("'{}' must be true or false", k), k);
+        return j[k].get<bool>();
+    };
+    const Tokenizer& tok = eng->tokenizer();
+    std::vector<int32_t> ids = tok.encode(j["content"].get<std::string>(), flag("parse_special"));
+    if (flag("add_special") && tok.add_bos()) ids.insert(ids.begin(), tok.bos());
+    res.set_content(json{{"tokens", ids}}.dump(), "application/json");
+}
+
+void HttpServer::detokenize(const httplib::Request& req, httplib::Response& res) {
+    auto eng = engine();
+    const json j = parse_body(req.body);
+    for (auto it = j.begin(); it != j.end(); ++it)
+        if (it.key() != "tokens" && it.key() != "model")
+            throw ApiError(400, fmt::format("unknown field '{}'", it.key()), it.key());
+    if (!j.contains("tokens") || !j["tokens"].is_array()) throw ApiError(400, "'tokens' must be a list of token ids", "tokens");
+    const Tokenizer& tok = eng->tokenizer();
+    std::vector<int32_t> ids;
+    for (const json& t : j["tokens"]) {
+        if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= tok.n_vocab())
+            throw ApiError(400, fmt::format("'tokens' must hold token ids in 0..{}", tok.n_vocab() - 1), "tokens");
+        ids.push_back(t.get<int32_t>());
+    }
+    res.set_content(json{{"content", tok.decode(ids)}}.dump(-1, ' ', false, json::error_handler_t::replace),
+                    "application/json");
+}
+
+}  // namespace strata::server

@@ -1,0 +1,64 @@
+#include "server/options.h"
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace strata::server {
+
+Flags server_flags() {
+    std::vector<FlagSpec> own = {
+        {"--host", "ADDR", "127.0.0.1", "address to listen on"},
+        {"--port", "N", "8080", "port to listen on (0 = any free port)"},
+        {"--parallel", "N", "1", "slots: conversations decoded together in one window", "-np"},
+        {"--queue", "N", "16", "requests waiting beyond the slots; more get HTTP 503"},
+        {"--api-key", "KEY", "", "require 'Authorization: Bearer KEY' (GET /health stays public)"},
+        {"--api-key-file", "FILE", "", "read the API key from the first line of FILE"},
+        {"--max-body", "BYTES", "8388608", "largest request body; larger ones get HTTP 413"},
+        {"--alias", "NAME", "", "model id in the API (default: the model file's name without .gguf)"},
+        {"--chat-template", "NAME", "", "chat template to use instead of the model's"},
+        {"--grace-ms", "MS", "10000", "on SIGINT/SIGTERM, time requests in flight get to finish before they are cancelled"},
+        {"--demo", "", "", "serve the built-in demo model (random weights; made once into ~/.cache/strata)"},
+    };
+    return Flags("strata-server",
+                 "strata-server (-m MODEL | --demo) [--host ADDR] [--port N] [--parallel N] [-c CTX] [--api-key K]",
+                 concat(concat(own, runner_flags()), sampling_flags()));
+}
+
+static int64_t ranged(const Flags& f, const char* name, int64_t lo, int64_t hi) {
+    const int64_t v = f.integer(name);
+    if (v < lo || v > hi) throw UsageError(fmt::format("{} must be in {}..{}, got {}", name, lo, hi, v));
+    return v;
+}
+
+ServerOptions server_options(const Flags& f) {
+    ServerOptions o;
+    o.host = f.str("--host");
+    o.port = static_cast<int>(ranged(f, "--port", 0, 65535));
+    o.engine.n_parallel = static_cast<int>(ranged(f, "--parallel", 1, 256));
+    o.engine.queue_limit = static_cast<int>(ranged(f, "--queue", 0, 100000));
+    o.max_body = static_cast<size_t>(ranged(f, "--max-body", 1024, int64_t{1} << 32));
+    o.grace_ms = ranged(f, "--grace-ms", 0, 3600000);
+    o.alias = f.str("--alias");
+    o.chat_template = f.str("--chat-template");
+    o.demo = f.on("--demo");
+    if (f.given("--api-key") && f.given("--api-key-file"))
+        throw UsageError("give --api-key or --api-key-file, not both");
+    o.api_key = f.str("--api-key");
+    if (f.given("--api-key-file")) {
+        std::ifstream in(f.str("--api-key-file"));
+        if (!in) throw UsageError(fmt::format("cannot read --api-key-file '{}'", f.str("--api-key-file")));
+        std::getline(in, o.api_key);
+        while (!o.api_key.empty() && (o.api_key.back() == '\r' || o.api_key.back() == ' ')) o.api_key.pop_back();
+        if (o.api_key.empty()) throw UsageError("--api-key-file holds an empty key");
+    }
+    if (o.demo == f.given("--model")) throw UsageError("give exactly one of -m MODEL and --demo");
+    o.runner = runner_options(f);
+    o.engine.n_batch = o.runner.n_batch;
+    o.sampling = sampling_options(f);
+    if (o.alias.empty() && !o.demo) o.alias = std::filesystem::path(o.runner.model_path).stem().string();
+    if (o.alias.empty()) o.alias = "strata-demo";
+    return o;
+}
+
+}  // namespace strata::server

@@ -1,0 +1,230 @@
+#include "server/parse.h"
+
+#include <cmath>
+#include <limits>
+#include <set>
+
+#include "server/api_error.h"
+
+namespace strata::server {
+
+using nlohmann::json;
+
+namespace {
+
+[[noreturn]] void bad(const std::string& param, const std::string& msg) { throw ApiError(400, msg, param); }
+
+// A present, non-null field.
+const json* field(const json& j, const char* key) {
+    auto it = j.find(key);
+    return it == j.end() || it->is_null() ? nullptr : &*it;
+}
+
+double number(const json& v, const char* key, double lo, double hi) {
+    if (!v.is_number()) bad(key, fmt::format("'{}' must be a number", key));
+    const double d = v.get<double>();
+    if (!(d >= lo && d <= hi)) bad(key, fmt::format("'{}' must be in [{}, {}], got {}", key, lo, hi, d));
+    return d;
+}
+
+int64_t integer(const json& v, const char* key, int64_t lo, int64_t hi) {
+    if (!v.is_number_integer()) bad(key, fmt::format("'{}' must be an integer", key));
+    const int64_t i = v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(hi) ? hi + 1 : v.get<int64_t>();
+    if (i < lo || i > hi) bad(key, fmt::format("'{}' must be in {}..{}, got {}", key, lo, hi, v.dump()));
+    return i;
+}
+
+bool boolean(const json& v, const char* key) {
+    if (!v.is_boolean()) bad(key, fmt::format("'{}' must be true or false", key));
+    return v.get<bool>();
+}
+
+// Fields Strata knows of but does not implement get a message of their own.
+const std::set<std::string, std::less<>> kNotImplemented = {
+    "tools", "tool_choice", "functions", "function_call", "parallel_tool_calls", "logit_bias", "response_format",
+    "audio", "modalities", "prediction", "web_search_options", "reasoning_effort", "suffix", "echo", "best_of",
+    "service_tier", "store", "metadata"};
+
+void check_fields(const json& j, const std::set<std::string, std::less<>>& allowed) {
+    for (auto it = j.begin(); it != j.end(); ++it) {
+        const std::string& k = it.key();
+        if (allowed.count(k)) continue;
+        // Values that mean "not used" are accepted: they ask for nothing Strata lacks.
+        const json& v = it.value();
+        if (v.is_null() || (v.is_array() && v.empty()) || (v.is_object() && v.empty())) continue;
+        if (k == "response_format" && v.is_object() && v.value("type", "") == "text") continue;
+        if (k == "tool_choice" && v == "none") continue;
+        if ((k == "echo" || k == "parallel_tool_calls" || k == "store") && v == false) continue;
+        if (k == "best_of" && v == 1) continue;
+        if (kNotImplemented.count(k)) bad(k, fmt::format("'{}' is not implemented by Strata", k));
+        bad(k, fmt::format("unknown field '{}'", k));
+    }
+}
+
+std::vector<std::string> stop_list(const json& v) {
+    std::vector<std::string> out;
+    if (v.is_string()) out.push_back(v.get<std::string>());
+    else if (v.is_array()) {
+        for (const json& s : v) {
+            if (!s.is_string()) bad("stop", "'stop' must be a string or a list of strings");
+            out.push_back(s.get<std::string>());
+        }
+    } else bad("stop", "'stop' must be a string or a list of strings");
+    if (out.size() > 4) bad("stop", fmt::format("'stop' holds at most 4 strings, got {}", out.size()));
+    for (const auto& s : out)
+        if (s.empty()) bad("stop", "'stop' strings must not be empty");
+    return out;
+}
+
+// The fields chat and completions share.
+void common(const json& j, ApiRequest& r, const SamplingParams& defaults) {
+    r.engine.sampling = defaults;
+    SamplingParams& s = r.engine.sampling;
+    if (auto* v = field(j, "model")) {
+        if (!v->is_string()) bad("model", "'model' must be a string");
+        r.model = v->get<std::string>();
+    }
+    if (auto* v = field(j, "stream")) r.stream = boolean(*v, "stream");
+    if (auto* v = field(j, "stream_options")) {
+        if (!v->is_object()) bad("stream_options", "'stream_options' must be an object");
+        if (!r.stream) bad("stream_options", "'stream_options' is only allowed with \"stream\": true");
+        for (auto it = v->begin(); it != v->end(); ++it)
+            if (it.key() != "include_usage") bad("stream_options", fmt::format("unknown field 'stream_options.{}'", it.key()));
+        if (auto* u = field(*v, "include_usage")) r.include_usage = boolean(*u, "stream_options.include_usage");
+    }
+    const int64_t big = std::numeric_limits<int32_t>::max();
+    if (auto* v = field(j, "max_tokens")) r.engine.max_tokens = integer(*v, "max_tokens", 1, big);
+    if (auto* v = field(j, "max_completion_tokens"))
+        r.engine.max_tokens = integer(*v, "max_completion_tokens", 1, big);
+    if (auto* v = field(j, "temperature")) s.temperature = static_cast<float>(number(*v, "temperature", 0, 2));
+    if (auto* v = field(j, "top_p")) {
+        s.top_p = static_cast<float>(number(*v, "top_p", 0, 1));
+        if (s.top_p <= 0) bad("top_p", "'top_p' must be in (0, 1]");
+    }
+    if (auto* v = field(j, "seed")) s.seed = static_cast<uint64_t>(integer(*v, "seed", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()));
+    if (auto* v = field(j, "stop")) r.engine.stop = stop_list(*v);
+    if (auto* v = field(j, "presence_penalty")) s.presence_penalty = static_cast<float>(number(*v, "presence_penalty", -2, 2));
+    if (auto* v = field(j, "frequency_penalty")) s.frequency_penalty = static_cast<float>(number(*v, "frequency_penalty", -2, 2));
+    if (auto* v = field(j, "n"); v && integer(*v, "n", 1, 128) != 1)
+        bad("n", "'n' > 1 is not supported: Strata returns one choice per request; send n requests instead");
+    if (auto* v = field(j, "user"); v && !v->is_string()) bad("user", "'user' must be a string");
+    // Strata's own sampling fields (llama.cpp's names).
+    if (auto* v = field(j, "top_k")) s.top_k = static_cast<int32_t>(integer(*v, "top_k", 0, big));
+    if (auto* v = field(j, "min_p")) s.min_p = static_cast<float>(number(*v, "min_p", 0, 1));
+    if (auto* v = field(j, "repeat_penalty")) {
+        s.repeat_penalty = static_cast<float>(number(*v, "repeat_penalty", 0, 100));
+        if (s.repeat_penalty <= 0) bad("repeat_penalty", "'repeat_penalty' must be in (0, 100]");
+    }
+    if (auto* v = field(j, "penalty_last_n")) s.penalty_last_n = static_cast<int32_t>(integer(*v, "penalty_last_n", -1, big));
+    // Recorded but ignored until speculative decoding exists (docs/server.md).
+    if (auto* v = field(j, "spec_draft")) r.engine.spec_draft = integer(*v, "spec_draft", 0, 64);
+}
+
+std::string message_content(const json& m, size_t i) {
+    const std::string where = fmt::format("messages[{}].content", i);
+    auto it = m.find("content");
+    if (it == m.end() || it->is_null()) {
+        if (m.value("role", "") == "assistant") return {};
+        bad(where, fmt::format("'{}' is missing", where));
+    }
+    if (it->is_string()) return it->get<std::string>();
+    if (!it->is_array()) bad(where, fmt::format("'{}' must be a string or an array of text parts", where));
+    std::string out;
+    for (size_t k = 0; k < it->size(); ++k) {
+        const json& p = (*it)[k];
+        const std::string pw = fmt::format("{}[{}]", where, k);
+        if (!p.is_object() || !p.contains("type")) bad(pw, fmt::format("'{}' must be an object with a 'type'", pw));
+        if (p["type"] != "text") bad(pw + ".type", fmt::format("'{}.type' {} is not supported: only text parts are", pw, p["type"].dump()));
+        if (!p.contains("text") || !p["text"].is_string()) bad(pw + ".text", fmt::format("'{}.text' must be a string", pw));
+        out += p["text"].get<std::string>();
+    }
+    return out;
+}
+
+}  // namespace
+
+json parse_body(const std::string& body) {
+    json j = json::parse(body, nullptr, false);
+    if (j.is_discarded()) throw ApiError(400, "the request body is not valid JSON");
+    if (!j.is_object()) throw ApiError(400, "the request body must be a JSON object");
+    return j;
+}
+
+ApiRequest parse_chat(const std::string& body, const SamplingParams& defaults) {
+    const json j = parse_body(body);
+    check_fields(j, {"model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "seed",
+                     "stop", "presence_penalty", "frequency_penalty", "stream", "stream_options", "logprobs",
+                     "top_logprobs", "n", "user", "top_k", "min_p", "repeat_penalty", "penalty_last_n", "spec_draft",
+                     "chat_template_kwargs"});
+    ApiRequest r;
+    r.chat = true;
+    common(j, r, defaults);
+    auto* msgs = field(j, "messages");
+    if (!msgs) bad("messages", "'messages' is required");
+    if (!msgs->is_array() || msgs->empty()) bad("messages", "'messages' must be a non-empty array");
+    for (size_t i = 0; i < msgs->size(); ++i) {
+        const json& m = (*msgs)[i];
+        const std::string where = fmt::format("messages[{}]", i);
+        if (!m.is_object()) bad(where, fmt::format("'{}' must be an object", where));
+        for (auto it = m.begin(); it != m.end(); ++it)
+            if (it.key() != "role" && it.key() != "content" && it.key() != "name" && !(it.key() == "reasoning_content"))
+                bad(where + "." + it.key(), fmt::format("'{}.{}' is not supported", where, it.key()));
+        if (!m.contains("role") || !m["role"].is_string()) bad(where + ".role", fmt::format("'{}.role' must be a string", where));
+        std::string role = m["role"].get<std::string>();
+        if (role == "developer") role = "system";  // OpenAI's newer name for the system role
+        if (role != "system" && role != "user" && role != "assistant")
+            bad(where + ".role", fmt::format("'{}.role' must be system, user or assistant, got '{}'", where, role));
+        r.messages.push_back({role, message_content(m, i)});
+    }
+    if (auto* v = field(j, "logprobs")) r.logprobs = boolean(*v, "logprobs");
+    if (auto* v = field(j, "top_logprobs")) {
+        if (!r.logprobs) bad("top_logprobs", "'top_logprobs' needs \"logprobs\": true");
+        r.engine.top_logprobs = static_cast<int>(integer(*v, "top_logprobs", 0, 20));
+    } else if (r.logprobs) {
+        r.engine.top_logprobs = 0;
+    }
+    if (auto* v = field(j, "chat_template_kwargs")) {
+        if (!v->is_object()) bad("chat_template_kwargs", "'chat_template_kwargs' must be an object");
+        for (auto it = v->begin(); it != v->end(); ++it) {
+            if (it.key() != "enable_thinking")
+                bad("chat_template_kwargs." + it.key(), fmt::format("'chat_template_kwargs.{}' is not supported", it.key()));
+            r.enable_thinking = boolean(it.value(), "chat_template_kwargs.enable_thinking");
+        }
+    }
+    return r;
+}
+
+ApiRequest parse_completion(const std::string& body, const SamplingParams& defaults) {
+    const json j = parse_body(body);
+    check_fields(j, {"model", "prompt", "max_tokens", "temperature", "top_p", "seed", "stop", "presence_penalty",
+                     "frequency_penalty", "stream", "stream_options", "logprobs", "n", "user", "top_k", "min_p",
+                     "repeat_penalty", "penalty_last_n", "spec_draft"});
+    ApiRequest r;
+    common(j, r, defaults);
+    auto* p = field(j, "prompt");
+    if (!p) bad("prompt", "'prompt' is required");
+    const json* one = p;
+    if (p->is_array() && !p->empty() && !(*p)[0].is_number()) {  // a list of prompts
+        if (p->size() != 1) bad("prompt", "a list of several prompts is not supported; send one request per prompt");
+        one = &(*p)[0];
+    }
+    if (one->is_string()) {
+        r.prompt_text = one->get<std::string>();
+    } else if (one->is_array()) {
+        r.prompt_is_tokens = true;
+        for (const json& t : *one) {
+            if (!t.is_number_integer()) bad("prompt", "'prompt' must be a string, a list of one string or a list of token ids");
+            r.prompt_tokens.push_back(static_cast<int32_t>(integer(t, "prompt", 0, std::numeric_limits<int32_t>::max())));
+        }
+    } else {
+        bad("prompt", "'prompt' must be a string, a list of one string or a list of token ids");
+    }
+    // The legacy API's logprobs is the number of alternatives (0..5).
+    if (auto* v = field(j, "logprobs")) {
+        r.logprobs = true;
+        r.engine.top_logprobs = static_cast<int>(integer(*v, "logprobs", 0, 5));
+    }
+    return r;
+}
+
+}  // namespace strata::server

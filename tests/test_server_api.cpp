@@ -1,0 +1,262 @@
+// strata-server's HTTP API in-process on a tiny model: every endpoint's shape, and
+// every error in OpenAI's JSON form.
+#include <catch2/catch.hpp>
+
+#include "tests/server_helpers.h"
+
+using namespace strata;
+using namespace strata::test;
+
+namespace {
+
+const std::string kChat = R"({"model":"tiny","messages":[{"role":"system","content":"Be brief."},
+    {"role":"user","content":[{"type":"text","text":"Hello"},{"type":"text","text":" there"}]}],
+    "max_tokens":8,"temperature":0})";
+
+void check_error(const Reply& r, int status, const std::string& param = {}) {
+    INFO(r.body);
+    CHECK(r.status == status);
+    REQUIRE(r.j.is_object());
+    REQUIRE(r.j.contains("error"));
+    const json& e = r.j["error"];
+    CHECK(e["message"].is_string());
+    CHECK(!e["message"].get<std::string>().empty());
+    CHECK(e["type"].is_string());
+    CHECK(e.contains("param"));
+    CHECK(e.contains("code"));
+    if (!param.empty()) CHECK(e["param"] == param);
+}
+
+}  // namespace
+
+TEST_CASE("server: chat completion, not streamed", "[server]") {
+    TestServer s;
+    const Reply r = post(s, "/v1/chat/completions", kChat);
+    INFO(r.body);
+    REQUIRE(r.status == 200);
+    CHECK(r.j["object"] == "chat.completion");
+    CHECK(r.j["id"].get<std::string>().rfind("chatcmpl-", 0) == 0);
+    CHECK(r.j["model"] == "tiny");
+    CHECK(r.j["created"].is_number_integer());
+    const json& c = r.j["choices"][0];
+    CHECK(c["index"] == 0);
+    CHECK(c["message"]["role"] == "assistant");
+    CHECK(c["message"]["content"].is_string());
+    CHECK(c["finish_reason"] == "length");  // random weights: no end token within 8
+    CHECK(r.j["usage"]["completion_tokens"] == 8);
+    CHECK(r.j["usage"]["prompt_tokens"].get<int>() > 5);
+    CHECK(r.j["usage"]["total_tokens"] == r.j["usage"]["prompt_tokens"].get<int>() + 8);
+}
+
+TEST_CASE("server: completion, not streamed, token-id prompt, same text twice (greedy)", "[server]") {
+    TestServer s({.arch = synth::Arch::Llama});
+    const Reply a = post(s, "/v1/completions", R"({"prompt":"The quick brown fox","max_tokens":6})");
+    REQUIRE(a.status == 200);
+    CHECK(a.j["object"] == "text_completion");
+    CHECK(a.j["choices"][0]["text"].is_string());
+    CHECK(a.j["choices"][0]["finish_reason"] == "length");
+    const Reply b = post(s, "/v1/completions", R"({"prompt":["The quick brown fox"],"max_tokens":6})");
+    CHECK(b.j["choices"][0]["text"] == a.j["choices"][0]["text"]);
+    const Reply t = post(s, "/tokenize", R"({"content":"The quick brown fox","add_special":true})");
+    REQUIRE(t.status == 200);
+    const Reply c = post(s, "/v1/completions", json{{"prompt", t.j["tokens"]}, {"max_tokens", 6}}.dump());
+    REQUIRE(c.status == 200);
+    CHECK(c.j["choices"][0]["text"] == a.j["choices"][0]["text"]);
+}
+
+TEST_CASE("server: streamed chat: role first, finish reason last, usage when asked, [DONE]", "[server]") {
+    TestServer s;
+    json body = json::parse(kChat);
+    body["stream"] = true;
+    body["stream_options"] = {{"include_usage", true}};
+    const Reply r = post(s, "/v1/chat/completions", body.dump());
+    REQUIRE(r.status == 200);
+    const auto ev = sse_events(r.body);
+    REQUIRE(ev.size() >= 4);
+    CHECK(ev.back() == "[DONE]");
+    CHECK(ev[0]["choices"][0]["delta"]["role"] == "assistant");
+    CHECK(ev[0]["object"] == "chat.completion.chunk");
+    const json& last = ev[ev.size() - 3];  // finish chunk, usage chunk, [DONE]
+    CHECK(last["choices"][0]["finish_reason"] == "length");
+    const json& usage = ev[ev.size() - 2];
+    CHECK(usage["choices"].empty());
+    CHECK(usage["usage"]["completion_tokens"] == 8);
+    for (size_t i = 0; i + 3 < ev.size(); ++i) CHECK(ev[i]["choices"][0]["finish_reason"].is_null());
+    // The same text as the non-streamed answer.
+    const Reply plain = post(s, "/v1/chat/completions", kChat);
+    CHECK(sse_text(ev) == plain.j["choices"][0]["message"]["content"].get<std::string>());
+}
+
+TEST_CASE("server: streamed completion without usage", "[server]") {
+    TestServer s({.arch = synth::Arch::Llama});
+    const Reply r = post(s, "/v1/completions", R"({"prompt":"Once","max_tokens":5,"stream":true})");
+    REQUIRE(r.status == 200);
+    const auto ev = sse_events(r.body);
+    CHECK(ev.back() == "[DONE]");
+    CHECK(ev[ev.size() - 2]["choices"][0]["finish_reason"] == "length");
+    for (const json& e : ev)
+        if (e.is_object()) CHECK(!e.contains("usage"));
+}
+
+TEST_CASE("server: max_tokens ends with length, stop strings end early and are never emitted", "[server]") {
+    TestServer s({.arch = synth::Arch::Llama});
+    const Reply full = post(s, "/v1/completions", R"({"prompt":"Hello world","max_tokens":24})");
+    REQUIRE(full.status == 200);
+    CHECK(full.j["choices"][0]["finish_reason"] == "length");
+    CHECK(full.j["usage"]["completion_tokens"] == 24);
+    const std::string text = full.j["choices"][0]["text"];
+    REQUIRE(text.size() >= 8);
+    // A stop string from the middle of the greedy text: the answer is what came before.
+    const std::string stop = text.substr(text.size() / 2, 3);
+    const size_t at = text.find(stop);
+    for (bool stream : {false, true}) {
+        json body = {{"prompt", "Hello world"}, {"max_tokens", 24}, {"stop", {"\x01never", stop}}, {"stream", stream}};
+        const Reply r = post(s, "/v1/completions", body.dump());
+        REQUIRE(r.status == 200);
+        if (stream) {
+            const auto ev = sse_events(r.body);
+            CHECK(sse_text(ev) == text.substr(0, at));
+            CHECK(ev[ev.size() - 2]["choices"][0]["finish_reason"] == "stop");
+        } else {
+            CHECK(r.j["choices"][0]["text"] == text.substr(0, at));
+            CHECK(r.j["choices"][0]["finish_reason"] == "stop");
+        }
+    }
+}
+
+TEST_CASE("server: logprobs from the post-penalty distribution", "[server]") {
+    TestServer s;
+    json body = json::parse(kChat);
+    body["logprobs"] = true;
+    body["top_logprobs"] = 3;
+    const Reply r = post(s, "/v1/chat/completions", body.dump());
+    REQUIRE(r.status == 200);
+    const json& lp = r.j["choices"][0]["logprobs"]["content"];
+    REQUIRE(lp.size() == 8);
+    for (const json& t : lp) {
+        CHECK(t["logprob"].get<double>() <= 0);
+        REQUIRE(t["top_logprobs"].size() == 3);
+        // Greedy: the chosen token is the most likely one.
+        CHECK(t["top_logprobs"][0]["logprob"].get<double>() == Approx(t["logprob"].get<double>()));
+        CHECK(t["top_logprobs"][0]["logprob"].get<double>() >= t["top_logprobs"][1]["logprob"].get<double>());
+    }
+    const Reply c = post(s, "/v1/completions", R"({"prompt":"Hi","max_tokens":4,"logprobs":2})");
+    REQUIRE(c.status == 200);
+    CHECK(c.j["choices"][0]["logprobs"]["tokens"].size() == 4);
+    CHECK(c.j["choices"][0]["logprobs"]["top_logprobs"][0].size() == 2);
+}
+
+TEST_CASE("server: models, health, metrics, tokenize, detokenize", "[server]") {
+    TestServer s;
+    const Reply m = get(s, "/v1/models");
+    REQUIRE(m.status == 200);
+    CHECK(m.j["object"] == "list");
+    CHECK(m.j["data"][0]["id"] == "tiny");
+    CHECK(m.j["data"][0]["object"] == "model");
+    CHECK(get(s, "/health").status == 200);
+    const Reply t = post(s, "/tokenize", R"({"content":"Hello world"})");
+    REQUIRE(t.status == 200);
+    REQUIRE(!t.j["tokens"].empty());
+    const Reply d = post(s, "/detokenize", json{{"tokens", t.j["tokens"]}}.dump());
+    REQUIRE(d.status == 200);
+    CHECK(d.j["content"] == "Hello world");
+    post(s, "/v1/completions", R"({"prompt":"Hi","max_tokens":3})");
+    const Reply met = get(s, "/metrics");
+    REQUIRE(met.status == 200);
+    for (const char* series : {"strata_requests_total{status=\"200\"}", "strata_generated_tokens_total",
+                               "strata_prompt_tokens_total", "strata_queue_depth", "strata_engine_restarts_total",
+                               "strata_time_to_first_token_seconds_count", "strata_engine_tokens_per_second",
+                               "strata_spec_accepted_tokens_total", "strata_handoff_timeouts_total"}) {
+        INFO(series);
+        CHECK(metric(met.body, series) >= 0);
+    }
+    CHECK(metric(met.body, "strata_generated_tokens_total") == 3);
+}
+
+TEST_CASE("server: errors are OpenAI JSON with the right status", "[server]") {
+    TestServer s({.max_body = 4096});
+    const std::string C = "/v1/chat/completions", P = "/v1/completions";
+    check_error(post(s, C, "{not json"), 400);
+    check_error(post(s, C, "[1,2]"), 400);
+    check_error(post(s, C, R"({"messages":"hi"})"), 400, "messages");
+    check_error(post(s, C, R"({"messages":[]})"), 400, "messages");
+    check_error(post(s, C, R"({"messages":[{"role":"wizard","content":"x"}]})"), 400, "messages[0].role");
+    check_error(post(s, C, R"({"messages":[{"role":"user","content":[{"type":"image_url","image_url":{}}]}]})"), 400,
+                "messages[0].content[0].type");
+    check_error(post(s, P, R"({"prompt":"x","temperature":"hot"})"), 400, "temperature");
+    check_error(post(s, P, R"({"prompt":"x","temperature":3})"), 400, "temperature");
+    check_error(post(s, P, R"({"prompt":"x","max_tokens":0})"), 400, "max_tokens");
+    check_error(post(s, P, R"({"prompt":"x","top_p":0})"), 400, "top_p");
+    check_error(post(s, P, R"({"prompt":"x","stop":[1]})"), 400, "stop");
+    check_error(post(s, P, R"({"prompt":"x","spec_draft":-1})"), 400, "spec_draft");
+    check_error(post(s, P, R"({"prompt":"x","n":2})"), 400, "n");
+    check_error(post(s, P, R"({"prompt":[1,99999999]})"), 400, "prompt");
+    check_error(post(s, P, R"({"prompt":"x","frobnicate":1})"), 400, "frobnicate");
+    check_error(post(s, C, R"({"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function"}]})"), 400, "tools");
+    check_error(post(s, C, R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema"}})"),
+                400, "response_format");
+    check_error(post(s, C, R"({"messages":[{"role":"user","content":"x"}],"stream_options":{"include_usage":true}})"),
+                400, "stream_options");
+    check_error(post(s, P, R"({"prompt":"x","model":"gpt-4"})"), 404, "model");
+    check_error(post(s, "/tokenize", R"({"content":5})"), 400, "content");
+    check_error(post(s, "/detokenize", R"({"tokens":[-1]})"), 400, "tokens");
+    check_error(get(s, "/v1/nothing"), 404);
+    check_error(post(s, P, json{{"prompt", std::string(5000, 'a')}}.dump()), 413);
+    // Accepted: n = 1, user, null fields, text response_format, spec_draft (recorded).
+    CHECK(post(s, P, R"({"prompt":"x","n":1,"user":"u","seed":null,"response_format":{"type":"text"},"spec_draft":3,"max_tokens":2})")
+              .status == 200);
+}
+
+TEST_CASE("server: a prompt past the context is 400", "[server]") {
+    TestServer s({.n_ctx = 64});
+    std::string words;
+    for (int i = 0; i < 100; ++i) words += " word" + std::to_string(i);
+    check_error(post(s, "/v1/completions", json{{"prompt", words}}.dump()), 400, "prompt");
+    check_error(post(s, "/v1/chat/completions", json{{"messages", {{{"role", "user"}, {"content", words}}}}}.dump()),
+                400, "messages");
+    // Generation that reaches the end of the context stops with length.
+    const Reply r = post(s, "/v1/completions", R"({"prompt":"Hi"})");
+    REQUIRE(r.status == 200);
+    CHECK(r.j["choices"][0]["finish_reason"] == "length");
+    CHECK(r.j["usage"]["prompt_tokens"].get<int>() + r.j["usage"]["completion_tokens"].get<int>() <= 65);
+}
+
+TEST_CASE("server: --api-key guards everything but /health", "[server]") {
+    TestServer s({.api_key = "sekrit"});
+    check_error(get(s, "/v1/models"), 401);
+    check_error(post(s, "/v1/completions", R"({"prompt":"x"})"), 401);
+    check_error(get(s, "/v1/models", {{"Authorization", "Bearer wrong"}}), 401);
+    CHECK(get(s, "/health").status == 200);
+    CHECK(get(s, "/v1/models", {{"Authorization", "Bearer sekrit"}}).status == 200);
+    CHECK(post(s, "/v1/completions", R"({"prompt":"x","max_tokens":2})", {{"Authorization", "Bearer sekrit"}}).status ==
+          200);
+}
+
+TEST_CASE("server: 503 while loading", "[server]") {
+    TestServer s({.load = false});
+    check_error(get(s, "/health"), 503);
+    check_error(post(s, "/v1/completions", R"({"prompt":"x"})"), 503);
+    CHECK(get(s, "/metrics").status == 200);
+}
+
+TEST_CASE("server: a thinking template's answer goes to reasoning_content", "[server][reasoning]") {
+    // qwen3-thinking opens <think> in the prompt: everything up to </think> is reasoning.
+    TestServer s({.chat_template = "qwen3-thinking"});
+    const Reply r = post(s, "/v1/chat/completions", kChat);
+    REQUIRE(r.status == 200);
+    const json& m = r.j["choices"][0]["message"];
+    INFO(r.body);
+    REQUIRE(m.contains("reasoning_content"));
+    CHECK(!m["reasoning_content"].get<std::string>().empty());
+    CHECK(m["content"] == "");
+    json body = json::parse(kChat);
+    body["stream"] = true;
+    std::string streamed;
+    for (const json& e : sse_events(post(s, "/v1/chat/completions", body.dump()).body)) {
+        if (!e.is_object() || e["choices"].empty()) continue;
+        const json& d = e["choices"][0]["delta"];
+        CHECK(!(d.contains("content") && !d["content"].get<std::string>().empty()));
+        if (d.contains("reasoning_content")) streamed += d["reasoning_content"].get<std::string>();
+    }
+    CHECK(streamed == m["reasoning_content"].get<std::string>());
+}

@@ -1,0 +1,116 @@
+// strata-server under load: continuous batching gives each stream the text it gets
+// alone, a client that disconnects frees its slot, a full queue is 503, and a
+// shutdown refuses new work.
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <future>
+
+#include "tests/server_helpers.h"
+
+using namespace strata;
+using namespace strata::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+// Polls /metrics until `series` reaches `value` (or 10 s pass).
+bool wait_metric(const TestServer& s, const std::string& series, double value) {
+    for (int i = 0; i < 200; ++i) {
+        if (metric(get(s, "/metrics").body, series) == value) return true;
+        std::this_thread::sleep_for(50ms);
+    }
+    return false;
+}
+
+// Starts a long stream and closes the connection after `chunks` chunks.
+void stream_then_disconnect(const TestServer& s, int chunks) {
+    auto cli = s.client();
+    httplib::Request req;
+    req.method = "POST";
+    req.path = "/v1/completions";
+    req.body = R"({"prompt":"Tell me everything","max_tokens":100000,"stream":true})";
+    req.set_header("Content-Type", "application/json");
+    int seen = 0;
+    req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
+        seen += static_cast<int>(std::count(data, data + n, '\n')) / 2;
+        return seen < chunks;  // false: httplib closes the socket
+    };
+    httplib::Response res;
+    httplib::Error err;
+    cli.send(req, res, err);
+    CHECK(seen >= chunks);
+}
+
+}  // namespace
+
+TEST_CASE("server: 4 concurrent greedy streams give the text each gives alone", "[server][batching]") {
+    for (auto arch : {synth::Arch::Qwen3Next, synth::Arch::Llama}) {
+        TestServer s({.arch = arch, .parallel = 4});
+        // The last prompt is longer than a window (n_batch 64): its chunks share windows
+        // with the other streams' decode tokens.
+        std::string long_prompt;
+        for (int i = 0; i < 8; ++i) long_prompt += "A much longer prompt that spans more tokens than a window. ";
+        const std::vector<std::string> prompts = {"Once upon a time", "The capital of France", "1 2 3 4", long_prompt};
+        auto body = [&](size_t i) {
+            return json{{"prompt", prompts[i]}, {"max_tokens", 24 + 4 * static_cast<int>(i)}, {"stream", true}}.dump();
+        };
+        std::vector<std::string> alone;
+        for (size_t i = 0; i < prompts.size(); ++i)
+            alone.push_back(sse_text(sse_events(post(s, "/v1/completions", body(i)).body)));
+        std::vector<std::future<std::string>> together;
+        for (size_t i = 0; i < prompts.size(); ++i)
+            together.push_back(std::async(std::launch::async, [&, i] {
+                return sse_text(sse_events(post(s, "/v1/completions", body(i)).body));
+            }));
+        for (size_t i = 0; i < prompts.size(); ++i) {
+            INFO("arch " << synth::arch_name(arch) << " stream " << i);
+            CHECK(together[i].get() == alone[i]);
+            CHECK(!alone[i].empty());
+        }
+    }
+}
+
+TEST_CASE("server: a client that disconnects cancels its generation and frees its slot", "[server][cancel]") {
+    TestServer s({.parallel = 1, .queue = 0, .n_ctx = 8192});
+    stream_then_disconnect(s, 3);
+    REQUIRE(wait_metric(s, "strata_generations_total{reason=\"cancelled\"}", 1));
+    CHECK(wait_metric(s, "strata_active_slots", 0));
+    // The only slot is free again: with no queue, a held slot would mean 503.
+    const Reply r = post(s, "/v1/completions", R"({"prompt":"Hi","max_tokens":3})");
+    CHECK(r.status == 200);
+    const std::string m = get(s, "/metrics").body;
+    CHECK(metric(m, "strata_generations_total{reason=\"length\"}") == 1);
+}
+
+TEST_CASE("server: a full queue is 503, a queued request waits for a slot", "[server][queue]") {
+    TestServer s({.parallel = 1, .queue = 1, .n_ctx = 8192});
+    std::thread busy([&] { stream_then_disconnect(s, 200); });
+    REQUIRE(wait_metric(s, "strata_active_slots", 1));
+    // One more fits in the queue and waits; the one after is refused.
+    auto queued = std::async(std::launch::async, [&] { return post(s, "/v1/completions", R"({"prompt":"Hi","max_tokens":2})"); });
+    REQUIRE(wait_metric(s, "strata_queue_depth", 1));
+    const Reply full = post(s, "/v1/completions", R"({"prompt":"Hi","max_tokens":2})");
+    CHECK(full.status == 503);
+    CHECK(full.j["error"]["code"] == "queue_full");
+    busy.join();
+    CHECK(queued.get().status == 200);
+}
+
+TEST_CASE("server: shutdown refuses new requests with 503 and lets running ones finish", "[server][shutdown]") {
+    // The running request ends only at the end of its context (1024), so it is still
+    // running when the shutdown comes, however fast the machine.
+    TestServer s({.parallel = 1, .n_ctx = 1024});
+    auto running = std::async(std::launch::async, [&] {
+        return post(s, "/v1/completions", R"({"prompt":"Hi","max_tokens":100000,"stream":true})");
+    });
+    REQUIRE(wait_metric(s, "strata_active_slots", 1));
+    s.engine().shutdown(false);
+    const Reply r = post(s, "/v1/completions", R"({"prompt":"Hi","max_tokens":2})");
+    CHECK(r.status == 503);
+    const Reply done = running.get();
+    const auto ev = sse_events(done.body);
+    REQUIRE(ev.size() >= 2);
+    CHECK(ev.back() == "[DONE]");
+    CHECK(ev[ev.size() - 2]["choices"][0]["finish_reason"] == "length");
+}

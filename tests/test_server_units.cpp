@@ -1,0 +1,86 @@
+// Pieces of the server path without HTTP: stop strings held back across tokens,
+// the reasoning splitter, and the engine's request checks.
+#include <catch2/catch.hpp>
+
+#include "engine/serve/stop_strings.h"
+#include "server/reasoning.h"
+#include "tests/server_helpers.h"
+
+using namespace strata;
+
+TEST_CASE("stop strings: held back across pieces, never emitted", "[server][stop]") {
+    StopMatcher m({"</end>", "STOP"});
+    std::string out;
+    for (const char* piece : {"Hello <", "/en", "d is not STO", "P here"}) out += m.push(piece);
+    CHECK(m.stopped());  // "</end" lacks its ">", but "STO" + "P" is STOP
+    CHECK(out == "Hello </end is not ");
+    StopMatcher a({"</end>"});
+    CHECK(a.push("abc </e") == "abc ");
+    CHECK(a.push("nx") == "</enx");
+    CHECK(a.push("y </en") == "y ");
+    CHECK(a.push("d> tail") == "");
+    CHECK(a.stopped());
+    CHECK(a.flush() == "");
+    StopMatcher b({"xyz"});
+    CHECK(b.push("ax") == "a");
+    CHECK(b.flush() == "x");  // the end of generation releases what was held
+}
+
+TEST_CASE("stop strings: earliest match wins", "[server][stop]") {
+    StopMatcher m({"bc", "abcd"});
+    CHECK(m.push("xxabcd") == "xx");
+    CHECK(m.stopped());
+}
+
+TEST_CASE("reasoning splitter: <think> blocks go to reasoning", "[server][reasoning]") {
+    using strata::server::ReasoningSplitter;
+    auto run = [](ReasoningSplitter sp, std::vector<std::string> pieces) {
+        std::string r, c;
+        for (const auto& p : pieces) {
+            auto o = sp.push(p);
+            r += o.reasoning;
+            c += o.content;
+        }
+        auto o = sp.flush();
+        return std::pair{r + o.reasoning, c + o.content};
+    };
+    CHECK(run(ReasoningSplitter(true, false), {"<th", "ink>\nI think", " so</th", "ink>\n\nAnswer."}) ==
+          std::pair<std::string, std::string>{"I think so", "Answer."});
+    CHECK(run(ReasoningSplitter(true, false), {"No", " thinking"}) ==
+          std::pair<std::string, std::string>{"", "No thinking"});
+    CHECK(run(ReasoningSplitter(true, true), {"deep thought</think>\n\nyes"}) ==
+          std::pair<std::string, std::string>{"deep thought", "yes"});
+    CHECK(run(ReasoningSplitter(false, false), {"<think>x</think>y"}) ==
+          std::pair<std::string, std::string>{"", "<think>x</think>y"});
+    CHECK(run(ReasoningSplitter(true, false), {"<think>unfinished"}) ==
+          std::pair<std::string, std::string>{"unfinished", ""});
+}
+
+TEST_CASE("engine: request checks and greedy determinism without HTTP", "[server][engine]") {
+    auto model = test::server_model(synth::Arch::Llama);
+    Engine e(model, Tokenizer::from_gguf(model->file()), make_local_runner(model, 2, 64, GgmlType::F16),
+             EngineOptions{.n_parallel = 2, .queue_limit = 1, .n_batch = 16});
+    Request bad;
+    CHECK_THROWS_AS(e.submit(bad), EngineError);  // empty prompt
+    bad.prompt.assign(64, 1);
+    CHECK_THROWS_AS(e.submit(bad), EngineError);  // past the context
+    auto run = [&](std::vector<int32_t> prompt) {
+        Request r;
+        r.prompt = std::move(prompt);
+        r.max_tokens = 10;
+        auto s = e.submit(std::move(r));
+        std::string text;
+        for (;;) {
+            auto ev = s->next(std::chrono::seconds(30));
+            REQUIRE(ev);
+            if (ev->kind == Event::Kind::Done) {
+                CHECK(ev->finish == FinishReason::Length);
+                CHECK(ev->usage.completion_tokens == 10);
+                return text;
+            }
+            text += ev->text;
+        }
+    };
+    const std::string a = run({1, 2, 3, 4, 5}), b = run({1, 2, 3, 4, 5});
+    CHECK(a == b);
+}
