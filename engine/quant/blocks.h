@@ -20,6 +20,18 @@ static_assert(std::endian::native == std::endian::little,
 inline constexpr int kQK = 32;    // block size of the legacy formats and IQ4_NL
 inline constexpr int kQKK = 256;  // super-block size of the K-quants and IQ formats
 
+// The value of largest magnitude in x[0..n), with its sign (0 when all are 0): the
+// quantizers anchor their scale on it so that value maps to the codebook's end.
+inline float signed_absmax(const float* x, int n) {
+    float amax = 0.0f, max = 0.0f;
+    for (int i = 0; i < n; ++i)
+        if (std::fabs(x[i]) > amax) {
+            amax = std::fabs(x[i]);
+            max = x[i];
+        }
+    return max;
+}
+
 #pragma pack(push, 1)
 
 // Legacy 32-value blocks. Nibble layout (Q4_*, Q5_*, IQ4_NL): qs[j] holds value j in

@@ -45,14 +45,8 @@ inline int nearest_iq4(float v) {
 // Best signed scale d for x[0..n) ~ d * kvalues[q]. Candidates put the largest-magnitude
 // value near either end of the codebook (-127 or +113), each re-fitted by least squares.
 float fit_iq4(const float* x, int n) {
-    float amax = 0.0f, max = 0.0f;
-    for (int i = 0; i < n; ++i) {
-        if (std::fabs(x[i]) > amax) {
-            amax = std::fabs(x[i]);
-            max = x[i];
-        }
-    }
-    if (amax == 0.0f) return 0.0f;
+    const float max = signed_absmax(x, n);
+    if (max == 0.0f) return 0.0f;
     float best_d = 0.0f;
     float best_score = -1.0f;
     for (float end : {-127.0f, 113.0f}) {

@@ -66,14 +66,8 @@ Affine fit_affine(const float* x, int n, int nmax) {
 // the largest-magnitude value can use -nmax; among a few stretched candidates the one
 // with the least squared error (largest (x.q)^2 / q.q) wins.
 float fit_symmetric(const float* x, int n, int nmax) {
-    float amax = 0.0f, max = 0.0f;
-    for (int i = 0; i < n; ++i) {
-        if (std::fabs(x[i]) > amax) {
-            amax = std::fabs(x[i]);
-            max = x[i];
-        }
-    }
-    if (amax == 0.0f) return 0.0f;
+    const float max = signed_absmax(x, n);
+    if (max == 0.0f) return 0.0f;
     float best_scale = 0.0f;
     double best_score = -1;
     for (int step = -9; step <= 9; ++step) {
