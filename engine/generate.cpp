@@ -4,6 +4,8 @@
 
 #include <chrono>
 
+#include <spdlog/spdlog.h>
+
 #include "engine/core/error.h"
 #include "engine/text/detokenizer.h"
 
@@ -33,15 +35,31 @@ GenerateStats generate(Runner& runner, const Tokenizer& tok, std::span<const int
         fail("the prompt has {} tokens but the context holds {} (raise -c)", prompt.size(), n_ctx);
     STRATA_CHECK(opt.n_batch > 0, "n_batch must be positive, got {}", opt.n_batch);
 
+    SpecOptions spec_opt;
+    spec_opt.k = opt.spec_draft < 0 ? (runner.has_mtp() ? 3 : 0) : opt.spec_draft;
+    spec_opt.draft_min_p = opt.spec_draft_min_p;
+    if (spec_opt.k > 0 && !runner.has_mtp()) {
+        spdlog::info("speculative decoding is off: the model has no MTP head");
+        spec_opt.k = 0;
+    }
+    if (spec_opt.k > 0 && opt.sampling.has_penalties() && opt.sampling.penalty_last_n != 0) {
+        spdlog::info("speculative decoding is off for this request: penalties are on (penalty_last_n = {})",
+                     opt.sampling.penalty_last_n);
+        spec_opt.k = 0;
+    }
+    const bool spec = spec_opt.k > 0;
+
     std::vector<float> logits(static_cast<size_t>(hp.n_vocab));
+    // Speculation feeds every prompt position's hidden state to the MTP head.
+    std::vector<float> prompt_hidden(spec ? prompt.size() * static_cast<size_t>(hp.n_embd) : 0);
     const int seq = runner.new_sequence();
     struct Release {  // the slot is freed however generation ends
         Runner& r;
         int seq;
         ~Release() { r.free_sequence(seq); }
     } release{runner, seq};
-    auto eval = [&](std::span<const int32_t> toks) {
-        const Runner::Item item{seq, toks, false};
+    auto eval = [&](std::span<const int32_t> toks, float* hidden_out = nullptr) {
+        const Runner::Item item{seq, toks, false, hidden_out};
         runner.eval(std::span<const Runner::Item>(&item, 1), logits.data());
     };
     Sampler sampler(opt.sampling);
@@ -52,27 +70,50 @@ GenerateStats generate(Runner& runner, const Tokenizer& tok, std::span<const int
     const auto t0 = clock::now();
     for (size_t i = 0; i < prompt.size(); i += static_cast<size_t>(opt.n_batch)) {
         const size_t n = std::min(prompt.size() - i, static_cast<size_t>(opt.n_batch));
-        eval(prompt.subspan(i, n));
+        eval(prompt.subspan(i, n), spec ? prompt_hidden.data() + i * static_cast<size_t>(hp.n_embd) : nullptr);
     }
     for (int32_t t : prompt) sampler.accept(t);
     const auto t1 = clock::now();
     st.prompt_seconds = std::chrono::duration<double>(t1 - t0).count();
 
     const int64_t limit = opt.n_predict < 0 ? n_ctx - st.n_prompt : std::min(opt.n_predict, n_ctx - st.n_prompt);
-    for (int64_t i = 0; i < limit; ++i) {
-        const int32_t next = sampler.sample(logits);
-        sampler.accept(next);
+    // Emits one token; false when generation stops (end of generation, or on_text said so).
+    auto emit = [&](int32_t t) {
+        sampler.accept(t);
         ++st.n_generated;
-        if (out_tokens) out_tokens->push_back(next);
-        if (tok.is_eog(next)) {
+        if (out_tokens) out_tokens->push_back(t);
+        if (tok.is_eog(t)) {
             st.stopped_by_eog = true;
-            break;
+            return false;
         }
-        const std::string piece = detok.push(next);
-        if (!piece.empty() && !on_text(piece)) break;
-        if (i + 1 == limit) break;  // no room (or no need) for another forward pass
-        const int32_t one[1] = {next};
-        eval(one);
+        const std::string piece = detok.push(t);
+        return piece.empty() || on_text(piece);
+    };
+    if (spec && limit > 0) {
+        st.spec_draft = spec_opt.k;
+        SpecDecoder dec(runner, seq, sampler, spec_opt);
+        const int32_t first = sampler.sample(logits);
+        if (emit(first) && limit > 1) {
+            dec.start(prompt_hidden.data(), prompt, first);
+            std::vector<float>().swap(prompt_hidden);  // the MTP has its own copy now
+            std::vector<int32_t> toks;
+            bool go = true;
+            while (go && st.n_generated < limit) {
+                toks.clear();
+                dec.step(limit - st.n_generated, toks);
+                for (int32_t t : toks)
+                    if (!(go = emit(t))) break;
+            }
+        }
+        st.spec = dec.stats();
+    } else {
+        for (int64_t i = 0; i < limit; ++i) {
+            const int32_t next = sampler.sample(logits);
+            if (!emit(next)) break;
+            if (i + 1 == limit) break;  // no room (or no need) for another forward pass
+            const int32_t one[1] = {next};
+            eval(one);
+        }
     }
     const std::string rest = detok.flush();
     if (!rest.empty()) on_text(rest);

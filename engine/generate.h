@@ -10,6 +10,7 @@
 #include "engine/model/model.h"
 #include "engine/run/runner.h"
 #include "engine/sample/sampler.h"
+#include "engine/spec/speculative.h"
 #include "engine/text/tokenizer.h"
 
 namespace strata {
@@ -18,12 +19,19 @@ struct GenerateOptions {
     int64_t n_predict = 128;   // tokens to generate at most (-1: until the context is full)
     int64_t n_batch = 256;     // prompt tokens per window
     SamplingParams sampling;
+    // Speculative decoding with the model's MTP head (docs/spec.md): drafts per window;
+    // 0 = off, -1 = 3 when the model has an MTP head, else off. Requests with penalties
+    // decode plainly (the penalties would couple draft and target histories).
+    int spec_draft = -1;
+    float spec_draft_min_p = 0.0f;  // stop a draft chain below this MTP probability
 };
 
 struct GenerateStats {
     int64_t n_prompt = 0, n_generated = 0;
     double prompt_seconds = 0, decode_seconds = 0;
     bool stopped_by_eog = false;
+    int spec_draft = 0;  // drafts per window actually used (0: plain decoding)
+    SpecStats spec;      // windows, drafts, acceptance (spec_draft > 0)
     double prompt_tps() const { return prompt_seconds > 0 ? static_cast<double>(n_prompt) / prompt_seconds : 0; }
     // decode tok/s counts the tokens after the first (the first comes from the prompt pass)
     double decode_tps() const {

@@ -23,7 +23,7 @@ Flags run_flags() {
                                              {"--chat-template", "NAME", "", "chat template to use instead of the model's"},
                                              {"--no-think", "", "", "with --chat: ask Qwen3 models to answer without reasoning"},
                                          }),
-                             sampling_flags()));
+                             concat(sampling_flags(), spec_flags())));
 }
 
 int cmd_run(int argc, char** argv) {
@@ -36,6 +36,9 @@ int cmd_run(int argc, char** argv) {
     opt.n_predict = f.integer("--n-predict");
     opt.n_batch = ro.n_batch;
     opt.sampling = sampling_options(f);
+    const SpecFlags sf = spec_options(f);
+    opt.spec_draft = sf.draft;
+    opt.spec_draft_min_p = sf.draft_min_p;
     std::string text = cli::prompt_from(f);
 
     std::shared_ptr<const Model> model = Model::load(f.str("--model"));
@@ -63,6 +66,17 @@ int cmd_run(int argc, char** argv) {
     fmt::print(stderr, "prompt: {} tokens in {:.3f} s ({:.2f} tok/s)\n", st.n_prompt, st.prompt_seconds, st.prompt_tps());
     fmt::print(stderr, "decode: {} tokens in {:.3f} s ({:.2f} tok/s){}\n", st.n_generated, st.decode_seconds,
                st.decode_tps(), st.stopped_by_eog ? ", stopped at end of generation" : "");
+    if (st.spec_draft > 0) {
+        const SpecStats& s = st.spec;
+        std::string per_pos;
+        for (size_t i = 0; i < s.drafted_at.size(); ++i)
+            per_pos += fmt::format("{}{:.2f}", i ? " " : "", s.acceptance_at(i));
+        fmt::print(stderr,
+                   "speculative: K={}, {} windows, {} drafted, {} accepted ({:.1f}%), per position [{}], "
+                   "{:.2f} tokens/window, {} rollbacks, snapshot {:.1f} KiB\n",
+                   st.spec_draft, s.windows, s.drafted, s.accepted, 100.0 * s.acceptance(), per_pos,
+                   s.tokens_per_window(), s.rollbacks, static_cast<double>(s.snapshot_bytes) / 1024.0);
+    }
     return 0;
 }
 

@@ -1,7 +1,5 @@
 #include "engine/model/model.h"
 
-#include <cstring>
-
 #include "engine/core/error.h"
 #include "engine/model/weights.h"
 #include "engine/quant/quant.h"
@@ -71,14 +69,29 @@ void Model::run_layers(ForwardCtx& ctx, const Batch& batch, int64_t l0, int64_t 
     for (int64_t il = l0; il < l1; ++il) layer(ctx, batch, il, x);
 }
 
-void Model::head(ForwardCtx& ctx, const float* x, int64_t T, float* logits) const {
-    float* h = ctx.scratch.get(15, static_cast<size_t>(T * hp_.n_embd));
-    for (int64_t t = 0; t < T; ++t)
-        ops::rmsnorm(x + t * hp_.n_embd, output_norm_.data(), hp_.rms_eps, hp_.n_embd, h + t * hp_.n_embd);
-    matmul(ctx.pool, output_, h, hp_.n_embd, T, logits, hp_.n_vocab);
+void Model::output(ForwardCtx& ctx, const Batch& batch, const float* x, std::span<const OutputWant> want,
+                   float* logits_rows) const {
+    STRATA_CHECK(want.size() == batch.seqs.size(), "output: {} wants for {} sequences", want.size(), batch.seqs.size());
+    const int64_t E = hp_.n_embd;
+    // Normalize only the rows somebody reads: every row of a sequence that wants hidden
+    // states, the logit rows into one block for a single head pass.
+    float* sel = ctx.scratch.get(13, static_cast<size_t>(batch.n_rows * E));  // [n_sel, n_embd]
+    int64_t n_sel = 0;
+    for (size_t i = 0; i < want.size(); ++i) {
+        const BatchSeq& s = batch.seqs[i];
+        if (want[i].hidden_out)
+            for (int64_t t = 0; t < s.n; ++t)
+                ops::rmsnorm(x + (s.row0 + t) * E, output_norm_.data(), hp_.rms_eps, E, want[i].hidden_out + t * E);
+        if (!logits_rows) continue;
+        const int64_t first = want[i].all_logits ? s.row0 : s.row0 + s.n - 1;
+        for (int64_t r = first; r < s.row0 + s.n; ++r, ++n_sel)
+            ops::rmsnorm(x + r * E, output_norm_.data(), hp_.rms_eps, E, sel + n_sel * E);
+    }
+    if (logits_rows && n_sel > 0) matmul(ctx.pool, output_, sel, E, n_sel, logits_rows, hp_.n_vocab);
 }
 
-void Model::mtp_forward(ForwardCtx&, SeqState&, const float*, const int32_t*, int64_t, int64_t, float*, float*) const {
+void Model::mtp_forward(ForwardCtx&, SeqState&, const float*, const int32_t*, int64_t, int64_t, float*, float*,
+                        bool) const {
     fail("{}: this model has no MTP (nextn) block", file_.path());
 }
 
@@ -103,18 +116,11 @@ void Model::eval_batch(ForwardCtx& ctx, std::span<const BatchItem> items, float*
     for (size_t i = 0; i < items.size(); ++i)
         embed(items[i].tokens.data(), batch.seqs[i].n, x + batch.seqs[i].row0 * E);
     run_layers(ctx, batch, 0, hp_.n_layer, x);
-    // Gather the rows whose logits are wanted, then one head pass over them.
-    float* sel = ctx.scratch.get(13, static_cast<size_t>(batch.n_rows * E));
-    int64_t n_sel = 0;
-    for (size_t i = 0; i < items.size(); ++i) {
-        const BatchSeq& s = batch.seqs[i];
-        const int64_t first = items[i].all_logits ? s.row0 : s.row0 + s.n - 1;
-        const int64_t count = s.row0 + s.n - first;
-        std::memcpy(sel + n_sel * E, x + first * E, sizeof(float) * static_cast<size_t>(count * E));
-        n_sel += count;
-        s.state->n_past += s.n;
-    }
-    head(ctx, sel, n_sel, logits_rows);
+    std::vector<OutputWant> want;
+    want.reserve(items.size());
+    for (const BatchItem& it : items) want.push_back({it.all_logits, it.hidden_out});
+    output(ctx, batch, x, want, logits_rows);
+    for (const BatchSeq& s : batch.seqs) s.state->n_past += s.n;
 }
 
 }  // namespace strata

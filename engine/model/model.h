@@ -62,24 +62,41 @@ public:
     // Layers [l0, l1) over the window's rows x [batch.n_rows, n_embd] in place.
     void run_layers(ForwardCtx& ctx, const Batch& batch, int64_t l0, int64_t l1, float* x) const;
     // Several sequences in one window: item i's tokens at positions state.n_past..;
-    // logits_rows receives [sum of (all_logits ? n_i : 1), n_vocab] in item order.
+    // logits_rows receives [sum of (all_logits ? n_i : 1), n_vocab] in item order (null:
+    // no LM head at all); hidden_out, when set, the post-output-norm rows of all the
+    // item's tokens [n_i, n_embd] (what the MTP drafter consumes).
     struct BatchItem {
         SeqState* state;
         std::span<const int32_t> tokens;
         bool all_logits;
+        float* hidden_out = nullptr;
     };
     void eval_batch(ForwardCtx& ctx, std::span<const BatchItem> items, float* logits_rows) const;
-    void head(ForwardCtx& ctx, const float* x, int64_t T, float* logits) const;  // norm + LM head
+
+    // The end of a window, on the device holding the head. x: [batch.n_rows, n_embd] after
+    // the last layer. For sequence i of the batch: the post-norm rows of all its tokens
+    // into want[i].hidden_out (when set), and the logits of its wanted rows (all, or the
+    // last) into logits_rows, in order; null logits_rows: no LM head work. Only the rows
+    // whose logits are wanted go through the LM head (the vocabulary matmul dominates).
+    struct OutputWant {
+        bool all_logits;
+        float* hidden_out;
+    };
+    void output(ForwardCtx& ctx, const Batch& batch, const float* x, std::span<const OutputWant> want,
+                float* logits_rows) const;
 
     // Multi-token prediction (qwen3next nextn block, MODEL_SPEC 4.11). For t < T: the pair
     // (hidden[t] [n_embd], next_tokens[t]) at position pos0 + t goes through the MTP block,
     // whose own KV cache (in state) receives these positions; writes logits [T, n_vocab]
     // and the chained hidden state [T, n_embd] (post shared_head_norm, the vLLM convention:
     // the caller passes the target's final-normed hidden state). Does not touch n_past.
+    // last_logits_only: logits_out receives only [n_vocab] of the last pair (a drafter's
+    // catch-up window needs no more); null logits_out: no LM head; null hidden_out: no copy.
     // The default (models without an MTP block) throws.
     virtual bool has_mtp() const { return false; }
     virtual void mtp_forward(ForwardCtx& ctx, SeqState& state, const float* hidden, const int32_t* next_tokens,
-                             int64_t T, int64_t pos0, float* logits_out, float* hidden_out) const;
+                             int64_t T, int64_t pos0, float* logits_out, float* hidden_out,
+                             bool last_logits_only = false) const;
 
 protected:
     explicit Model(GgufFile file);

@@ -57,7 +57,7 @@ public:
 
     bool has_mtp() const override { return !mtp_.empty(); }
     void mtp_forward(ForwardCtx& ctx, SeqState& s, const float* hidden, const int32_t* next_tokens, int64_t T,
-                     int64_t pos0, float* logits_out, float* hidden_out) const override;
+                     int64_t pos0, float* logits_out, float* hidden_out, bool last_logits_only) const override;
 
 protected:
     void layer(ForwardCtx& ctx, const Batch& batch, int64_t il, float* x) const override {
@@ -126,8 +126,9 @@ void Qwen3NextModel::decoder_layer(ForwardCtx& ctx, const Batch& batch, const Q3
 }
 
 void Qwen3NextModel::mtp_forward(ForwardCtx& ctx, SeqState& s, const float* hidden, const int32_t* next_tokens,
-                                 int64_t T, int64_t pos0, float* logits_out, float* hidden_out) const {
-    if (mtp_.empty()) Model::mtp_forward(ctx, s, hidden, next_tokens, T, pos0, logits_out, hidden_out);
+                                 int64_t T, int64_t pos0, float* logits_out, float* hidden_out,
+                                 bool last_logits_only) const {
+    if (mtp_.empty()) Model::mtp_forward(ctx, s, hidden, next_tokens, T, pos0, logits_out, hidden_out, last_logits_only);
     STRATA_CHECK(T > 0 && pos0 >= 0 && pos0 + T <= s.n_ctx, "MTP window [{}, {}) outside the context of {}", pos0,
                  pos0 + T, s.n_ctx);
     STRATA_CHECK(static_cast<int64_t>(s.kv_slot.size()) > hp_.n_layer, "this state has no MTP KV slot");
@@ -148,7 +149,9 @@ void Qwen3NextModel::mtp_forward(ForwardCtx& ctx, SeqState& s, const float* hidd
     float* hn = ctx.scratch.get(42, static_cast<size_t>(T * E));
     for (int64_t t = 0; t < T; ++t) ops::rmsnorm(x + t * E, m.head_norm.data(), hp_.rms_eps, E, hn + t * E);
     if (hidden_out) std::copy(hn, hn + T * E, hidden_out);
-    matmul(ctx.pool, m.head, hn, E, T, logits_out, hp_.n_vocab);
+    if (!logits_out) return;
+    if (last_logits_only) matmul(ctx.pool, m.head, hn + (T - 1) * E, E, 1, logits_out, hp_.n_vocab);
+    else matmul(ctx.pool, m.head, hn, E, T, logits_out, hp_.n_vocab);
 }
 
 }  // namespace

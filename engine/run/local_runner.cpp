@@ -4,6 +4,7 @@
 
 #include "engine/core/error.h"
 #include "engine/run/runner.h"
+#include "engine/state/snapshot.h"
 
 namespace strata {
 namespace {
@@ -24,15 +25,42 @@ public:
         seqs_.emplace(id, model_->new_state(n_ctx_, cache_type_));
         return id;
     }
-    void free_sequence(int seq) override { seqs_.erase(seq); }
-    void reset_sequence(int seq) override { state(seq) = model_->new_state(n_ctx_, cache_type_); }
+    void free_sequence(int seq) override {
+        seqs_.erase(seq);
+        snaps_.erase(seq);
+    }
+    void reset_sequence(int seq) override {
+        state(seq) = model_->new_state(n_ctx_, cache_type_);
+        if (auto it = snaps_.find(seq); it != snaps_.end()) it->second.invalidate();
+    }
     int64_t n_past(int seq) const override { return const_cast<LocalRunner*>(this)->state(seq).n_past; }
 
     void eval(std::span<const Item> items, float* logits_rows) override {
         std::vector<Model::BatchItem> b;
         b.reserve(items.size());
-        for (const Item& it : items) b.push_back({&state(it.seq), it.tokens, it.all_logits});
+        for (const Item& it : items) b.push_back({&state(it.seq), it.tokens, it.all_logits, it.hidden_out});
         model_->eval_batch(ctx_, b, logits_rows);
+    }
+
+    bool has_mtp() const override { return model_->has_mtp(); }
+    void mtp(int seq, const float* hidden, const int32_t* tokens, int64_t T, int64_t pos0, float* logits_rows,
+             float* hidden_out) override {
+        model_->mtp_forward(ctx_, state(seq), hidden, tokens, T, pos0, logits_rows, hidden_out,
+                            /*last_logits_only=*/true);
+    }
+    void snapshot(int seq) override {
+        const SeqState& s = state(seq);  // checks seq before a slot is made for it
+        snaps_[seq].save(s);
+    }
+    void restore(int seq) override {
+        auto it = snaps_.find(seq);
+        STRATA_CHECK(it != snaps_.end(), "sequence {} has no snapshot", seq);
+        it->second.load(state(seq));
+    }
+    size_t snapshot_bytes() const override {
+        size_t n = 0;
+        for (const auto& [id, s] : snaps_) n += s.bytes();
+        return n;
     }
 
     std::string describe() const override {
@@ -52,6 +80,7 @@ private:
     int64_t n_ctx_;
     GgmlType cache_type_;
     std::map<int, SeqState> seqs_;
+    std::map<int, StateSnapshot> snaps_;  // per sequence, from its first snapshot()
 };
 
 }  // namespace

@@ -78,6 +78,26 @@ SamplingParams sampling_options(const Flags& f) {
     return p;
 }
 
+std::vector<FlagSpec> spec_flags() {
+    return {
+        {"--spec-draft", "K", "-1",
+         "speculative decoding: K draft tokens per window from the model's MTP head (0 = off, -1 = 3 when the model "
+         "has one)"},
+        {"--spec-draft-min-p", "P", "0", "stop a draft chain when the MTP's probability of the draft is below P"},
+    };
+}
+
+SpecFlags spec_options(const Flags& f) {
+    SpecFlags s;
+    const int64_t k = f.integer("--spec-draft");
+    if (k < -1 || k > 16) throw UsageError(fmt::format("--spec-draft must be in -1..16, got {}", k));
+    s.draft = static_cast<int>(k);
+    s.draft_min_p = static_cast<float>(f.number("--spec-draft-min-p"));
+    if (!(s.draft_min_p >= 0.0f && s.draft_min_p <= 1.0f))
+        throw UsageError(fmt::format("--spec-draft-min-p must be in [0, 1], got {}", s.draft_min_p));
+    return s;
+}
+
 std::unique_ptr<Runner> make_runner(std::shared_ptr<const Model> model, const RunnerOptions& o) {
     const int64_t n_ctx = effective_context(model->hp(), o.n_ctx, o.cache_type);
     if (o.devices.empty()) return make_local_runner(std::move(model), o.threads, n_ctx, o.cache_type);

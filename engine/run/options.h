@@ -33,6 +33,15 @@ RunnerOptions runner_options(const Flags& f);  // throws UsageError for bad valu
 std::vector<FlagSpec> sampling_flags();
 SamplingParams sampling_options(const Flags& f);
 
+// --spec-draft, --spec-draft-min-p: speculative decoding with the model's MTP head
+// (docs/spec.md). Used by `strata run`; the server decodes without speculation.
+struct SpecFlags {
+    int draft = -1;          // drafts per window; 0 = off, -1 = 3 when the model has an MTP head
+    float draft_min_p = 0;   // stop a draft chain below this probability
+};
+std::vector<FlagSpec> spec_flags();
+SpecFlags spec_options(const Flags& f);
+
 // The Runner the options ask for, for an already loaded model.
 std::unique_ptr<Runner> make_runner(std::shared_ptr<const Model> model, const RunnerOptions& o);
 

@@ -28,12 +28,32 @@ public:
         int seq;
         std::span<const int32_t> tokens;  // appended at positions n_past(seq)..
         bool all_logits;                  // logits of every token, else of the last only
+        float* hidden_out = nullptr;      // optional [n_tokens, n_embd]: post-output-norm hidden rows
     };
     // One window over one or more sequences; logits_rows receives the wanted rows in
-    // item order, each n_vocab floats. On failure (a bad token, a context overflow, a
-    // hand-off timeout) it throws and the sequences in the window are left unchanged
-    // or must be reset by the caller, as the error says.
+    // item order, each n_vocab floats (null: no LM head, e.g. a replay that only
+    // rebuilds state). On failure (a bad token, a context overflow, a hand-off timeout)
+    // it throws and the sequences in the window are left unchanged or must be reset by
+    // the caller, as the error says.
     virtual void eval(std::span<const Item> items, float* logits_rows) = 0;
+
+    // --- Speculative decoding (engine/spec, docs/spec.md) ---
+    // Whether mtp() works: the model has an MTP block (split: it lives on the last stage).
+    virtual bool has_mtp() const = 0;
+    // Model::mtp_forward on the device holding the MTP block, with that sequence's MTP
+    // KV cache: pairs (hidden[t] [n_embd], tokens[t]) at MTP positions pos0 + t, t < T.
+    // logits_rows receives [n_vocab], the logits of the LAST pair only (drafting never
+    // needs more, and the vocabulary matmul is the cost); hidden_out (optional) the MTP
+    // block's post-norm hidden rows [T, n_embd]. Does not change n_past.
+    virtual void mtp(int seq, const float* hidden, const int32_t* tokens, int64_t T, int64_t pos0,
+                     float* logits_rows, float* hidden_out) = 0;
+    // Rollback of a verify window. snapshot() saves n_past and the recurrent (GDN conv +
+    // delta-rule) state of every stage; restore() puts them back. KV entries past n_past
+    // need no copy: the next window overwrites them. The snapshot buffer of a sequence is
+    // allocated at its first snapshot and reused; snapshot_bytes() sums them.
+    virtual void snapshot(int seq) = 0;
+    virtual void restore(int seq) = 0;  // throws when seq has no snapshot
+    virtual size_t snapshot_bytes() const = 0;
 
     // One line describing the placement ("cpu:0 layers 0-7", "cpu:0 0-3 | cpu:1 4-7").
     virtual std::string describe() const = 0;

@@ -13,6 +13,7 @@
 
 #include "engine/split/handoff.h"
 #include "engine/split/split_runner.h"
+#include "engine/state/snapshot.h"
 
 namespace strata {
 namespace {
@@ -26,6 +27,7 @@ struct Stage {
 struct Sequence {
     int64_t n_past = 0;
     std::vector<SeqState> states;  // one per stage, for that stage's layers
+    std::vector<StateSnapshot> snaps;  // per stage, empty until the first snapshot()
 };
 
 class SplitRunnerImpl final : public SplitRunner {
@@ -85,6 +87,32 @@ public:
 
     void eval(std::span<const Item> items, float* logits_rows) override;
 
+    // The MTP block's state lives with the last stage (fresh_sequence), so its windows
+    // run on that device only; no hand-off is involved.
+    bool has_mtp() const override { return model_->has_mtp(); }
+    void mtp(int seq, const float* hidden, const int32_t* tokens, int64_t T, int64_t pos0, float* logits_rows,
+             float* hidden_out) override;
+
+    // The devices are idle between windows (the host waits for each), so the copies run
+    // on the host here. On a GPU they would be device copies queued on each stage.
+    void snapshot(int seq) override {
+        Sequence& q = sequence(seq);
+        q.snaps.resize(q.states.size());
+        for (size_t s = 0; s < q.states.size(); ++s) q.snaps[s].save(q.states[s]);
+    }
+    void restore(int seq) override {
+        Sequence& q = sequence(seq);
+        STRATA_CHECK(!q.snaps.empty(), "sequence {} has no snapshot", seq);
+        for (size_t s = 0; s < q.states.size(); ++s) q.snaps[s].load(q.states[s]);
+        q.n_past = q.states.front().n_past;
+    }
+    size_t snapshot_bytes() const override {
+        size_t n = 0;
+        for (const auto& [id, q] : seqs_)
+            for (const StateSnapshot& s : q.snaps) n += s.bytes();
+        return n;
+    }
+
 private:
     Sequence fresh_sequence() const {
         Sequence q;
@@ -118,6 +146,10 @@ private:
     // never outlive what it reads, even if the host gives up on it.
     std::vector<std::vector<int32_t>> win_tokens_;
     std::vector<bool> win_all_;
+    std::vector<float*> win_hidden_;  // per item: hidden rows wanted (null: none)
+    // The MTP window in flight: inputs and outputs kept here for the same reason.
+    std::vector<float> mtp_hidden_, mtp_logits_, mtp_hidden_out_;
+    std::vector<int32_t> mtp_tokens_;
     std::vector<Batch> win_batches_;  // per stage
     std::vector<int> win_failed_;     // per stage: Handoff::Wait of its hand-in, as int (0 = fine)
     float* win_logits_ = nullptr;
@@ -153,17 +185,9 @@ void SplitRunnerImpl::run_stage(size_t s, uint64_t w) {
             // serial mode the host orders the stages and the flag is not waited for).
             if (!(overlap_ && cfg_.drop_window > 0 && w == static_cast<uint64_t>(cfg_.drop_window))) out.publish(w);
         } else {
-            // Gather the rows whose logits are wanted, then one head pass over them.
-            float* sel = ctx.scratch.get(13, static_cast<size_t>(rows * E));
-            int64_t n_sel = 0;
-            for (size_t i = 0; i < batch.seqs.size(); ++i) {
-                const BatchSeq& bs = batch.seqs[i];
-                const int64_t first = win_all_[i] ? bs.row0 : bs.row0 + bs.n - 1;
-                const int64_t count = bs.row0 + bs.n - first;
-                std::memcpy(sel + n_sel * E, x + first * E, sizeof(float) * static_cast<size_t>(count * E));
-                n_sel += count;
-            }
-            model_->head(ctx, sel, n_sel, win_logits_);
+            std::vector<Model::OutputWant> want;
+            for (size_t i = 0; i < batch.seqs.size(); ++i) want.push_back({win_all_[i], win_hidden_[i]});
+            model_->output(ctx, batch, x, want, win_logits_);
         }
     } catch (...) {
         if (!last) handoffs_[s]->abort();  // never leave the next stage spinning
@@ -203,9 +227,11 @@ void SplitRunnerImpl::eval(std::span<const Item> items, float* logits_rows) {
         if (st.x.size() < static_cast<size_t>(rows * E)) st.x.resize(static_cast<size_t>(rows * E));
     win_tokens_.clear();
     win_all_.clear();
+    win_hidden_.clear();
     for (const Item& it : items) {
         win_tokens_.emplace_back(it.tokens.begin(), it.tokens.end());
         win_all_.push_back(it.all_logits);
+        win_hidden_.push_back(it.hidden_out);
     }
     win_batches_.assign(stages_.size(), Batch{});
     for (size_t s = 0; s < stages_.size(); ++s)
@@ -286,6 +312,30 @@ void SplitRunnerImpl::eval(std::span<const Item> items, float* logits_rows) {
         q.n_past += static_cast<int64_t>(it.tokens.size());
         for (SeqState& st : q.states) st.n_past = q.n_past;
     }
+}
+
+void SplitRunnerImpl::mtp(int seq, const float* hidden, const int32_t* tokens, int64_t T, int64_t pos0,
+                          float* logits_rows, float* hidden_out) {
+    STRATA_CHECK(model_->has_mtp(), "this model has no MTP block");
+    STRATA_CHECK(T > 0, "mtp: no pairs");
+    Sequence& q = sequence(seq);
+    Stage& st = stages_.back();
+    SeqState& state = q.states.back();
+    const int64_t E = model_->hp().n_embd, V = model_->hp().n_vocab;
+    mtp_hidden_.assign(hidden, hidden + T * E);
+    mtp_tokens_.assign(tokens, tokens + T);
+    mtp_logits_.resize(static_cast<size_t>(V));
+    mtp_hidden_out_.resize(static_cast<size_t>(T * E));
+    const bool want_logits = logits_rows != nullptr;
+    st.dev->submit([this, &st, &state, T, pos0, want_logits] {
+        model_->mtp_forward(*st.dev->cpu_ctx(), state, mtp_hidden_.data(), mtp_tokens_.data(), T, pos0,
+                            want_logits ? mtp_logits_.data() : nullptr, mtp_hidden_out_.data(), /*last_logits_only=*/true);
+    });
+    const Event ev = st.dev->record();
+    if (!ev.wait(cfg_.host_timeout_ms)) watchdog(stages_.size() - 1, window_);
+    ev.rethrow();
+    if (logits_rows) std::copy(mtp_logits_.begin(), mtp_logits_.end(), logits_rows);
+    if (hidden_out) std::copy(mtp_hidden_out_.begin(), mtp_hidden_out_.end(), hidden_out);
 }
 
 void SplitRunnerImpl::watchdog(size_t stuck_stage, uint64_t w) {

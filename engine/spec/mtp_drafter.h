@@ -1,0 +1,49 @@
+// Draft tokens from the model's own MTP head (MODEL_SPEC 4.11.4), chained k times.
+//
+// Position convention (vLLM's): the pair (H[p], x_{p+1}) -- the target's post-norm
+// hidden state at position p and the token that followed it -- is stored at MTP
+// position p. MTP positions therefore start at 0 and have no hole, and the MTP KV
+// cache position p always describes the same pair as main position p.
+//
+// Consistency of the MTP KV cache (EAGLE/vLLM style): every draft() call first feeds
+// all pairs committed since the last call, with the TARGET's hidden states, as one
+// window (after the prompt: every prompt pair; after a verify window that accepted m
+// drafts: m + 1 pairs). This rewrites the positions the previous chain filled with its
+// own approximate hiddens; positions beyond are overwritten later.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "engine/run/runner.h"
+
+namespace strata {
+
+struct Draft {
+    std::vector<int32_t> tokens;  // d_1 .. d_k' (k' <= k: the chain may stop early)
+    std::vector<float> probs;     // the MTP's softmax probability of each draft, at temperature 1
+};
+
+class MtpDrafter {
+public:
+    // min_p: stop the chain when a draft's probability is below it (0 = never).
+    // chunk: pairs per MTP window when catching up (a long prompt goes in pieces).
+    MtpDrafter(Runner& runner, int seq, float min_p, int64_t chunk = 256);
+
+    // Feeds the committed pairs (hidden[t] [n_embd], next_tokens[t]) at MTP positions
+    // pos0 + t (t < T, T >= 1), then chains up to k greedy drafts: step 1 from the last
+    // pair's output, each later step from its own hidden state and its own draft.
+    // Drafts are the argmax of the MTP logits (ties to the lower id, as argmax()), so
+    // the verifier treats q as a point mass; the probability is kept for --spec-draft-min-p
+    // and for the statistics.
+    void draft(const float* hidden, const int32_t* next_tokens, int64_t T, int64_t pos0, int k, Draft& out);
+
+private:
+    Runner& runner_;
+    int seq_;
+    float min_p_;
+    int64_t chunk_;
+    std::vector<float> logits_;        // [n_vocab]
+    std::vector<float> hid_, hid_next_;  // [rows, n_embd] MTP output hidden rows
+};
+
+}  // namespace strata

@@ -1,0 +1,119 @@
+#include "engine/spec/speculative.h"
+
+#include <algorithm>
+
+#include "engine/core/error.h"
+#include "engine/spec/accept.h"
+
+namespace strata {
+
+SpecDecoder::SpecDecoder(Runner& runner, int seq, const Sampler& sampler, const SpecOptions& opt)
+    : runner_(runner),
+      seq_(seq),
+      sampler_(sampler),
+      opt_(opt),
+      drafter_(runner, seq, opt.draft_min_p),
+      rng_(sampler.params().seed) {
+    STRATA_CHECK(opt.k >= 1, "speculative decoding needs k >= 1, got {}", opt.k);
+    stats_.drafted_at.assign(static_cast<size_t>(opt.k), 0);
+    stats_.accepted_at.assign(static_cast<size_t>(opt.k), 0);
+}
+
+void SpecDecoder::start(const float* prompt_hidden, std::span<const int32_t> prompt, int32_t first) {
+    const int64_t E = runner_.model().hp().n_embd, n = static_cast<int64_t>(prompt.size());
+    STRATA_CHECK(n > 0, "empty prompt");
+    // Pairs (H[p], x_{p+1}) for p < n: x_{p+1} is the next prompt token, then `first`.
+    pend_hidden_.assign(prompt_hidden, prompt_hidden + n * E);
+    pend_tokens_.assign(prompt.begin() + 1, prompt.end());
+    pend_tokens_.push_back(first);
+    pend_pos0_ = 0;
+    last_ = first;
+}
+
+void SpecDecoder::step(int64_t max_emit, std::vector<int32_t>& out) {
+    STRATA_CHECK(max_emit >= 1, "step: nothing to emit");
+    const int64_t V = runner_.model().hp().n_vocab, E = runner_.model().hp().n_embd;
+    // Never draft more than may be emitted: the window then also fits the context
+    // whenever plain decoding would have.
+    const int k = static_cast<int>(std::min<int64_t>(opt_.k, max_emit - 1));
+    drafter_.draft(pend_hidden_.data(), pend_tokens_.data(), static_cast<int64_t>(pend_tokens_.size()), pend_pos0_, k,
+                   draft_);
+    if (opt_.edit_draft) {
+        opt_.edit_draft(runner_.n_past(seq_), k, draft_);
+        STRATA_CHECK(static_cast<int>(draft_.tokens.size()) <= k, "edit_draft made {} drafts, k is {}",
+                     draft_.tokens.size(), k);
+    }
+    const int64_t kd = static_cast<int64_t>(draft_.tokens.size());
+    const int64_t n0 = runner_.n_past(seq_);
+
+    // Verify window [last, d_1..d_k'] at positions n0..n0+k': all logits, all hiddens.
+    window_.assign(1, last_);
+    window_.insert(window_.end(), draft_.tokens.begin(), draft_.tokens.end());
+    logits_.resize(static_cast<size_t>((kd + 1) * V));
+    hidden_.resize(static_cast<size_t>((kd + 1) * E));
+    if (kd > 0) runner_.snapshot(seq_);
+    const Runner::Item item{seq_, window_, true, hidden_.data()};
+    runner_.eval(std::span<const Runner::Item>(&item, 1), logits_.data());
+
+    // Slot i's target distribution comes from row i. Greedy: the sampler's own argmax
+    // rule (penalties first, ties to the lower id). Stochastic: MODEL_SPEC 6.3 with q a
+    // point mass at the greedy draft.
+    int64_t m = 0;
+    int32_t y = 0;
+    for (int64_t i = 0; i <= kd; ++i) {
+        std::span<float> row(logits_.data() + i * V, static_cast<size_t>(V));
+        const bool bonus = i == kd;
+        if (sampler_.params().greedy()) {
+            sampler_.apply_penalties(row);
+            const int32_t t = argmax(row);
+            if (!bonus && t == draft_.tokens[static_cast<size_t>(i)]) {
+                ++m;
+                continue;
+            }
+            y = t;
+            break;
+        }
+        sampler_.apply_penalties(row);
+        sampler_.probabilities(row, probs_);
+        if (bonus) {
+            y = sample_index(probs_, std::uniform_real_distribution<double>(0.0, 1.0)(rng_));
+            break;
+        }
+        const SlotOutcome o = verify_slot(probs_, {}, draft_.tokens[static_cast<size_t>(i)], rng_);
+        if (o.accepted) {
+            ++m;
+            continue;
+        }
+        y = o.token;
+        break;
+    }
+
+    ++stats_.windows;
+    stats_.drafted += kd;
+    stats_.accepted += m;
+    for (int64_t i = 0; i < kd; ++i) ++stats_.drafted_at[static_cast<size_t>(i)];
+    for (int64_t i = 0; i < m; ++i) ++stats_.accepted_at[static_cast<size_t>(i)];
+
+    // Commit [last, d_1..d_m]. A rejection leaves the recurrent state past the kept
+    // tokens: restore the state from before the window and replay them (no LM head),
+    // which is exactly decoding them one by one since every kernel is batch-invariant.
+    if (m < kd) {
+        runner_.restore(seq_);
+        const Runner::Item replay{seq_, std::span<const int32_t>(window_.data(), static_cast<size_t>(m + 1)), false,
+                                  nullptr};
+        runner_.eval(std::span<const Runner::Item>(&replay, 1), nullptr);
+        ++stats_.rollbacks;
+    }
+    stats_.snapshot_bytes = runner_.snapshot_bytes();
+
+    for (int64_t i = 0; i < m; ++i) out.push_back(draft_.tokens[static_cast<size_t>(i)]);
+    out.push_back(y);
+    // The next chain first feeds the committed pairs (H[n0+i], token after it), i <= m.
+    pend_hidden_.assign(hidden_.begin(), hidden_.begin() + (m + 1) * E);
+    pend_tokens_.assign(draft_.tokens.begin(), draft_.tokens.begin() + m);
+    pend_tokens_.push_back(y);
+    pend_pos0_ = n0;
+    last_ = y;
+}
+
+}  // namespace strata

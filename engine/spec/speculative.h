@@ -1,0 +1,86 @@
+// Serial speculative decoding of one sequence with the model's MTP head (docs/spec.md):
+// draft k tokens, verify [last, d_1..d_k] in one window through every stage, commit
+// the accepted drafts plus one token from the target, roll the recurrent state back
+// when a draft was rejected (snapshot before the window, restore, replay the kept
+// tokens), and feed the committed pairs to the MTP before the next chain.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <random>
+#include <span>
+#include <vector>
+
+#include "engine/run/runner.h"
+#include "engine/sample/sampler.h"
+#include "engine/spec/mtp_drafter.h"
+
+namespace strata {
+
+struct SpecOptions {
+    int k = 3;              // drafts per window (--spec-draft)
+    float draft_min_p = 0;  // stop the chain below this draft probability (--spec-draft-min-p)
+    // Test seam: called with the verify window's first position, the round's k and the
+    // chain's drafts, which it may rewrite (at most k; tests force acceptances and
+    // rejections with it: random test models accept almost nothing on their own).
+    std::function<void(int64_t pos, int k, Draft&)> edit_draft;
+};
+
+struct SpecStats {
+    int64_t windows = 0;    // verify windows (one per decode step, drafts or not)
+    int64_t drafted = 0;    // draft tokens proposed
+    int64_t accepted = 0;   // draft tokens the target kept
+    int64_t rollbacks = 0;  // windows that restored the snapshot and replayed
+    std::vector<int64_t> drafted_at, accepted_at;  // [i]: drafts proposed / kept at chain position i + 1
+    size_t snapshot_bytes = 0;  // rollback memory of the sequence
+
+    double acceptance() const { return drafted > 0 ? static_cast<double>(accepted) / static_cast<double>(drafted) : 0; }
+    double acceptance_at(size_t i) const {
+        return i < drafted_at.size() && drafted_at[i] > 0
+                   ? static_cast<double>(accepted_at[i]) / static_cast<double>(drafted_at[i])
+                   : 0;
+    }
+    // Tokens committed per window: the accepted drafts plus the target's own token.
+    double tokens_per_window() const {
+        return windows > 0 ? static_cast<double>(accepted + windows) / static_cast<double>(windows) : 0;
+    }
+};
+
+class SpecDecoder {
+public:
+    // sampler: the request's sampler (its penalties must be off: the caller decodes
+    // serially otherwise). Randomness of the acceptance rule comes from its own
+    // generator seeded with the sampling seed.
+    SpecDecoder(Runner& runner, int seq, const Sampler& sampler, const SpecOptions& opt);
+
+    // After the prompt pass: hidden rows [n_prompt, n_embd] of every prompt token
+    // (Runner::Item::hidden_out), the prompt, and the first token sampled from its
+    // logits (emitted, not yet evaluated).
+    void start(const float* prompt_hidden, std::span<const int32_t> prompt, int32_t first);
+
+    // One round: at most max_emit (>= 1) tokens are committed and appended to out (the
+    // accepted drafts, then the target's correction or bonus token). The sequence's
+    // state then holds every committed token but the last, as after plain decoding.
+    void step(int64_t max_emit, std::vector<int32_t>& out);
+
+    const SpecStats& stats() const { return stats_; }
+
+private:
+    Runner& runner_;
+    int seq_;
+    const Sampler& sampler_;
+    SpecOptions opt_;
+    MtpDrafter drafter_;
+    std::mt19937_64 rng_;
+    SpecStats stats_;
+
+    int32_t last_ = 0;                 // committed, not yet evaluated
+    std::vector<float> pend_hidden_;   // [T, n_embd] target hiddens of pairs the MTP has not seen
+    std::vector<int32_t> pend_tokens_;  // [T] the token after each
+    int64_t pend_pos0_ = 0;
+
+    Draft draft_;
+    std::vector<int32_t> window_;
+    std::vector<float> logits_, hidden_, probs_;  // [k+1, n_vocab], [k+1, n_embd], [n_vocab]
+};
+
+}  // namespace strata

@@ -1,0 +1,352 @@
+// Speculative decoding with the MTP head (engine/spec, docs/spec.md): the acceptance
+// rule keeps the target distribution, rollback is bit-exact, and greedy output is the
+// same with speculation off and on, on one device and on a two-stage split.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <numeric>
+
+#include "engine/generate.h"
+#include "engine/spec/accept.h"
+#include "engine/spec/speculative.h"
+#include "engine/split/split_runner.h"
+#include "tests/model_helpers.h"
+
+using namespace strata;
+
+namespace {
+
+std::shared_ptr<const Model> mtp_model(uint64_t seed = 7) {
+    return Model::load(test::to_file(test::tiny_model(synth::Arch::Qwen3Next, GgmlType::Q8_0, seed,
+                                                      synth::GdnLayout::Split, /*mtp=*/true)));
+}
+
+std::unique_ptr<Runner> split2(std::shared_ptr<const Model> m, bool overlap) {
+    SplitConfig cfg;
+    cfg.overlap = overlap;
+    cfg.wait_ms = 10000;
+    const int64_t n = m->hp().n_layer;
+    const SplitPlan plan =
+        plan_split("cpu:0,cpu:1", "auto", n, layer_weight_bytes(m->file(), n), head_weight_bytes(m->file()));
+    return make_split_runner(std::move(m), plan, 1, 128, GgmlType::F16, cfg);
+}
+
+// Pearson chi-square of observed counts against probabilities p (cells with p > 0).
+double chi_square(const std::vector<int64_t>& count, const std::vector<double>& p, int64_t n) {
+    double chi = 0;
+    for (size_t i = 0; i < p.size(); ++i) {
+        if (p[i] <= 0) {
+            REQUIRE(count[i] == 0);  // a token the target never emits was emitted
+            continue;
+        }
+        const double e = p[i] * static_cast<double>(n);
+        chi += (static_cast<double>(count[i]) - e) * (static_cast<double>(count[i]) - e) / e;
+    }
+    return chi;
+}
+
+std::vector<int32_t> gen(Runner& r, const Tokenizer& tok, const std::vector<int32_t>& prompt, int spec, int64_t n,
+                         GenerateStats* st = nullptr, SamplingParams sp = {}) {
+    GenerateOptions opt;
+    opt.n_predict = n;
+    opt.n_batch = 4;  // several prompt windows: their hidden rows must line up
+    opt.spec_draft = spec;
+    opt.sampling = sp;
+    std::vector<int32_t> out;
+    const GenerateStats s = generate(r, tok, prompt, opt, [](std::string_view) { return true; }, &out);
+    if (st) *st = s;
+    return out;
+}
+
+void check_stats_add_up(const GenerateStats& st) {
+    const SpecStats& s = st.spec;
+    CHECK(std::accumulate(s.drafted_at.begin(), s.drafted_at.end(), int64_t{0}) == s.drafted);
+    CHECK(std::accumulate(s.accepted_at.begin(), s.accepted_at.end(), int64_t{0}) == s.accepted);
+    for (size_t i = 0; i < s.drafted_at.size(); ++i) {
+        CHECK(s.accepted_at[i] <= s.drafted_at[i]);
+        if (i > 0) CHECK(s.accepted_at[i] <= s.accepted_at[i - 1]);  // a chain keeps a prefix
+    }
+    // One token from the prompt, then per window the kept drafts plus one.
+    if (!st.stopped_by_eog) CHECK(st.n_generated == 1 + s.windows + s.accepted);
+    CHECK(s.tokens_per_window() == Approx(1.0 + static_cast<double>(s.accepted) / static_cast<double>(s.windows)));
+}
+
+}  // namespace
+
+TEST_CASE("spec: the acceptance rule emits tokens distributed as p", "[spec][stochastic]") {
+    const std::vector<float> p = {0.05f, 0.4f, 0.0f, 0.25f, 0.2f, 0.1f};
+    const std::vector<float> q = {0.3f, 0.1f, 0.2f, 0.0f, 0.3f, 0.1f};
+    std::vector<double> pd(p.begin(), p.end());
+    const int64_t n = 200000;
+    // Critical value of chi-square with 4 degrees of freedom (5 cells with mass) at
+    // p = 0.001: a correct rule fails this with probability 1e-3 (seeds are fixed).
+    const double crit = 18.47;
+    SECTION("a drafter that samples q") {
+        std::mt19937_64 rng(1), draw(2);
+        std::vector<int64_t> count(p.size(), 0);
+        int64_t accepted = 0;
+        for (int64_t i = 0; i < n; ++i) {
+            const int32_t d = sample_index(q, std::uniform_real_distribution<double>(0, 1)(draw));
+            const SlotOutcome o = verify_slot(p, q, d, rng);
+            accepted += o.accepted;
+            ++count[static_cast<size_t>(o.token)];
+        }
+        CHECK(chi_square(count, pd, n) < crit);
+        // Acceptance rate = sum min(p, q) = 0.05 + 0.1 + 0 + 0 + 0.2 + 0.1.
+        CHECK(static_cast<double>(accepted) / n == Approx(0.45).margin(0.01));
+    }
+    SECTION("a greedy drafter (q a point mass)") {
+        for (int32_t d : {1, 2, 5}) {
+            std::mt19937_64 rng(static_cast<uint64_t>(3 + d));
+            std::vector<int64_t> count(p.size(), 0);
+            int64_t accepted = 0;
+            for (int64_t i = 0; i < n; ++i) {
+                const SlotOutcome o = verify_slot(p, {}, d, rng);
+                accepted += o.accepted;
+                ++count[static_cast<size_t>(o.token)];
+            }
+            INFO("draft " << d);
+            CHECK(chi_square(count, pd, n) < crit);
+            CHECK(static_cast<double>(accepted) / n == Approx(p[static_cast<size_t>(d)]).margin(0.01));
+        }
+    }
+    SECTION("the wrong rule is caught: always accepting the draft") {
+        // Sanity of the test itself: a biased emitter must fail the bound.
+        std::mt19937_64 draw(9);
+        std::vector<int64_t> count(p.size(), 0);
+        for (int64_t i = 0; i < n; ++i) {
+            const int32_t d = sample_index(q, std::uniform_real_distribution<double>(0, 1)(draw));
+            if (p[static_cast<size_t>(d)] > 0) ++count[static_cast<size_t>(d)];
+            else ++count[1];
+        }
+        CHECK(chi_square(count, pd, n) > crit);
+    }
+}
+
+TEST_CASE("spec: snapshot, restore and replay give the straight path's logits bit for bit", "[spec][rollback]") {
+    auto m = mtp_model();
+    const int64_t V = m->hp().n_vocab;
+    const std::vector<int32_t> prompt = {5, 9, 2, 77, 31, 8};
+    const std::vector<int32_t> window = {40, 41, 42, 43};
+    for (int mode = 0; mode < 3; ++mode) {
+        std::unique_ptr<Runner> r = mode == 0 ? make_local_runner(m, 2, 128, GgmlType::F16) : split2(m, mode == 2);
+        INFO(r->describe());
+        auto eval = [&](int seq, std::span<const int32_t> toks, bool all, float* out) {
+            const Runner::Item it{seq, toks, all};
+            r->eval(std::span<const Runner::Item>(&it, 1), out);
+        };
+        std::vector<float> scratch(prompt.size() * V);
+        // Straight: prompt, then 40, 41, then 99 one by one.
+        const int a = r->new_sequence();
+        eval(a, prompt, false, scratch.data());
+        std::vector<float> want(3 * V);
+        for (int i = 0; i < 2; ++i) eval(a, std::span<const int32_t>(&window[i], 1), false, want.data() + i * V);
+        const int32_t after = 99;
+        eval(a, std::span<const int32_t>(&after, 1), false, want.data() + 2 * V);
+        // Speculative: the whole window, rolled back, then 40, 41 replayed as one window.
+        const int b = r->new_sequence();
+        eval(b, prompt, false, scratch.data());
+        CHECK(r->snapshot_bytes() == 0);
+        r->snapshot(b);
+        const size_t bytes = r->snapshot_bytes();
+        CHECK(bytes > 0);
+        std::vector<float> win(window.size() * V);
+        eval(b, window, true, win.data());
+        CHECK(std::equal(win.begin(), win.begin() + 2 * V, want.begin()));  // batch-invariant kernels
+        CHECK(r->n_past(b) == 10);
+        r->restore(b);
+        CHECK(r->n_past(b) == 6);
+        std::vector<float> got(3 * V);
+        eval(b, std::span<const int32_t>(window.data(), 2), true, got.data());
+        eval(b, std::span<const int32_t>(&after, 1), false, got.data() + 2 * V);
+        CHECK(got == want);
+        CHECK(r->n_past(b) == r->n_past(a));
+        // A second snapshot reuses the buffer.
+        r->snapshot(b);
+        CHECK(r->snapshot_bytes() == bytes);
+        r->free_sequence(a);
+        r->free_sequence(b);
+        CHECK(r->snapshot_bytes() == 0);
+    }
+}
+
+TEST_CASE("spec: hidden rows and the MTP through a runner match the model", "[spec][mtp]") {
+    auto m = mtp_model();
+    const int64_t V = m->hp().n_vocab, E = m->hp().n_embd;
+    const std::vector<int32_t> toks = {5, 9, 2, 77, 31, 8};
+    const int64_t T = static_cast<int64_t>(toks.size());
+    // Reference: the model directly.
+    ThreadPool pool(1);
+    ForwardCtx ctx{pool, {}};
+    SeqState s = m->new_state(128, GgmlType::F16);
+    std::vector<float> h_ref(T * E), l_ref(T * V);
+    const Model::BatchItem bi{&s, toks, true, h_ref.data()};
+    m->eval_batch(ctx, std::span<const Model::BatchItem>(&bi, 1), l_ref.data());
+    std::vector<float> ml_ref(T * V), mh_ref(T * E);
+    const std::vector<int32_t> next = {9, 2, 77, 31, 8, 3};
+    m->mtp_forward(ctx, s, h_ref.data(), next.data(), T, 0, ml_ref.data(), mh_ref.data());
+    for (int mode = 0; mode < 2; ++mode) {
+        std::unique_ptr<Runner> r = mode == 0 ? make_local_runner(m, 2, 128, GgmlType::F16) : split2(m, false);
+        INFO(r->describe());
+        REQUIRE(r->has_mtp());
+        const int seq = r->new_sequence();
+        std::vector<float> h(T * E), l(V);
+        const Runner::Item it{seq, toks, false, h.data()};
+        r->eval(std::span<const Runner::Item>(&it, 1), l.data());
+        CHECK(h == h_ref);
+        CHECK(std::equal(l.begin(), l.end(), l_ref.begin() + (T - 1) * V));
+        std::vector<float> ml(V), mh(T * E);
+        r->mtp(seq, h.data(), next.data(), T, 0, ml.data(), mh.data());
+        CHECK(mh == mh_ref);
+        CHECK(std::equal(ml.begin(), ml.end(), ml_ref.begin() + (T - 1) * V));
+    }
+}
+
+TEST_CASE("spec: greedy output is identical with speculation off and K = 1..4", "[spec][greedy]") {
+    auto m = mtp_model();
+    const Tokenizer tok = Tokenizer::from_gguf(m->file());
+    const std::vector<int32_t> prompt = tok.encode("The quick brown fox jumps", false);
+    auto local = make_local_runner(m, 2, 128, GgmlType::F16);
+    const auto want = gen(*local, tok, prompt, 0, 40);
+    REQUIRE(want.size() >= 2);
+    for (int mode = 0; mode < 3; ++mode) {
+        std::unique_ptr<Runner> r = mode == 0 ? make_local_runner(m, 2, 128, GgmlType::F16) : split2(m, mode == 2);
+        for (int k = 1; k <= 4; ++k) {
+            INFO(r->describe() << " K=" << k);
+            GenerateStats st;
+            CHECK(gen(*r, tok, prompt, k, 40, &st) == want);
+            CHECK(st.spec_draft == k);
+            check_stats_add_up(st);
+        }
+    }
+    // The default turns speculation on for a model with an MTP head.
+    GenerateStats st;
+    CHECK(gen(*local, tok, prompt, -1, 40, &st) == want);
+    CHECK(st.spec_draft == 3);
+    // Penalties decode plainly.
+    SamplingParams pen;
+    pen.repeat_penalty = 1.3f;
+    gen(*local, tok, prompt, 3, 8, &st, pen);
+    CHECK(st.spec_draft == 0);
+}
+
+TEST_CASE("spec: forced acceptances and rejections keep greedy output and state exact", "[spec][greedy][rollback]") {
+    // Random weights make the MTP agree rarely, so the drafts are rewritten here: the
+    // target's real continuation, with every fifth position made wrong. That covers
+    // full acceptance (bonus token), partial acceptance (rollback + replay) and
+    // immediate rejection.
+    auto m = mtp_model(3);
+    const Tokenizer tok = Tokenizer::from_gguf(m->file());
+    const std::vector<int32_t> prompt = {11, 12, 13, 14, 15};
+    const int64_t n = 48, P = static_cast<int64_t>(prompt.size());
+    auto plain = make_local_runner(m, 2, 128, GgmlType::F16);
+    std::vector<int32_t> want = gen(*plain, tok, prompt, 0, n);
+    if (static_cast<int64_t>(want.size()) < n) WARN("stopped at end of generation after " << want.size());
+    for (int mode = 0; mode < 3; ++mode) {
+        std::unique_ptr<Runner> r = mode == 0 ? make_local_runner(m, 2, 128, GgmlType::F16) : split2(m, mode == 2);
+        for (int k : {1, 2, 4}) {
+            INFO(r->describe() << " K=" << k);
+            const int seq = r->new_sequence();
+            std::vector<float> logits(m->hp().n_vocab), hidden(P * m->hp().n_embd);
+            const Runner::Item it{seq, prompt, false, hidden.data()};
+            r->eval(std::span<const Runner::Item>(&it, 1), logits.data());
+            Sampler sampler(SamplingParams{});
+            const int32_t first = sampler.sample(logits);
+            REQUIRE(first == want[0]);
+            SpecOptions so;
+            so.k = k;
+            so.edit_draft = [&](int64_t pos, int k_round, Draft& d) {
+                // The token at position pos is want[pos - P]; drafts follow it.
+                const size_t kd = static_cast<size_t>(k_round);
+                d.tokens.clear();
+                for (size_t j = 0; j < kd && pos - P + 1 + static_cast<int64_t>(j) < static_cast<int64_t>(want.size()); ++j) {
+                    const int64_t at = pos - P + 1 + static_cast<int64_t>(j);
+                    int32_t t = want[static_cast<size_t>(at)];
+                    if (at % 5 == 2) t = (t + 1) % static_cast<int32_t>(m->hp().n_vocab);
+                    d.tokens.push_back(t);
+                }
+                d.probs.assign(d.tokens.size(), 1.0f);
+            };
+            SpecDecoder dec(*r, seq, sampler, so);
+            dec.start(hidden.data(), prompt, first);
+            std::vector<int32_t> got = {first};
+            while (static_cast<int64_t>(got.size()) < static_cast<int64_t>(want.size()))
+                dec.step(static_cast<int64_t>(want.size()) - static_cast<int64_t>(got.size()), got);
+            CHECK(got == want);
+            const SpecStats& s = dec.stats();
+            CHECK(s.accepted > 0);
+            if (k > 1) CHECK(s.rollbacks > 0);
+            CHECK(static_cast<int64_t>(got.size()) == 1 + s.windows + s.accepted);
+            CHECK(r->n_past(seq) == P + static_cast<int64_t>(got.size()) - 1);
+            r->free_sequence(seq);
+        }
+    }
+}
+
+TEST_CASE("spec: stochastic speculation keeps the target distribution of the next token", "[spec][stochastic]") {
+    // A fixed context, many independent speculative rounds with different seeds: the
+    // first token each round emits (a kept draft or a correction) must follow the
+    // target's p. A context where the MTP's draft has a middling target probability
+    // is picked, so that both acceptances and resamples happen.
+    auto m = mtp_model();
+    const int64_t V = m->hp().n_vocab, E = m->hp().n_embd;
+    auto r = make_local_runner(m, 2, 64, GgmlType::F16);
+    SamplingParams sp;
+    sp.temperature = 1.5f;
+    sp.top_k = 8;
+    const std::vector<int32_t> prompt = {5, 9, 2, 77, 31};
+    std::vector<float> logits(V), hidden(prompt.size() * E);
+    auto prefill = [&](int seq) {
+        const Runner::Item it{seq, prompt, false, hidden.data()};
+        r->eval(std::span<const Runner::Item>(&it, 1), logits.data());
+    };
+    // The target p after prompt + first. The MTP of a random model rarely drafts a
+    // token the truncated target keeps, so the draft is set (edit_draft) to the token
+    // ranked second by p: the rule is exact for any point-mass draft, and a middling
+    // p(draft) exercises both acceptance and resampling.
+    const int32_t first = 3;
+    std::vector<float> p;
+    {
+        const int seq = r->new_sequence();
+        prefill(seq);
+        const Runner::Item it{seq, std::span<const int32_t>(&first, 1), false};
+        r->eval(std::span<const Runner::Item>(&it, 1), logits.data());
+        Sampler(sp).probabilities(logits, p);
+        r->free_sequence(seq);
+    }
+    std::vector<int32_t> order(V);
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return p[a] > p[b]; });
+    const int32_t draft = order[1];
+    REQUIRE(p[draft] > 0.02f);
+    REQUIRE(p[draft] < 0.9f);
+    INFO("draft " << draft << " p(draft) " << p[draft]);
+    const int64_t trials = 3000;
+    std::vector<int64_t> count(V, 0);
+    int64_t accepted = 0;
+    for (int64_t i = 0; i < trials; ++i) {
+        const int seq = r->new_sequence();
+        prefill(seq);
+        SamplingParams s = sp;
+        s.seed = static_cast<uint64_t>(1000 + i);
+        Sampler sampler(s);
+        SpecOptions so;
+        so.k = 2;
+        so.edit_draft = [&](int64_t, int, Draft& d) {
+            d.tokens.assign(2, draft);
+            d.probs.assign(2, 1.0f);
+        };
+        SpecDecoder dec(*r, seq, sampler, so);
+        dec.start(hidden.data(), prompt, first);
+        std::vector<int32_t> out;
+        dec.step(3, out);
+        ++count[static_cast<size_t>(out.at(0))];
+        accepted += dec.stats().accepted_at[0];
+        r->free_sequence(seq);
+    }
+    std::vector<double> pd(p.begin(), p.end());
+    // 8 kept tokens: 7 degrees of freedom, p = 0.001 -> 24.32.
+    CHECK(chi_square(count, pd, trials) < 24.32);
+    const double rate = static_cast<double>(accepted) / static_cast<double>(trials);
+    CHECK(rate == Approx(p[draft]).margin(0.04));
+}
