@@ -3,7 +3,11 @@
 // instruction set.
 #include <catch2/catch.hpp>
 
+#include <atomic>
+#include <chrono>
 #include <cmath>
+#include <stdexcept>
+#include <thread>
 #include <random>
 #include <vector>
 
@@ -105,9 +109,9 @@ struct ForceIsa {
 
 }  // namespace
 
-// The integer path quantizes each activation block b to steps of d_b = amax_b / 127, so
-// every x_i is off by at most d_b / 2 and the exact dot product with the stored weights
-// moves by at most  E = sum_b (d_b / 2) * sum_{i in b} |w_i|.  The test allows E plus f32
+// The integer path quantizes each activation block b in two digits to steps of
+// d_b = amax_b / (127 * 128), so every x_i is off by at most d_b / 2 and the exact dot
+// product with the stored weights moves by at most  E = sum_b (d_b / 2) * sum_{i in b} |w_i|.  The test allows E plus f32
 // rounding, 1e-5 * sum |w_i x_i| + 1e-5, on every output.
 TEST_CASE("matmul: integer path within the activation-quantization bound", "[matmul]") {
     ThreadPool pool(2);
@@ -131,7 +135,7 @@ TEST_CASE("matmul: integer path within the activation-quantization bound", "[mat
                         wabs += std::fabs(double(row[i]));
                         mag += std::fabs(double(row[i]) * xt[i]);
                     }
-                    e += amax / 127 / 2 * wabs;
+                    e += amax / (127.0 * 128) / 2 * wabs;
                 }
                 const double err = std::fabs(double(y[t * n_out + r]) - yr[t * n_out + r]);
                 worst = std::max(worst, err / (e + 1e-5 * mag + 1e-5));
@@ -163,5 +167,33 @@ TEST_CASE("matmul: integer path bit-identical on every instruction set", "[matmu
             INFO(type_info(type).name << " on " << kq::name(static_cast<kq::Isa>(isa)));
             CHECK(y == ref);
         }
+    }
+}
+
+// The pool's spin-then-sleep handshake: many back-to-back runs (workers and caller stay
+// spinning), runs after a pause long enough for everyone to fall asleep, and an
+// exception, after which the pool still works.
+TEST_CASE("ThreadPool: back-to-back runs, runs after sleeping, exceptions", "[matmul][threadpool]") {
+    for (int threads : {2, 3}) {
+        ThreadPool pool(threads);
+        std::vector<std::atomic<int>> hits(64);
+        for (int rep = 0; rep < 20000; ++rep) {
+            const int64_t n = 1 + rep % 64;
+            pool.run(n, [&](int64_t t) { hits[static_cast<size_t>(t)].fetch_add(1, std::memory_order_relaxed); });
+        }
+        int64_t total = 0;
+        for (auto& h : hits) total += h.load();
+        CHECK(total == 20000 / 64 * (64 * 65 / 2) + (20000 % 64) * (20000 % 64 + 1) / 2);
+        for (int rep = 0; rep < 5; ++rep) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(3));  // past the spin budget
+            std::atomic<int64_t> sum{0};
+            pool.run(100, [&](int64_t t) { sum += t; });
+            CHECK(sum.load() == 4950);
+        }
+        CHECK_THROWS_AS(pool.run(10, [](int64_t t) { if (t == 7) throw std::runtime_error("x"); }),
+                        std::runtime_error);
+        std::atomic<int> after{0};
+        pool.run(10, [&](int64_t) { ++after; });
+        CHECK(after.load() == 10);
     }
 }

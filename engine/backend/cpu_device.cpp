@@ -81,7 +81,10 @@ void pin_current_thread(int core) {
 class CpuDevice final : public Device {
 public:
     CpuDevice(std::string name, int threads, int first_core)
-        : name_(std::move(name)), pool_(threads), ctx_{pool_, {}}, core_(first_core) {
+        : name_(std::move(name)),
+          pool_(threads, [first_core](int i) { pin_current_thread(first_core + i); }),
+          ctx_{pool_, {}},
+          core_(first_core) {
         worker_ = std::thread([this] { loop(); });
     }
     ~CpuDevice() override {

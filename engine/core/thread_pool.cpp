@@ -1,18 +1,72 @@
 #include "engine/core/thread_pool.h"
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define STRATA_CPU_RELAX() _mm_pause()
+#else
+#define STRATA_CPU_RELAX() ((void)0)
+#endif
+
+// Protocol. run() publishes fn_, n_tasks_, next_ and active_, then bumps generation_
+// (release); a worker that sees the new generation (acquire) sees them too. A worker
+// first spins on generation_; only then does it take mu_, count itself in sleepers_ and
+// wait on cv_start_, re-checking generation_ under the lock. run() bumps generation_
+// before it reads sleepers_, and a worker counts itself before it re-reads generation_
+// (all sequentially consistent), so either run() sees the sleeper and notifies (under
+// mu_, so the notify cannot fall between the worker's check and its wait) or the worker
+// sees the new generation and does not sleep. Completion is the same handshake mirrored:
+// the last worker to decrement active_ wakes the caller only if caller_asleep_ is set.
 
 namespace strata {
+namespace {
 
-ThreadPool::ThreadPool(int n_threads) : n_threads_(std::max(1, n_threads)) {
+constexpr int64_t kSpinMicros = 200;  // ~a few hundred small ops' gap; then sleep
+constexpr int64_t kPauseMicros = 20;  // of which pure pause-spinning; then yield-spinning
+
+// Spins until pred() or the spin budget runs out; returns pred(). After kPauseMicros the
+// loop yields the core on each turn: on a machine with more runnable threads than cores
+// the thread we wait for may be the one that needs it.
+template <typename P>
+bool spin_until(P&& pred) {
+    using clk = std::chrono::steady_clock;
+    const auto start = clk::now();
+    const auto yield_from = start + std::chrono::microseconds(kPauseMicros);
+    const auto limit = start + std::chrono::microseconds(kSpinMicros);
+    bool yielding = false;
+    for (int i = 0;; ++i) {
+        if (pred()) return true;
+        if (yielding) {
+            std::this_thread::yield();
+        } else {
+            STRATA_CPU_RELAX();
+        }
+        if ((i & 31) == 31) {
+            const auto now = clk::now();
+            if (now > limit) return pred();
+            yielding = now > yield_from;
+        }
+    }
+}
+
+}  // namespace
+
+ThreadPool::ThreadPool(int n_threads, std::function<void(int)> on_start) : n_threads_(std::max(1, n_threads)) {
     workers_.reserve(static_cast<size_t>(n_threads_ - 1));
-    for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this] { worker_loop(); });
+    for (int i = 1; i < n_threads_; ++i)
+        workers_.emplace_back([this, i, on_start] {
+            if (on_start) on_start(i);
+            worker_loop();
+        });
 }
 
 ThreadPool::~ThreadPool() {
     {
         std::lock_guard<std::mutex> lk(mu_);
-        stop_ = true;
+        stop_.store(true);
     }
     cv_start_.notify_all();
     for (auto& t : workers_) t.join();
@@ -31,20 +85,27 @@ void ThreadPool::work() {
     }
 }
 
+void ThreadPool::finish_one() {
+    if (active_.fetch_sub(1) == 1 && caller_asleep_.load()) {
+        std::lock_guard<std::mutex> lk(mu_);
+        cv_done_.notify_one();
+    }
+}
+
 void ThreadPool::worker_loop() {
     uint64_t seen = 0;
     for (;;) {
-        {
+        auto ready = [&] { return stop_.load(std::memory_order_relaxed) || generation_.load() != seen; };
+        if (!spin_until(ready)) {
             std::unique_lock<std::mutex> lk(mu_);
-            cv_start_.wait(lk, [&] { return stop_ || generation_ != seen; });
-            if (stop_) return;
-            seen = generation_;
+            sleepers_.fetch_add(1);
+            cv_start_.wait(lk, ready);
+            sleepers_.fetch_sub(1);
         }
+        if (stop_.load()) return;
+        seen = generation_.load();
         work();
-        {
-            std::lock_guard<std::mutex> lk(mu_);
-            if (--active_ == 0) cv_done_.notify_one();
-        }
+        finish_one();
     }
 }
 
@@ -54,22 +115,27 @@ void ThreadPool::run(int64_t n_tasks, const std::function<void(int64_t)>& fn) {
         for (int64_t t = 0; t < n_tasks; ++t) fn(t);
         return;
     }
-    {
+    fn_ = &fn;
+    n_tasks_ = n_tasks;
+    error_ = nullptr;  // no worker is inside a run here, so no lock is needed
+    next_.store(0, std::memory_order_relaxed);
+    active_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
+    generation_.fetch_add(1);  // seq_cst: publishes the fields above
+    if (sleepers_.load() > 0) {
         std::lock_guard<std::mutex> lk(mu_);
-        fn_ = &fn;
-        n_tasks_ = n_tasks;
-        next_.store(0, std::memory_order_relaxed);
-        active_ = static_cast<int>(workers_.size());
-        error_ = nullptr;
-        ++generation_;
+        cv_start_.notify_all();
     }
-    cv_start_.notify_all();
     work();
+    if (!spin_until([&] { return active_.load() == 0; })) {
+        std::unique_lock<std::mutex> lk(mu_);
+        caller_asleep_.store(true);
+        cv_done_.wait(lk, [&] { return active_.load() == 0; });
+        caller_asleep_.store(false);
+    }
+    fn_ = nullptr;
     std::exception_ptr err;
     {
-        std::unique_lock<std::mutex> lk(mu_);
-        cv_done_.wait(lk, [&] { return active_ == 0; });
-        fn_ = nullptr;
+        std::lock_guard<std::mutex> lk(mu_);
         err = error_;
     }
     if (err) std::rethrow_exception(err);

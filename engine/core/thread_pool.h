@@ -2,6 +2,11 @@
 // part, so a pool of n threads starts n - 1 workers. Work is split into tasks that
 // the threads claim from a shared counter; kernels make each output element the work
 // of exactly one task, so results never depend on the thread count or the claim order.
+//
+// Waiting: between runs a worker spins on the run counter for a while (kSpinMicros)
+// before it sleeps on a condition variable, and the caller spins the same way for the
+// workers to finish; back-to-back runs (a decode step is hundreds of small ones) then
+// cost no futex wake. The protocol is in thread_pool.cpp.
 #pragma once
 #include <atomic>
 #include <condition_variable>
@@ -15,7 +20,9 @@ namespace strata {
 
 class ThreadPool {
 public:
-    explicit ThreadPool(int n_threads);
+    // on_start(i) runs first on worker i (1 .. n_threads - 1; the caller is thread 0),
+    // e.g. to pin it to a core.
+    explicit ThreadPool(int n_threads, std::function<void(int)> on_start = {});
     ~ThreadPool();
     ThreadPool(const ThreadPool&) = delete;
     ThreadPool& operator=(const ThreadPool&) = delete;
@@ -33,18 +40,21 @@ public:
 private:
     void worker_loop();
     void work();
+    void finish_one();  // a worker leaves the current run
 
     int n_threads_;
     std::vector<std::thread> workers_;
     std::mutex mu_;
     std::condition_variable cv_start_, cv_done_;
-    uint64_t generation_ = 0;  // bumped for each run; workers wait for a new value
-    bool stop_ = false;
+    std::atomic<uint64_t> generation_{0};  // bumped for each run; workers wait for a new value
+    std::atomic<bool> stop_{false};
+    std::atomic<int> sleepers_{0};         // workers asleep (or about to sleep) on cv_start_
+    std::atomic<bool> caller_asleep_{false};
     const std::function<void(int64_t)>* fn_ = nullptr;
     int64_t n_tasks_ = 0;
     std::atomic<int64_t> next_{0};
-    int active_ = 0;  // workers still inside the current run
-    std::exception_ptr error_;
+    std::atomic<int> active_{0};  // workers still inside the current run
+    std::exception_ptr error_;    // guarded by mu_
 };
 
 }  // namespace strata

@@ -1,6 +1,11 @@
-// Activations quantized for integer dot products: per token, blocks of 32 values with
-// one f32 scale d (x ~ d * q, q in [-127, 127]) and the block's integer sum of q (for
-// weight formats with a per-block minimum). A token is always quantized on its own, so
+// Activations quantized for integer dot products: per token, blocks of 32 values, each
+// value as two int8 digits, x ~ d * (128 * q + r) with q in [-127, 127] (x rounded to
+// amax / 127) and r in [-64, 64] (the remainder rounded to 1/128 of that step), one f32
+// scale d per block and the block's integer sum of (128 q + r) (for weight formats with
+// a per-block minimum). One int8 digit alone costs ~0.5% relative error per product,
+// which compounds over the layers past what the model tests allow; the second digit
+// brings it to ~0.005% for one more integer dot product per block, which decode (bound
+// by reading the weights) does not notice. A token is always quantized on its own, so
 // its blocks never depend on the other tokens of a window.
 #pragma once
 #include <cstdint>
@@ -12,11 +17,13 @@ struct ActQ {
     int64_t n = 0;   // values per token (a multiple of 32)
     int64_t nb = 0;  // blocks per token
     int64_t T = 0;
-    std::vector<int8_t> q;   // [T, n]
+    std::vector<int8_t> q;   // [T, n]  high digit
+    std::vector<int8_t> r;   // [T, n]  low digit
     std::vector<float> d;    // [T, nb]
-    std::vector<int32_t> s;  // [T, nb]  sum of the block's q
+    std::vector<int32_t> s;  // [T, nb]  sum of the block's 128 q + r
 
     const int8_t* qt(int64_t t) const { return q.data() + t * n; }
+    const int8_t* rt(int64_t t) const { return r.data() + t * n; }
     const float* dt(int64_t t) const { return d.data() + t * nb; }
     const int32_t* st(int64_t t) const { return s.data() + t * nb; }
     // Grow-only: after the first call of a given size nothing is allocated.

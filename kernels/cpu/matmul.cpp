@@ -9,6 +9,11 @@
 #include "kernels/cpu/matmul_q.h"
 #include "kernels/cpu/simd.h"
 
+// GCC contracts a * b + c into an FMA by default in C++ (-ffp-contract=fast, even with
+// -std=c++20) in the x86-64-v3/v4 clones below but cannot in the default one: keep every
+// clone to separate multiplies and adds so the f32 path agrees across instruction sets.
+#pragma GCC optimize("fp-contract=off")
+
 namespace strata {
 namespace {
 

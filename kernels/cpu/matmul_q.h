@@ -7,7 +7,8 @@
 // for each 32-value block b of the row, in index order, the weight block is decoded to
 // 32 signed integers w (and a float scale ws, for Q4_K also a float minimum wm, for Q6_K
 // two integer sub-scales m0, m1), and eight exact int32 lane sums are formed,
-// p[l] = sum_{i=4l}^{4l+3} w[i] * q[i] (times m0 for l < 4, m1 for l >= 4 on Q6_K);
+// p[l] = sum_{i=4l}^{4l+3} w[i] * (128 q[i] + r[i]) (times m0 for l < 4, m1 for l >= 4
+// on Q6_K; |p| < 2^31 always, and float(p) rounds to nearest on every path);
 // then with s = ws * d_x[b]:  acc[l] = acc[l] + s * float(p[l])  (a multiply then an add,
 // never fused), and for Q4_K  mn = mn + (wm * d_x[b]) * float(sum_x[b]).
 // Finally y = ((acc0+acc4) + (acc2+acc6)) + ((acc1+acc5) + (acc3+acc7))  [- mn for Q4_K].

@@ -11,7 +11,11 @@
 #include "kernels/cpu/matmul_q.h"
 
 #pragma GCC push_options
-#pragma GCC target("avx2,bmi2")
+// GCC contracts a * b + c into an FMA by default in C++ (-ffp-contract=fast, even with
+// -std=c++20) when the target has FMA, which AVX-512 implies: the canonical order needs
+// a separate multiply and add, as the scalar path does.
+#pragma GCC optimize("fp-contract=off")
+#pragma GCC target("avx2,bmi2,f16c")
 #include <immintrin.h>
 
 #define KQ_NS avx2

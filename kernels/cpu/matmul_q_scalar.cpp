@@ -8,6 +8,10 @@
 #include "engine/quant/iq_grids.h"
 #include "kernels/cpu/matmul_q.h"
 
+// No FMA contraction (GCC's C++ default is to contract where the target has FMA, e.g.
+// under -march=native): the canonical order is a multiply then an add.
+#pragma GCC optimize("fp-contract=off")
+
 namespace strata::kq {
 namespace {
 
@@ -127,9 +131,10 @@ Isa detected() {
     static const Isa isa = [] {
         __builtin_cpu_init();
         if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-            __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni"))
+            __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni") &&
+            __builtin_cpu_supports("f16c"))
             return Isa::Avx512Vnni;
-        if (__builtin_cpu_supports("avx2")) return Isa::Avx2;
+        if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c")) return Isa::Avx2;
         return Isa::Scalar;
     }();
     return isa;
@@ -162,6 +167,7 @@ void rows_scalar(const Job& job, int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
         for (int64_t t = 0; t < x.T; ++t) {
             const int8_t* xq = x.qt(t);
+            const int8_t* xr = x.rt(t);
             float acc[8] = {};
             float mn = 0.0f;
             for (int64_t b = 0; b < x.nb; ++b) {
@@ -170,7 +176,8 @@ void rows_scalar(const Job& job, int64_t r0, int64_t r1) {
                 const float s = k.ws * dx;
                 for (int l = 0; l < 8; ++l) {
                     int32_t p = 0;
-                    for (int i = 4 * l; i < 4 * l + 4; ++i) p += int32_t{k.w[i]} * xq[32 * b + i];
+                    for (int i = 4 * l; i < 4 * l + 4; ++i)
+                        p += int32_t{k.w[i]} * (128 * xq[32 * b + i] + xr[32 * b + i]);
                     p *= l < 4 ? k.m0 : k.m1;
                     acc[l] = acc[l] + s * static_cast<float>(p);
                 }

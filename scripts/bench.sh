@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# One command: build Release, make the 1b llama presets at q8_0 and q4_K once (in
+# ~/.cache/strata/models), run bench/decode on each with 2 threads, and write
+# docs/benchmarks.md (tables, machine info from lscpu, the exact commands).
+#
+# Environment: BUILD_DIR (default build-bench), THREADS (2), PP (128), TG (64), REPS (3),
+# MODELS_DIR (~/.cache/strata/models), LLAMA_BENCH (a llama-bench binary, optional;
+# one on PATH is used too). Run from anywhere; paths are relative to the repository.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+build="${BUILD_DIR:-$root/build-bench}"
+threads="${THREADS:-2}"
+pp="${PP:-128}"
+tg="${TG:-64}"
+reps="${REPS:-3}"
+models="${MODELS_DIR:-$HOME/.cache/strata/models}"
+out="$root/docs/benchmarks.md"
+
+cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DSTRATA_CUDA=OFF >/dev/null
+cmake --build "$build" -j"$(nproc)" --target strata decode
+
+mkdir -p "$models"
+load_before="$(cut -d' ' -f1-3 /proc/loadavg)"
+extra=()
+if [[ -n "${LLAMA_BENCH:-}" ]]; then extra=(--llama-bench "$LLAMA_BENCH"); fi
+
+results=()
+for type in q8_0 q4_K; do
+    file="$models/llama-1b-${type,,}.gguf"
+    if [[ ! -f "$file" ]]; then
+        "$build/bin/strata" make-model --arch llama --preset 1b --type "$type" --seed 1 --out "$file"
+    fi
+    json="$build/bench-llama-1b-${type,,}.json"
+    cmd=("$build/bin/decode" "$file" --pp "$pp" --tg "$tg" -r "$reps" -t "$threads" --json "$json" "${extra[@]}")
+    echo "+ ${cmd[*]}" >&2
+    text="$("${cmd[@]}")"
+    echo "$text"
+    results+=("### llama 1b ${type}"$'\n\n'"\`${cmd[*]/#$HOME/~}\`"$'\n\n'"$text"$'\n')
+done
+
+{
+    echo "# Benchmarks"
+    echo
+    echo "Written by \`scripts/bench.sh\` on $(date -u '+%Y-%m-%d %H:%M UTC') at commit $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?')"
+    echo "(working tree $(git -C "$root" diff --quiet 2>/dev/null && echo clean || echo 'with local changes'))."
+    echo "Synthetic models (\`strata make-model --arch llama --preset 1b --seed 1\`), single sequence,"
+    echo "$threads threads; prompt: one window of $pp tokens; decode: $tg steps of one token;"
+    echo "median and range over $reps repetitions after one warm-up. Decode GB/s counts the"
+    echo "bytes of all layer weights plus the output head per token; bandwidth is measured in"
+    echo "the same run (bench/decode.cpp explains both)."
+    echo
+    for r in "${results[@]}"; do echo "$r"; done
+    echo "## Machine"
+    echo
+    echo '```'
+    lscpu | grep -E 'Model name|^CPU\(s\)|Thread|Core|Socket|MHz|L1d|L2|L3|NUMA node\(s\)|Hypervisor' || true
+    echo "SIMD flags: $(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -E '^(avx2|fma|f16c|avx512f|avx512bw|avx512vl|avx512_vnni|avx_vnni|avx512_bf16|amx_tile|amx_int8|amx_bf16)$' | tr '\n' ' ')"
+    free -g | head -2
+    echo "load average before the runs: $load_before (other processes share the cores when it is above 0)"
+    echo '```'
+} >"$out"
+echo "wrote $out" >&2
