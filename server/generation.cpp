@@ -111,11 +111,17 @@ static ApiError failure(const Event& done) {
     return ApiError(500, "generation failed: " + done.error);
 }
 
-json Generation::collect() {
+json Generation::collect(const std::function<bool()>& client_gone) {
     std::string content, reasoning;
     std::vector<TokenLogprob> lps;
+    auto next_check = std::chrono::steady_clock::now();
     for (;;) {
         std::optional<Event> ev = stream_->next(kPoll);
+        // Check the client every poll interval, whether or not tokens are flowing.
+        if (client_gone && std::chrono::steady_clock::now() >= next_check) {
+            next_check = std::chrono::steady_clock::now() + kPoll;
+            if (!stream_->cancelled() && client_gone()) stream_->cancel();
+        }
         if (!ev) continue;
         if (ev->kind == Event::Kind::Text) {
             ReasoningSplitter::Out o = split_.push(ev->text);

@@ -1,6 +1,7 @@
 // One HTTP generation: drains an engine RequestStream and shapes its events as
 // OpenAI responses, either one JSON body or server-sent events.
 #pragma once
+#include <functional>
 #include <ctime>
 #include <memory>
 #include <string>
@@ -37,8 +38,9 @@ public:
     ~Generation();  // cancels the request if it is still running
 
     // Blocks until the request ends; returns the response body. Throws ApiError for a
-    // failed or cancelled generation.
-    nlohmann::json collect();
+    // failed or cancelled generation. client_gone, polled while waiting, cancels the
+    // request when it says the client has left.
+    nlohmann::json collect(const std::function<bool()>& client_gone = {});
     // The SSE content provider: writes every chunk, then "data: [DONE]". Returns
     // false when the client went away (the request is then cancelled).
     bool pump_sse(httplib::DataSink& sink);

@@ -10,6 +10,7 @@
 #include "server/api_error.h"
 #include "server/generation.h"
 #include "server/parse.h"
+#include "server/peer_watch.h"
 
 namespace strata::server {
 
@@ -196,7 +197,10 @@ void HttpServer::generate(const httplib::Request& req, httplib::Response& res, b
     }
     auto gen = std::make_shared<Generation>(std::move(meta), eng, std::move(stream), metrics_);
     if (!ar.stream) {
-        res.set_content(gen->collect().dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
+        // A client that leaves cancels its generation at the next token, as a stream's does.
+        const PeerWatch peer(req.remote_addr, req.remote_port, req.local_port);
+        const json body = gen->collect([&] { return peer.gone(); });
+        res.set_content(body.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
         return;
     }
     res.set_header("Cache-Control", "no-cache");

@@ -3,6 +3,11 @@
 // shutdown refuses new work.
 #include <catch2/catch.hpp>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <future>
 
@@ -81,6 +86,28 @@ TEST_CASE("server: a client that disconnects cancels its generation and frees it
     CHECK(r.status == 200);
     const std::string m = get(s, "/metrics").body;
     CHECK(metric(m, "strata_generations_total{reason=\"length\"}") == 1);
+}
+
+TEST_CASE("server: a non-streamed client that disconnects cancels its generation too", "[server][cancel]") {
+    TestServer s({.parallel = 1, .queue = 0, .n_ctx = 8192});
+    // A raw connection: send the request, wait until it decodes, then close.
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    REQUIRE(fd >= 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(s.port()));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    const std::string body = R"({"prompt":"Tell me everything","max_tokens":100000})";
+    const std::string msg = "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                            "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+    REQUIRE(::send(fd, msg.data(), msg.size(), 0) == static_cast<ssize_t>(msg.size()));
+    REQUIRE(wait_metric(s, "strata_active_slots", 1));
+    ::close(fd);
+    REQUIRE(wait_metric(s, "strata_generations_total{reason=\"cancelled\"}", 1));
+    CHECK(wait_metric(s, "strata_active_slots", 0));
+    const Reply r = post(s, "/v1/completions", R"({"prompt":"Hi","max_tokens":3})");
+    CHECK(r.status == 200);
 }
 
 TEST_CASE("server: a full queue is 503, a queued request waits for a slot", "[server][queue]") {
