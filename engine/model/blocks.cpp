@@ -2,13 +2,17 @@
 
 #include <cmath>
 
+#include "engine/model/scratch_slots.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/simd.h"
 
 namespace strata {
 
 // Scratch slots used by the blocks (the layer code uses slots from 16 up).
-enum : int { kQ = 0, kK, kV, kAttn, kGate, kUp, kScores, kHeadTmp };
+enum : int {
+    kQ = slot::kAttnQ, kK = slot::kAttnK, kV = slot::kAttnV, kAttn = slot::kAttnOut,
+    kGate = slot::kFfnGate, kUp = slot::kFfnUp,
+};
 
 // Row -> index of its sequence in the batch (a per-thread buffer reused across calls).
 std::vector<int32_t>& row_seq_of(const Batch& batch) {

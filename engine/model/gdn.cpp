@@ -5,13 +5,17 @@
 #include <cstring>
 
 #include "engine/core/error.h"
+#include "engine/model/scratch_slots.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/simd.h"
 
 namespace strata {
 
 // Scratch slots of this block (blocks.cpp uses 0-7, model.cpp / layers 14-17, moe 30+).
-enum : int { kQkv = 20, kZ, kMixed, kBa, kG, kBeta, kConvIn, kU, kO };
+enum : int {
+    kQkv = slot::kGdnQkv, kZ = slot::kGdnZ, kMixed = slot::kGdnMixed, kBa = slot::kGdnBa, kG = slot::kGdnG,
+    kBeta = slot::kGdnBeta, kConvIn = slot::kGdnConvIn, kU = slot::kGdnU, kO = slot::kGdnO,
+};
 
 GdnDims GdnDims::from(const HParams& hp) {
     GdnDims d;

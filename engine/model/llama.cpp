@@ -1,6 +1,7 @@
 // Dense decoder (llama, qwen3): pre-norm attention and SwiGLU FFN with residuals.
 // MODEL_SPEC.md 3.5. qwen3 differs only by its per-head q/k norms and NEOX rotary.
 #include "engine/model/blocks.h"
+#include "engine/model/scratch_slots.h"
 #include "engine/model/weights.h"
 #include "kernels/cpu/ops.h"
 
@@ -43,8 +44,8 @@ protected:
         const DenseLayer& L = layers_[static_cast<size_t>(il)];
         const int64_t T = batch.n_rows;
         const int64_t n = hp_.n_embd;
-        float* h = ctx.scratch.get(16, static_cast<size_t>(T * n));    // [T, n_embd] normed input
-        float* out = ctx.scratch.get(17, static_cast<size_t>(T * n));  // [T, n_embd] block output
+        float* h = ctx.scratch.get(slot::kLayerNormed, static_cast<size_t>(T * n));    // [T, n_embd] normed input
+        float* out = ctx.scratch.get(slot::kLayerOut, static_cast<size_t>(T * n));  // [T, n_embd] block output
         for (int64_t t = 0; t < T; ++t) ops::rmsnorm(x + t * n, L.attn.norm.data(), hp_.rms_eps, n, h + t * n);
         attention_block(ctx, hp_, L.attn, batch, il, h, out);
         ops::add(x, out, T * n);

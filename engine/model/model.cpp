@@ -1,6 +1,7 @@
 #include "engine/model/model.h"
 
 #include "engine/core/error.h"
+#include "engine/model/scratch_slots.h"
 #include "engine/model/weights.h"
 #include "engine/quant/quant.h"
 #include "kernels/cpu/ops.h"
@@ -75,7 +76,7 @@ void Model::output(ForwardCtx& ctx, const Batch& batch, const float* x, std::spa
     const int64_t E = hp_.n_embd;
     // Normalize only the rows somebody reads: every row of a sequence that wants hidden
     // states, the logit rows into one block for a single head pass.
-    float* sel = ctx.scratch.get(13, static_cast<size_t>(batch.n_rows * E));  // [n_sel, n_embd]
+    float* sel = ctx.scratch.get(slot::kHeadRows, static_cast<size_t>(batch.n_rows * E));  // [n_sel, n_embd]
     int64_t n_sel = 0;
     for (size_t i = 0; i < want.size(); ++i) {
         const BatchSeq& s = batch.seqs[i];
@@ -112,7 +113,7 @@ void Model::eval_batch(ForwardCtx& ctx, std::span<const BatchItem> items, float*
         batch.add(*it.state, it.state->n_past, T);
     }
     const int64_t E = hp_.n_embd;
-    float* x = ctx.scratch.get(14, static_cast<size_t>(batch.n_rows * E));
+    float* x = ctx.scratch.get(slot::kStream, static_cast<size_t>(batch.n_rows * E));
     for (size_t i = 0; i < items.size(); ++i)
         embed(items[i].tokens.data(), batch.seqs[i].n, x + batch.seqs[i].row0 * E);
     run_layers(ctx, batch, 0, hp_.n_layer, x);

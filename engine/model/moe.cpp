@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "engine/model/scratch_slots.h"
 #include "engine/model/weights.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/simd.h"
@@ -11,7 +12,10 @@ namespace strata {
 
 // Scratch slots (blocks.cpp 0-7, layers 14-17, gdn 20-28, MTP 40+). ffn_block (the
 // shared expert) uses slots 4-5, which are free here.
-enum : int { kRouter = 30, kXe, kGe, kUe, kYe, kRouted, kShared };
+enum : int {
+    kRouter = slot::kMoeRouter, kXe = slot::kMoeXe, kGe = slot::kMoeGe, kUe = slot::kMoeUe, kYe = slot::kMoeYe,
+    kRouted = slot::kMoeRouted, kShared = slot::kMoeShared,
+};
 
 MoeWeights bind_moe(const WeightBinder& b, const HParams& hp, const std::string& p) {
     MoeWeights w;

@@ -8,6 +8,7 @@
 #include "engine/model/blocks.h"
 #include "engine/model/gdn.h"
 #include "engine/model/moe.h"
+#include "engine/model/scratch_slots.h"
 #include "engine/model/weights.h"
 #include "engine/quant/quant.h"
 #include "kernels/cpu/ops.h"
@@ -114,8 +115,8 @@ Q3nLayer Qwen3NextModel::bind_layer(const WeightBinder& b, int64_t il, bool recu
 void Qwen3NextModel::decoder_layer(ForwardCtx& ctx, const Batch& batch, const Q3nLayer& L, int64_t il,
                                    float* x) const {
     const int64_t n = hp_.n_embd, T = batch.n_rows;
-    float* h = ctx.scratch.get(16, static_cast<size_t>(T * n));    // [T, n_embd] normed input
-    float* out = ctx.scratch.get(17, static_cast<size_t>(T * n));  // [T, n_embd] block output
+    float* h = ctx.scratch.get(slot::kLayerNormed, static_cast<size_t>(T * n));    // [T, n_embd] normed input
+    float* out = ctx.scratch.get(slot::kLayerOut, static_cast<size_t>(T * n));  // [T, n_embd] block output
     for (int64_t t = 0; t < T; ++t) ops::rmsnorm(x + t * n, L.attn_norm.data(), hp_.rms_eps, n, h + t * n);
     if (L.recurrent) gdn_block(ctx, gdn_dims_, L.gdn, batch, il, h, out, GdnForm::Recurrent);
     else attention_block(ctx, hp_, L.attn, batch, il, h, out);
@@ -134,8 +135,8 @@ void Qwen3NextModel::mtp_forward(ForwardCtx& ctx, SeqState& s, const float* hidd
     STRATA_CHECK(static_cast<int64_t>(s.kv_slot.size()) > hp_.n_layer, "this state has no MTP KV slot");
     const MtpBlock& m = mtp_.front();  // one MTP block, reused for every chained step (4.11.4)
     const int64_t E = hp_.n_embd;
-    float* eh = ctx.scratch.get(40, static_cast<size_t>(T * 2 * E));  // [T, 2 n_embd] [enorm(e) ; hnorm(h)]
-    float* x = ctx.scratch.get(41, static_cast<size_t>(T * E));       // [T, n_embd] block stream
+    float* eh = ctx.scratch.get(slot::kMtpEh, static_cast<size_t>(T * 2 * E));  // [T, 2 n_embd] [enorm(e) ; hnorm(h)]
+    float* x = ctx.scratch.get(slot::kMtpStream, static_cast<size_t>(T * E));       // [T, n_embd] block stream
     for (int64_t t = 0; t < T; ++t) {
         const int32_t id = next_tokens[t];
         if (id < 0 || id >= hp_.n_vocab) fail("token id {} is out of range (vocabulary has {})", id, hp_.n_vocab);
@@ -146,7 +147,7 @@ void Qwen3NextModel::mtp_forward(ForwardCtx& ctx, SeqState& s, const float* hidd
     }
     matmul(ctx.pool, m.eh_proj, eh, 2 * E, T, x, E);
     decoder_layer(ctx, Batch::single(s, pos0, T), m.layer, hp_.n_layer, x);
-    float* hn = ctx.scratch.get(42, static_cast<size_t>(T * E));
+    float* hn = ctx.scratch.get(slot::kMtpNormed, static_cast<size_t>(T * E));
     for (int64_t t = 0; t < T; ++t) ops::rmsnorm(x + t * E, m.head_norm.data(), hp_.rms_eps, E, hn + t * E);
     if (hidden_out) std::copy(hn, hn + T * E, hidden_out);
     if (!logits_out) return;
