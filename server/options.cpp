@@ -25,20 +25,14 @@ Flags server_flags() {
                  concat(concat(own, runner_flags()), sampling_flags()));
 }
 
-static int64_t ranged(const Flags& f, const char* name, int64_t lo, int64_t hi) {
-    const int64_t v = f.integer(name);
-    if (v < lo || v > hi) throw UsageError(fmt::format("{} must be in {}..{}, got {}", name, lo, hi, v));
-    return v;
-}
-
 ServerOptions server_options(const Flags& f) {
     ServerOptions o;
     o.host = f.str("--host");
-    o.port = static_cast<int>(ranged(f, "--port", 0, 65535));
-    o.engine.n_parallel = static_cast<int>(ranged(f, "--parallel", 1, 256));
-    o.engine.queue_limit = static_cast<int>(ranged(f, "--queue", 0, 100000));
-    o.max_body = static_cast<size_t>(ranged(f, "--max-body", 1024, int64_t{1} << 32));
-    o.grace_ms = ranged(f, "--grace-ms", 0, 3600000);
+    o.port = static_cast<int>(f.integer_in("--port", 0, 65535));
+    o.engine.n_parallel = static_cast<int>(f.integer_in("--parallel", 1, 256));
+    o.engine.queue_limit = static_cast<int>(f.integer_in("--queue", 0, 100000));
+    o.max_body = static_cast<size_t>(f.integer_in("--max-body", 1024, int64_t{1} << 32));
+    o.grace_ms = f.integer_in("--grace-ms", 0, 3600000);
     o.alias = f.str("--alias");
     o.chat_template = f.str("--chat-template");
     o.demo = f.on("--demo");

@@ -77,6 +77,12 @@ int64_t Flags::integer(std::string_view name) const {
     return out;
 }
 
+int64_t Flags::integer_in(std::string_view name, int64_t lo, int64_t hi) const {
+    const int64_t v = integer(name);
+    if (v < lo || v > hi) throw UsageError(fmt::format("{} must be in {}..{}, got {}", name, lo, hi, v));
+    return v;
+}
+
 double Flags::number(std::string_view name) const {
     const std::string v = str(name);
     try {

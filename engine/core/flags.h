@@ -44,6 +44,8 @@ public:
     bool on(std::string_view name) const;          // a switch
     std::string str(std::string_view name) const;  // value or default
     int64_t integer(std::string_view name) const;  // value or default, checked
+    // integer() within [lo, hi]; UsageError naming the flag and the range otherwise.
+    int64_t integer_in(std::string_view name, int64_t lo, int64_t hi) const;
     double number(std::string_view name) const;
 
 private:

@@ -24,24 +24,19 @@ std::vector<FlagSpec> runner_flags() {
 RunnerOptions runner_options(const Flags& f) {
     RunnerOptions o;
     o.model_path = f.str("--model");
-    const int64_t t = f.integer("--threads");
-    if (t < 0 || t > 1024) throw UsageError(fmt::format("--threads must be in 0..1024, got {}", t));
+    const int64_t t = f.integer_in("--threads", 0, 1024);
     o.threads = t == 0 ? static_cast<int>(std::max(1u, std::thread::hardware_concurrency())) : static_cast<int>(t);
-    o.n_ctx = f.integer("--ctx-size");
-    if (o.n_ctx < 0) throw UsageError(fmt::format("--ctx-size must be >= 0, got {}", o.n_ctx));
+    o.n_ctx = f.integer_in("--ctx-size", 0, int64_t{1} << 32);
     const std::string ct = f.str("--cache-type");
     if (ct == "f16") o.cache_type = GgmlType::F16;
     else if (ct == "q8_0") o.cache_type = GgmlType::Q8_0;
     else if (ct == "q4_0") o.cache_type = GgmlType::Q4_0;
     else throw UsageError(fmt::format("--cache-type must be f16, q8_0 or q4_0, got '{}'", ct));
-    o.n_batch = f.integer("--batch");
-    if (o.n_batch <= 0) throw UsageError(fmt::format("--batch must be positive, got {}", o.n_batch));
+    o.n_batch = f.integer_in("--batch", 1, 1 << 20);
     o.devices = f.str("--devices");
     o.split = f.str("--split");
     if (f.given("--split") && o.devices.empty()) throw UsageError("--split needs --devices");
-    const int64_t tpd = f.integer("--threads-per-device");
-    if (tpd < 0 || tpd > 1024) throw UsageError(fmt::format("--threads-per-device must be in 0..1024, got {}", tpd));
-    o.threads_per_device = static_cast<int>(tpd);
+    o.threads_per_device = static_cast<int>(f.integer_in("--threads-per-device", 0, 1024));
     return o;
 }
 
