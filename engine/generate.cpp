@@ -6,6 +6,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "engine/core/env.h"
 #include "engine/core/error.h"
 #include "engine/text/detokenizer.h"
 
@@ -38,6 +39,7 @@ GenerateStats generate(Runner& runner, const Tokenizer& tok, std::span<const int
     SpecOptions spec_opt;
     spec_opt.k = opt.spec_draft < 0 ? (runner.has_mtp() ? 3 : 0) : opt.spec_draft;
     spec_opt.draft_min_p = opt.spec_draft_min_p;
+    spec_opt.edit_draft = opt.spec_edit_draft;
     if (spec_opt.k > 0 && !runner.has_mtp()) {
         spdlog::info("speculative decoding is off: the model has no MTP head");
         spec_opt.k = 0;
@@ -89,9 +91,8 @@ GenerateStats generate(Runner& runner, const Tokenizer& tok, std::span<const int
         const std::string piece = detok.push(t);
         return piece.empty() || on_text(piece);
     };
-    if (spec && limit > 0) {
-        st.spec_draft = spec_opt.k;
-        SpecDecoder dec(runner, seq, sampler, spec_opt);
+    // The speculative loop, serial (SpecDecoder) or pipelined (PipelinedDecoder).
+    auto speculate = [&](auto& dec) {
         const int32_t first = sampler.sample(logits);
         if (emit(first) && limit > 1) {
             dec.start(prompt_hidden.data(), prompt, first);
@@ -106,6 +107,22 @@ GenerateStats generate(Runner& runner, const Tokenizer& tok, std::span<const int
             }
         }
         st.spec = dec.stats();
+    };
+    if (!spec && runner.stage_pipe())
+        spdlog::info("pipelined windows are off for this request: it decodes without speculation");
+    if (spec && limit > 0) {
+        st.spec_draft = spec_opt.k;
+        if (runner.stage_pipe()) {
+            PipelinedDecoder dec(runner, seq, sampler, spec_opt,
+                                 opt.pipeline ? *opt.pipeline : PipelineOptions::from(env()));
+            speculate(dec);
+            dec.finish();
+            st.pipelined = true;
+            st.pipe = dec.pipeline_stats();
+        } else {
+            SpecDecoder dec(runner, seq, sampler, spec_opt);
+            speculate(dec);
+        }
     } else {
         for (int64_t i = 0; i < limit; ++i) {
             const int32_t next = sampler.sample(logits);

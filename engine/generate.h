@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -10,6 +11,7 @@
 #include "engine/model/model.h"
 #include "engine/run/runner.h"
 #include "engine/sample/sampler.h"
+#include "engine/spec/pipeline.h"
 #include "engine/spec/speculative.h"
 #include "engine/text/tokenizer.h"
 
@@ -24,6 +26,11 @@ struct GenerateOptions {
     // decode plainly (the penalties would couple draft and target histories).
     int spec_draft = -1;
     float spec_draft_min_p = 0.0f;  // stop a draft chain below this MTP probability
+    // Pipelined windows (when the runner has a stage pipe): null = from the STRATA_PIPELINE_*
+    // environment variables.
+    std::optional<PipelineOptions> pipeline;
+    // Test seam: SpecOptions::edit_draft (forces drafts; random test models accept nothing).
+    std::function<void(int64_t pos, int k, Draft&)> spec_edit_draft;
 };
 
 struct GenerateStats {
@@ -32,6 +39,8 @@ struct GenerateStats {
     bool stopped_by_eog = false;
     int spec_draft = 0;  // drafts per window actually used (0: plain decoding)
     SpecStats spec;      // windows, drafts, acceptance (spec_draft > 0)
+    bool pipelined = false;  // the windows were pipelined (--pipeline-windows 2)
+    PipelineStats pipe;      // early windows, kept and rolled back (pipelined)
     double prompt_tps() const { return prompt_seconds > 0 ? static_cast<double>(n_prompt) / prompt_seconds : 0; }
     // decode tok/s counts the tokens after the first (the first comes from the prompt pass)
     double decode_tps() const {

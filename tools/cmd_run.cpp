@@ -76,6 +76,14 @@ int cmd_run(int argc, char** argv) {
                    "{:.2f} tokens/window, {} rollbacks, snapshot {:.1f} KiB\n",
                    st.spec_draft, s.windows, s.drafted, s.accepted, 100.0 * s.acceptance(), per_pos,
                    s.tokens_per_window(), s.rollbacks, static_cast<double>(s.snapshot_bytes) / 1024.0);
+        if (st.pipelined) {
+            const PipelineStats& p = st.pipe;
+            fmt::print(stderr,
+                       "pipelined windows: {} early ({} kept, {} rolled back, {} forced, {} cut short), {} below "
+                       "theta, second buffer set {:.1f} KiB per stage\n",
+                       p.early, p.hits, p.misses, p.forced, p.cut, p.below_theta,
+                       static_cast<double>(p.buffer_bytes) / 1024.0);
+        }
     }
     return 0;
 }

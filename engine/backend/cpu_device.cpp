@@ -19,7 +19,7 @@
 
 namespace strata {
 
-bool Event::done() const {
+bool DeviceEvent::done() const {
     if (!s_) return true;
     std::lock_guard<std::mutex> lk(s_->mu);
     return s_->done;
@@ -44,7 +44,7 @@ bool spin_until(P&& pred) {
 
 }  // namespace
 
-bool Event::wait(int64_t timeout_ms) const {
+bool DeviceEvent::wait(int64_t timeout_ms) const {
     if (!s_) return true;
     if (spin_until([&] { return s_->done_flag.load(std::memory_order_acquire); })) {
         std::lock_guard<std::mutex> lk(s_->mu);  // pairs with the signaller: error is visible
@@ -58,7 +58,7 @@ bool Event::wait(int64_t timeout_ms) const {
     return s_->cv.wait_for(lk, std::chrono::milliseconds(timeout_ms), [&] { return s_->done; });
 }
 
-void Event::rethrow() const {
+void DeviceEvent::rethrow() const {
     if (!s_) return;
     std::exception_ptr e;
     {
@@ -111,15 +111,15 @@ public:
         cv_.notify_all();
     }
 
-    Event record() override {
-        auto st = std::make_shared<Event::State>();
+    DeviceEvent record() override {
+        auto st = std::make_shared<DeviceEvent::State>();
         {
             std::lock_guard<std::mutex> lk(mu_);
             q_.push_back(Item{nullptr, st});
             pending_.fetch_add(1, std::memory_order_release);
         }
         cv_.notify_all();
-        return Event(st);
+        return DeviceEvent(st);
     }
 
     ForwardCtx* cpu_ctx() override { return &ctx_; }
@@ -127,7 +127,7 @@ public:
 private:
     struct Item {
         std::function<void()> op;             // work, or
-        std::shared_ptr<Event::State> event;  // an event to signal
+        std::shared_ptr<DeviceEvent::State> event;  // an event to signal
     };
 
     static Buffer host_alloc(size_t bytes) {

@@ -18,7 +18,7 @@ namespace strata {
 struct ForwardCtx;
 
 // Completion of everything submitted to a queue before the event was recorded.
-class Event {
+class DeviceEvent {
 public:
     struct State {
         std::mutex mu;
@@ -27,8 +27,8 @@ public:
         std::atomic<bool> done_flag{false};  // same as done, for a lock-free spin before sleeping
         std::exception_ptr error;  // the first op that failed before this event
     };
-    Event() = default;
-    explicit Event(std::shared_ptr<State> s) : s_(std::move(s)) {}
+    DeviceEvent() = default;
+    explicit DeviceEvent(std::shared_ptr<State> s) : s_(std::move(s)) {}
     bool valid() const { return s_ != nullptr; }
     bool done() const;
     // True when done; false when timeout_ms passed first (0 = wait forever).
@@ -81,7 +81,7 @@ public:
     // Queue: ops run in submission order, one at a time. An op that throws marks the
     // events recorded after it failed; later ops still run (they check for themselves).
     virtual void submit(std::function<void()> op) = 0;
-    virtual Event record() = 0;
+    virtual DeviceEvent record() = 0;
     // The CPU execution context of this device's ops (its thread pool); null for GPUs.
     virtual ForwardCtx* cpu_ctx() = 0;
 };

@@ -20,6 +20,13 @@ struct EnvConfig {
     int64_t split_wait_ms = 30000;    // STRATA_SPLIT_WAIT_MS (0 = no limit)
     int64_t host_timeout_ms = 20000;  // STRATA_HOST_TIMEOUT_MS (0 = no limit)
     int64_t test_handoff_drop = 0;    // STRATA_TEST_HANDOFF_DROP (0 = off; N = the Nth window)
+    // Pipelined verify windows (--pipeline-windows 2, docs/spec.md). Each leaves greedy
+    // output unchanged; they change only what runs when.
+    double pipeline_theta = 0.25;     // STRATA_PIPELINE_THETA: speculate above this estimate (2 = never)
+    int pipeline_force_miss = 0;      // STRATA_PIPELINE_FORCE_MISS: 1 = every guess wrong, 2 = every other
+    bool pipeline_doom_skip = true;   // STRATA_PIPELINE_DOOM_SKIP
+    bool pipeline_prestage = true;    // STRATA_PIPELINE_PRESTAGE
+    bool pipeline_snap_overlap = true;  // STRATA_PIPELINE_SNAP_OVERLAP
 };
 
 const std::vector<EnvSpec>& env_specs();

@@ -2,6 +2,8 @@
 
 #include <thread>
 
+#include <spdlog/spdlog.h>
+
 #include "engine/core/env.h"
 #include "engine/generate.h"
 #include "engine/split/split_runner.h"
@@ -18,6 +20,9 @@ std::vector<FlagSpec> runner_flags() {
         {"--devices", "LIST", "", "devices for a layer split, e.g. cpu:0,cpu:1 (empty: one device)"},
         {"--split", "RANGES", "auto", "layer ranges per device, e.g. 0-3,4-7, or auto (balanced by weight bytes)"},
         {"--threads-per-device", "N", "0", "threads of each split device (0 = --threads / number of devices)"},
+        {"--pipeline-windows", "N", "0",
+         "2: on a two-stage split, stage 0 starts the next speculative verify window while stage 1 verifies the "
+         "current one (0 = off)"},
     };
 }
 
@@ -37,6 +42,8 @@ RunnerOptions runner_options(const Flags& f) {
     o.split = f.str("--split");
     if (f.given("--split") && o.devices.empty()) throw UsageError("--split needs --devices");
     o.threads_per_device = static_cast<int>(f.integer_in("--threads-per-device", 0, 1024));
+    o.pipeline_windows = static_cast<int>(f.integer_in("--pipeline-windows", 0, 2));
+    if (o.pipeline_windows == 1) throw UsageError("--pipeline-windows must be 0 (off) or 2");
     return o;
 }
 
@@ -95,13 +102,16 @@ SpecFlags spec_options(const Flags& f) {
 
 std::unique_ptr<Runner> make_runner(std::shared_ptr<const Model> model, const RunnerOptions& o) {
     const int64_t n_ctx = effective_context(model->hp(), o.n_ctx, o.cache_type);
-    if (o.devices.empty()) return make_local_runner(std::move(model), o.threads, n_ctx, o.cache_type);
+    if (o.devices.empty()) {
+        if (o.pipeline_windows == 2) spdlog::info("pipelined windows are off: there is no layer split (--devices)");
+        return make_local_runner(std::move(model), o.threads, n_ctx, o.cache_type);
+    }
     const int64_t n_layer = model->hp().n_layer;
     const SplitPlan plan = plan_split(o.devices, o.split, n_layer, layer_weight_bytes(model->file(), n_layer),
                                       head_weight_bytes(model->file()));
     const int n_dev = static_cast<int>(plan.stages.size());
     const int tpd = o.threads_per_device > 0 ? o.threads_per_device : std::max(1, o.threads / n_dev);
-    return make_split_runner(std::move(model), plan, tpd, n_ctx, o.cache_type, SplitConfig::from(env()));
+    return make_split_runner(std::move(model), plan, tpd, n_ctx, o.cache_type, SplitConfig::from(env(), o.pipeline_windows));
 }
 
 std::vector<FlagSpec> concat(std::vector<FlagSpec> a, const std::vector<FlagSpec>& b) {

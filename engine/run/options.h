@@ -22,6 +22,7 @@ struct RunnerOptions {
     std::string devices;   // --devices cpu:0,cpu:1 (empty: one CPU device, no split)
     std::string split;     // --split 0-3,4-7 | auto
     int threads_per_device = 0;  // 0 = threads / number of devices
+    int pipeline_windows = 0;    // 2: pipelined verify windows on a two-stage split (docs/spec.md)
 };
 
 // -m, -t, -c, --cache-type, --batch

@@ -6,6 +6,9 @@
 #include <cstdint>
 #include <random>
 #include <span>
+#include <vector>
+
+#include "engine/sample/sampler.h"
 
 namespace strata {
 
@@ -24,5 +27,18 @@ SlotOutcome verify_slot(std::span<const float> p, std::span<const float> q, int3
 // A draw from p by one uniform u in [0, 1) against the cumulative sum in id order, as
 // Sampler::sample draws (reproducible for a seed).
 int32_t sample_index(std::span<const float> p, double u);
+
+// A whole verify window: logits rows [drafts.size() + 1, n_vocab] (modified in place by
+// the penalties), the drafts d_1..d_k. Slot i's target distribution comes from row i.
+// Greedy requests use the sampler's own rule (penalties, then argmax; a draft is kept
+// when it equals it); others verify_slot with q a point mass at the draft, and the
+// bonus after a fully kept window is a plain draw. Returns the drafts kept and the
+// token the target adds (the correction, or the bonus). probs: scratch.
+struct WindowOutcome {
+    int64_t accepted;
+    int32_t token;
+};
+WindowOutcome verify_window(const Sampler& sampler, float* logits, int64_t n_vocab, std::span<const int32_t> drafts,
+                            std::mt19937_64& rng, std::vector<float>& probs);
 
 }  // namespace strata

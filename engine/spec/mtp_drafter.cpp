@@ -8,13 +8,6 @@
 
 namespace strata {
 
-MtpDrafter::MtpDrafter(Runner& runner, int seq, float min_p, int64_t chunk)
-    : runner_(runner), seq_(seq), min_p_(min_p), chunk_(chunk) {
-    STRATA_CHECK(runner.has_mtp(), "speculative decoding needs a model with an MTP head");
-    STRATA_CHECK(chunk > 0, "MTP chunk must be positive");
-    logits_.resize(static_cast<size_t>(runner.model().hp().n_vocab));
-}
-
 namespace {
 // softmax(logits)[id] at temperature 1, in double.
 float probability(const std::vector<float>& logits, int32_t id) {
@@ -25,36 +18,69 @@ float probability(const std::vector<float>& logits, int32_t id) {
 }
 }  // namespace
 
-void MtpDrafter::draft(const float* hidden, const int32_t* next_tokens, int64_t T, int64_t pos0, int k, Draft& out) {
+MtpChain::MtpChain(int64_t n_embd, int64_t n_vocab, int64_t chunk) : E_(n_embd), chunk_(chunk) {
+    STRATA_CHECK(chunk > 0, "MTP chunk must be positive");
+    logits_.resize(static_cast<size_t>(n_vocab));
+}
+
+void MtpChain::feed(const MtpCall& mtp, const float* hidden, const int32_t* next_tokens, int64_t T, int64_t pos0) {
     STRATA_CHECK(T > 0, "draft: no committed pairs to feed");
-    const int64_t E = runner_.model().hp().n_embd;
-    out.tokens.clear();
-    out.probs.clear();
-    // Catch-up: the committed pairs in chunks; only the last chunk's last row matters
-    // for the chain (its logits give d_1, its hidden feeds step 2).
+    // Only the last chunk's last row matters for the chain (its logits give the next
+    // draft, its hidden feeds the next step).
     for (int64_t c0 = 0; c0 < T; c0 += chunk_) {
         const int64_t n = std::min(chunk_, T - c0);
         const bool last = c0 + n == T;
-        if (last) hid_.resize(static_cast<size_t>(n * E));
-        runner_.mtp(seq_, hidden + c0 * E, next_tokens + c0, n, pos0 + c0, last && k > 0 ? logits_.data() : nullptr,
-                    last && k > 1 ? hid_.data() : nullptr);
+        if (last) hid_.resize(static_cast<size_t>(n * E_));
+        mtp(hidden + c0 * E_, next_tokens + c0, n, pos0 + c0, last ? logits_.data() : nullptr,
+            last ? hid_.data() : nullptr);
     }
-    if (k <= 0) return;
-    const float* h = hid_.data() + (static_cast<int64_t>(hid_.size()) / E - 1) * E;  // last row
-    hid_next_.resize(static_cast<size_t>(E));
-    int64_t pos = pos0 + T;
-    for (int i = 0; i < k; ++i) {
+    next_pos_ = pos0 + T;
+    pending_ = false;
+}
+
+void MtpChain::step(const MtpCall& mtp, int32_t token) {
+    STRATA_CHECK(!hid_.empty(), "the MTP chain has not been fed");
+    const float* h = hid_.data() + (static_cast<int64_t>(hid_.size()) / E_ - 1) * E_;  // last row
+    hid_next_.resize(static_cast<size_t>(E_));
+    mtp(h, &token, 1, next_pos_++, logits_.data(), hid_next_.data());
+    std::swap(hid_, hid_next_);
+}
+
+void MtpChain::force(const MtpCall& mtp, int32_t token) {
+    if (pending_) step(mtp, pending_token_);
+    pending_ = false;
+    step(mtp, token);
+}
+
+void MtpChain::draft(const MtpCall& mtp, int n, float min_p, Draft& out) {
+    for (int i = 0; i < n; ++i) {
+        if (pending_) step(mtp, pending_token_);
+        pending_ = false;
         const int32_t d = argmax(logits_);
         const float pd = probability(logits_, d);
-        if (pd < min_p_) break;  // unsure: a short window costs less than a likely rejection
+        if (pd < min_p) break;  // unsure: a short window costs less than a likely rejection
         out.tokens.push_back(d);
         out.probs.push_back(pd);
-        if (i + 1 == k) break;
-        runner_.mtp(seq_, h, &d, 1, pos++, logits_.data(), hid_next_.data());
-        std::swap(hid_, hid_next_);
-        h = hid_.data();
-        hid_next_.resize(static_cast<size_t>(E));
+        pending_ = true;  // its step runs only if the chain goes on
+        pending_token_ = d;
     }
+}
+
+MtpDrafter::MtpDrafter(Runner& runner, int seq, float min_p, int64_t chunk)
+    : runner_(runner),
+      seq_(seq),
+      min_p_(min_p),
+      chain_(runner.model().hp().n_embd, runner.model().hp().n_vocab, chunk) {
+    STRATA_CHECK(runner.has_mtp(), "speculative decoding needs a model with an MTP head");
+    call_ = [this](const float* hidden, const int32_t* tokens, int64_t T, int64_t pos0, float* logits,
+                   float* hidden_out) { runner_.mtp(seq_, hidden, tokens, T, pos0, logits, hidden_out); };
+}
+
+void MtpDrafter::draft(const float* hidden, const int32_t* next_tokens, int64_t T, int64_t pos0, int k, Draft& out) {
+    out.tokens.clear();
+    out.probs.clear();
+    chain_.feed(call_, hidden, next_tokens, T, pos0);
+    chain_.draft(call_, k, min_p_, out);
 }
 
 }  // namespace strata

@@ -12,6 +12,8 @@
 // own approximate hiddens; positions beyond are overwritten later.
 #pragma once
 #include <cstdint>
+#include <functional>
+#include <span>
 #include <vector>
 
 #include "engine/run/runner.h"
@@ -21,6 +23,39 @@ namespace strata {
 struct Draft {
     std::vector<int32_t> tokens;  // d_1 .. d_k' (k' <= k: the chain may stop early)
     std::vector<float> probs;     // the MTP's softmax probability of each draft, at temperature 1
+};
+
+// One MTP call: Runner::mtp's contract (pairs at MTP positions pos0.., logits of the
+// last pair, optional hidden rows).
+using MtpCall = std::function<void(const float* hidden, const int32_t* tokens, int64_t T, int64_t pos0, float* logits,
+                                   float* hidden_out)>;
+
+// The draft chain as a resumable object over an MtpCall, so that the pipelined loop can
+// run it as one launch on the device that holds the MTP block (StagePipe::mtp_here)
+// and continue it in a later launch. Not thread-safe: one launch at a time.
+class MtpChain {
+public:
+    MtpChain(int64_t n_embd, int64_t n_vocab, int64_t chunk = 256);
+
+    // Feeds the committed pairs (hidden[t], next_tokens[t]) at MTP positions pos0 + t
+    // (t < T, T >= 1; in chunks): the chain then stands after the last pair.
+    void feed(const MtpCall& mtp, const float* hidden, const int32_t* next_tokens, int64_t T, int64_t pos0);
+    // Teacher forcing: the next token is `token` whatever the MTP predicts (its chain
+    // input is the MTP's own hidden state, as in a free step).
+    void force(const MtpCall& mtp, int32_t token);
+    // Up to n free greedy drafts appended to out (stops below min_p). The chain stands
+    // before the last draft it appended (its prediction is known, its step not run), so
+    // a later force()/draft() continues from there: `pending` tracks that draft.
+    void draft(const MtpCall& mtp, int n, float min_p, Draft& out);
+
+private:
+    void step(const MtpCall& mtp, int32_t token);  // one pair (current hidden, token)
+    int64_t E_, chunk_;
+    std::vector<float> logits_;          // [n_vocab] prediction of the next token
+    std::vector<float> hid_, hid_next_;  // the chain's current hidden row (last row of hid_)
+    int64_t next_pos_ = 0;               // MTP position of the next pair
+    bool pending_ = false;               // draft() appended a token whose step has not run
+    int32_t pending_token_ = 0;
 };
 
 class MtpDrafter {
@@ -41,9 +76,8 @@ private:
     Runner& runner_;
     int seq_;
     float min_p_;
-    int64_t chunk_;
-    std::vector<float> logits_;        // [n_vocab]
-    std::vector<float> hid_, hid_next_;  // [rows, n_embd] MTP output hidden rows
+    MtpChain chain_;
+    MtpCall call_;
 };
 
 }  // namespace strata

@@ -3,6 +3,7 @@
 // boundary through a Handoff (publish at the end of the writer's op, wait at the
 // start of the reader's). Serial mode submits stage i+1 only after stage i is done;
 // overlap mode submits every stage up front and lets the flags order them.
+#include <array>
 #include <chrono>
 #include <cstring>
 #include <map>
@@ -28,6 +29,52 @@ struct Sequence {
     int64_t n_past = 0;
     std::vector<SeqState> states;  // one per stage, for that stage's layers
     std::vector<StateSnapshot> snaps;  // per stage, empty until the first snapshot()
+    // Pipelined windows: per stage, StagePipe::kSnapSlots snapshots (allocated with the
+    // sequence when the pipe is on).
+    std::vector<std::array<StateSnapshot, StagePipe::kSnapSlots>> pipe_snaps;
+};
+
+class SplitRunnerImpl;
+
+// The stage pipe of a two-stage split (engine/run/stage_pipe.h). Both buffer sets are
+// allocated here, when the runner starts.
+class Pipe final : public StagePipe {
+public:
+    explicit Pipe(SplitRunnerImpl& r);
+    DeviceEvent submit(size_t stage, std::function<void()> op) override;
+    void wait(const DeviceEvent& ev, size_t stage) override;
+    bool forward(size_t stage, int seq, std::span<const int32_t> tokens, int64_t pos0, int buf, uint64_t window,
+                 Mode mode, const std::atomic<bool>* cancel) override;
+    void snapshot(size_t stage, int seq, int slot) override;
+    void restore(size_t stage, int seq, int slot) override;
+    void mtp_here(int seq, const float* hidden, const int32_t* tokens, int64_t T, int64_t pos0, float* logits,
+                  float* hidden_out) override;
+    const float* logits(int buf) const override { return sets_[check_buf(buf)].logits.data(); }
+    const float* hidden(int buf) const override { return sets_[check_buf(buf)].hidden.data(); }
+    void set_n_past(int seq, int64_t n) override;
+    void abort() override {
+        for (Set& s : sets_) s.handoff->abort();
+    }
+    void reset() override {
+        for (Set& s : sets_) s.handoff->reset();
+    }
+    uint64_t next_window() override;
+    size_t second_set_bytes() const override { return set_bytes_; }
+
+private:
+    static size_t check_buf(int buf) {
+        STRATA_CHECK(buf >= 0 && buf < kBuffers, "no buffer set {}", buf);
+        return static_cast<size_t>(buf);
+    }
+    struct Set {
+        std::unique_ptr<Handoff> handoff;  // stage 0 -> stage 1
+        std::vector<float> x0, x1;         // [kMaxRows, n_embd] each stage's activations
+        std::vector<float> in1;            // [kMaxRows, n_embd] stage 1's hand-in, kept for a replay
+        std::vector<float> logits, hidden;  // [kMaxRows, n_vocab], [kMaxRows, n_embd] stage 1's output
+    };
+    SplitRunnerImpl& r_;
+    Set sets_[kBuffers];
+    size_t set_bytes_ = 0;
 };
 
 class SplitRunnerImpl final : public SplitRunner {
@@ -57,11 +104,27 @@ public:
         }
         if (overlap_ && stages_.size() < 2) overlap_ = false;
         for (size_t s = 0; s + 1 < stages_.size(); ++s) handoffs_.push_back(std::make_unique<Handoff>(*stages_[s].dev, 0));
+        if (cfg.pipeline_windows == 2) {
+            std::string why;
+            if (stages_.size() != 2) why = fmt::format("the split has {} stage(s); it needs exactly 2", stages_.size());
+            else if (shared_device) why = "both stages are on one device";
+            if (!why.empty()) {
+                spdlog::info("pipelined windows are off: {}", why);
+            } else {
+                if (overlap_) {
+                    spdlog::info("split: STRATA_SPLIT_OVERLAP is off under --pipeline-windows 2 (the pipeline "
+                                 "overlaps the stages its own way)");
+                    overlap_ = false;
+                }
+                pipe_ = std::make_unique<Pipe>(*this);
+            }
+        }
     }
 
     ~SplitRunnerImpl() override {
         // Nothing may still wait on a flag when the devices shut down.
         for (auto& h : handoffs_) h->abort();
+        if (pipe_) pipe_->abort();
     }
 
     const Model& model() const override { return *model_; }
@@ -72,8 +135,9 @@ public:
         return stats_;
     }
     std::string describe() const override {
-        return plan_.describe() + (overlap_ ? " (overlap)" : " (serial)");
+        return plan_.describe() + (pipe_ ? " (pipelined windows)" : overlap_ ? " (overlap)" : " (serial)");
     }
+    StagePipe* stage_pipe() override { return pipe_.get(); }
 
     int new_sequence() override {
         int id = 0;
@@ -108,17 +172,30 @@ public:
     }
     size_t snapshot_bytes() const override {
         size_t n = 0;
-        for (const auto& [id, q] : seqs_)
+        for (const auto& [id, q] : seqs_) {
             for (const StateSnapshot& s : q.snaps) n += s.bytes();
+            for (const auto& slots : q.pipe_snaps)
+                for (const StateSnapshot& s : slots) n += s.bytes();
+        }
         return n;
     }
 
 private:
+    friend class Pipe;
+
     Sequence fresh_sequence() const {
         Sequence q;
         for (size_t s = 0; s < stages_.size(); ++s)
             q.states.push_back(model_->new_state(n_ctx_, cache_type_, stages_[s].l0, stages_[s].l1,
                                                  /*with_mtp=*/s + 1 == stages_.size()));
+        if (pipe_) {  // the pipeline's snapshot memory, allocated up front
+            q.pipe_snaps.resize(stages_.size());
+            for (size_t s = 0; s < stages_.size(); ++s)
+                for (StateSnapshot& snap : q.pipe_snaps[s]) {
+                    snap.save(q.states[s]);
+                    snap.invalidate();
+                }
+        }
         return q;
     }
     Sequence& sequence(int seq) {
@@ -137,6 +214,7 @@ private:
     bool overlap_ = false;
     std::vector<Stage> stages_;
     std::vector<std::unique_ptr<Handoff>> handoffs_;  // handoffs_[s]: stage s -> s + 1
+    std::unique_ptr<Pipe> pipe_;  // --pipeline-windows 2 on a two-stage split
     std::map<int, Sequence> seqs_;
     uint64_t window_ = 0;
     mutable std::mutex stats_mu_;
@@ -244,7 +322,7 @@ void SplitRunnerImpl::eval(std::span<const Item> items, float* logits_rows) {
 
     using clock = std::chrono::steady_clock;
     const auto deadline = clock::now() + std::chrono::milliseconds(cfg_.host_timeout_ms);
-    auto wait_event = [&](const Event& ev, size_t s) {
+    auto wait_event = [&](const DeviceEvent& ev, size_t s) {
         int64_t left = 0;  // 0 = no limit
         if (cfg_.host_timeout_ms > 0) {
             left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now()).count();
@@ -252,7 +330,7 @@ void SplitRunnerImpl::eval(std::span<const Item> items, float* logits_rows) {
         }
         if (!ev.wait(left)) watchdog(s, w);
     };
-    std::vector<Event> events(stages_.size());
+    std::vector<DeviceEvent> events(stages_.size());
     std::exception_ptr op_error;
     if (overlap_) {
         for (size_t s = 0; s < stages_.size(); ++s) {
@@ -331,7 +409,7 @@ void SplitRunnerImpl::mtp(int seq, const float* hidden, const int32_t* tokens, i
         model_->mtp_forward(*st.dev->cpu_ctx(), state, mtp_hidden_.data(), mtp_tokens_.data(), T, pos0,
                             want_logits ? mtp_logits_.data() : nullptr, mtp_hidden_out_.data(), /*last_logits_only=*/true);
     });
-    const Event ev = st.dev->record();
+    const DeviceEvent ev = st.dev->record();
     if (!ev.wait(cfg_.host_timeout_ms)) watchdog(stages_.size() - 1, window_);
     ev.rethrow();
     if (logits_rows) std::copy(mtp_logits_.begin(), mtp_logits_.end(), logits_rows);
@@ -342,12 +420,14 @@ void SplitRunnerImpl::watchdog(size_t stuck_stage, uint64_t w) {
     spdlog::error("watchdog: window {} not done after STRATA_HOST_TIMEOUT_MS={} ms (stage {} on {}); restarting",
                   w, cfg_.host_timeout_ms, stuck_stage, plan_.stages[stuck_stage].device);
     for (auto& h : handoffs_) h->abort();  // every spinning wait returns
+    if (pipe_) pipe_->abort();
     for (auto& st : stages_) {
-        const Event drained = st.dev->record();
+        const DeviceEvent drained = st.dev->record();
         if (!drained.wait(std::max<int64_t>(cfg_.host_timeout_ms, 1000)))
             fail("device {} did not drain after the watchdog fired; the engine cannot recover", st.dev->name());
     }
     for (auto& h : handoffs_) h->reset();
+    if (pipe_) pipe_->reset();
     for (auto& [id, q] : seqs_) q = fresh_sequence();  // weights stay loaded; state is rebuilt
     {
         std::lock_guard<std::mutex> lk(stats_mu_);
@@ -357,6 +437,123 @@ void SplitRunnerImpl::watchdog(size_t stuck_stage, uint64_t w) {
         "the engine restarted: window {} did not finish within STRATA_HOST_TIMEOUT_MS={} ms; the request was "
         "cancelled and every sequence's state was reset",
         w, cfg_.host_timeout_ms));
+}
+
+Pipe::Pipe(SplitRunnerImpl& r) : r_(r) {
+    const int64_t E = r.model_->hp().n_embd, V = r.model_->hp().n_vocab;
+    const auto rows = static_cast<size_t>(kMaxRows);
+    for (Set& set : sets_) {
+        set.handoff = std::make_unique<Handoff>(*r.stages_[0].dev, rows * static_cast<size_t>(E));
+        set.x0.resize(rows * static_cast<size_t>(E));
+        set.x1.resize(rows * static_cast<size_t>(E));
+        set.in1.resize(rows * static_cast<size_t>(E));
+        set.logits.resize(rows * static_cast<size_t>(V));
+        set.hidden.resize(rows * static_cast<size_t>(E));
+    }
+    set_bytes_ = sizeof(float) * rows * static_cast<size_t>(5 * E + V);
+    spdlog::info("pipelined windows: 2 buffer sets per stage ({:.1f} KiB each, up to {} rows)",
+                 static_cast<double>(set_bytes_) / 1024.0, kMaxRows);
+}
+
+DeviceEvent Pipe::submit(size_t stage, std::function<void()> op) {
+    STRATA_CHECK(stage < r_.stages_.size(), "no stage {}", stage);
+    Device& dev = *r_.stages_[stage].dev;
+    dev.submit(std::move(op));
+    return dev.record();
+}
+
+void Pipe::wait(const DeviceEvent& ev, size_t stage) {
+    if (!ev.wait(r_.cfg_.host_timeout_ms)) r_.watchdog(stage, r_.window_);
+    ev.rethrow();
+}
+
+bool Pipe::forward(size_t stage, int seq, std::span<const int32_t> tokens, int64_t pos0, int buf, uint64_t window,
+                   Mode mode, const std::atomic<bool>* cancel) {
+    STRATA_CHECK(stage < 2, "the stage pipe has stages 0 and 1, not {}", stage);
+    const int64_t T = static_cast<int64_t>(tokens.size()), E = r_.model_->hp().n_embd;
+    STRATA_CHECK(T >= 1 && T <= kMaxRows, "a pipelined window holds 1..{} rows, not {}", kMaxRows, T);
+    if (pos0 + T > r_.n_ctx_) fail("the window needs {} positions but the context holds {}", pos0 + T, r_.n_ctx_);
+    Set& set = sets_[check_buf(buf)];
+    Sequence& q = r_.sequence(seq);
+    Stage& st = r_.stages_[stage];
+    SeqState& state = q.states[stage];
+    const Batch batch = Batch::single(state, pos0, T);
+    ForwardCtx& ctx = *st.dev->cpu_ctx();
+    const size_t bytes = sizeof(float) * static_cast<size_t>(T * E);
+    if (stage == 0) {
+        float* x = set.x0.data();
+        r_.model_->embed(tokens.data(), T, x);
+        for (int64_t l = st.l0; l < st.l1; ++l) {
+            if (cancel && cancel->load(std::memory_order_acquire)) return false;
+            r_.model_->run_layers(ctx, batch, l, l + 1, x);
+        }
+        if (mode == Mode::Verify) {
+            std::memcpy(set.handoff->payload(), x, bytes);
+            set.handoff->publish(window);
+        }
+    } else {
+        if (mode == Mode::Verify) {
+            const Handoff::Wait res = set.handoff->wait(window, r_.cfg_.wait_ms);
+            if (res != Handoff::Wait::Ready) {
+                {
+                    std::lock_guard<std::mutex> lk(r_.stats_mu_);
+                    ++r_.stats_.handoff_timeouts;
+                }
+                throw HandoffError(fmt::format(
+                    "hand-off failed: stage 1 ({}) waited for stage 0 ({}) {} in pipelined window {}; the request "
+                    "was cancelled",
+                    r_.plan_.stages[1].device, r_.plan_.stages[0].device,
+                    res == Handoff::Wait::TimedOut ? fmt::format("longer than STRATA_SPLIT_WAIT_MS={} ms", r_.cfg_.wait_ms)
+                                                   : std::string("and was aborted"),
+                    window));
+            }
+            std::memcpy(set.in1.data(), set.handoff->payload(), bytes);
+            std::lock_guard<std::mutex> lk(r_.stats_mu_);
+            ++r_.stats_.handoff_waits;
+            r_.stats_.wake_latency_us_sum += static_cast<double>(set.handoff->last_wake_latency_ns()) / 1000.0;
+        }
+        float* x = set.x1.data();
+        std::memcpy(x, set.in1.data(), bytes);  // a replay reuses the rows its verify received
+        r_.model_->run_layers(ctx, batch, st.l0, st.l1, x);
+        if (mode == Mode::Verify) {
+            const Model::OutputWant want{true, set.hidden.data()};
+            r_.model_->output(ctx, batch, x, std::span<const Model::OutputWant>(&want, 1), set.logits.data());
+        }
+    }
+    state.n_past = pos0 + T;
+    return true;
+}
+
+void Pipe::snapshot(size_t stage, int seq, int slot) {
+    Sequence& q = r_.sequence(seq);
+    STRATA_CHECK(stage < q.pipe_snaps.size() && slot >= 0 && slot < kSnapSlots, "no snapshot slot {}:{}", stage, slot);
+    q.pipe_snaps[stage][static_cast<size_t>(slot)].save(q.states[stage]);
+}
+
+void Pipe::restore(size_t stage, int seq, int slot) {
+    Sequence& q = r_.sequence(seq);
+    STRATA_CHECK(stage < q.pipe_snaps.size() && slot >= 0 && slot < kSnapSlots, "no snapshot slot {}:{}", stage, slot);
+    q.pipe_snaps[stage][static_cast<size_t>(slot)].load(q.states[stage]);
+}
+
+void Pipe::mtp_here(int seq, const float* hidden, const int32_t* tokens, int64_t T, int64_t pos0, float* logits,
+                    float* hidden_out) {
+    Sequence& q = r_.sequence(seq);
+    r_.model_->mtp_forward(*r_.stages_.back().dev->cpu_ctx(), q.states.back(), hidden, tokens, T, pos0, logits,
+                           hidden_out, /*last_logits_only=*/true);
+}
+
+void Pipe::set_n_past(int seq, int64_t n) {
+    Sequence& q = r_.sequence(seq);
+    STRATA_CHECK(n >= 0 && n <= r_.n_ctx_, "n_past {} outside the context {}", n, r_.n_ctx_);
+    q.n_past = n;
+    for (SeqState& st : q.states) st.n_past = n;
+}
+
+uint64_t Pipe::next_window() {
+    std::lock_guard<std::mutex> lk(r_.stats_mu_);
+    ++r_.stats_.windows;
+    return ++r_.window_;
 }
 
 }  // namespace

@@ -36,8 +36,8 @@ int main() {
             for (size_t i = 0; i < n; ++i) h.payload()[i] = static_cast<float>(w * 7 + i);
             h.publish(w);
         });
-        const Event e1 = d1->record();
-        const Event e0 = d0->record();
+        const DeviceEvent e1 = d1->record();
+        const DeviceEvent e0 = d0->record();
         if (!e1.wait(10000) || !e0.wait(10000)) {
             std::fprintf(stderr, "window %llu did not complete\n", static_cast<unsigned long long>(w));
             return 1;
@@ -53,7 +53,7 @@ int main() {
     }
     // Exceptions in ops reach the event.
     d0->submit([] { throw std::runtime_error("boom"); });
-    const Event e = d0->record();
+    const DeviceEvent e = d0->record();
     e.wait(0);
     bool threw = false;
     try {

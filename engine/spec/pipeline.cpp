@@ -1,0 +1,304 @@
+#include "engine/spec/pipeline.h"
+
+#include <algorithm>
+
+#include "engine/core/error.h"
+#include "engine/spec/accept.h"
+
+namespace strata {
+
+namespace {
+StagePipe& pipe_of(Runner& r) {
+    StagePipe* p = r.stage_pipe();
+    STRATA_CHECK(p != nullptr, "pipelined windows need a two-stage split started with --pipeline-windows 2");
+    return *p;
+}
+using Mode = StagePipe::Mode;
+}  // namespace
+
+PipelinedDecoder::PipelinedDecoder(Runner& runner, int seq, const Sampler& sampler, const SpecOptions& opt,
+                                   const PipelineOptions& popt)
+    : runner_(runner),
+      pipe_(pipe_of(runner)),
+      seq_(seq),
+      sampler_(sampler),
+      opt_(opt),
+      popt_(popt),
+      chain_(runner.model().hp().n_embd, runner.model().hp().n_vocab),
+      rng_(sampler.params().seed) {
+    STRATA_CHECK(runner.has_mtp(), "speculative decoding needs a model with an MTP head");
+    STRATA_CHECK(opt.k >= 1 && opt.k + 1 <= StagePipe::kMaxRows, "pipelined windows take 1..{} drafts, not {}",
+                 StagePipe::kMaxRows - 1, opt.k);
+    call_ = [this](const float* hidden, const int32_t* tokens, int64_t T, int64_t pos0, float* logits,
+                   float* hidden_out) { pipe_.mtp_here(seq_, hidden, tokens, T, pos0, logits, hidden_out); };
+    stats_.drafted_at.assign(static_cast<size_t>(opt.k), 0);
+    stats_.accepted_at.assign(static_cast<size_t>(opt.k), 0);
+    stats_.snapshot_bytes = runner.snapshot_bytes();
+    pstats_.buffer_bytes = pipe_.second_set_bytes();
+}
+
+PipelinedDecoder::~PipelinedDecoder() { drain(); }
+
+void PipelinedDecoder::start(const float* prompt_hidden, std::span<const int32_t> prompt, int32_t first) {
+    const int64_t E = runner_.model().hp().n_embd, n = static_cast<int64_t>(prompt.size());
+    STRATA_CHECK(n > 0, "empty prompt");
+    pend_hidden_.assign(prompt_hidden, prompt_hidden + n * E);
+    pend_tokens_.assign(prompt.begin() + 1, prompt.end());
+    pend_tokens_.push_back(first);
+    pend_pos0_ = 0;
+    n_ = n;
+    last_ = first;
+}
+
+DeviceEvent PipelinedDecoder::on(size_t stage, std::function<void()> op) {
+    DeviceEvent ev = pipe_.submit(stage, std::move(op));
+    last_ev_[stage] = ev;
+    return ev;
+}
+
+void PipelinedDecoder::snapshot(size_t stage, int slot) {
+    if (popt_.snap_overlap) {
+        on(stage, [this, stage, slot] { pipe_.snapshot(stage, seq_, slot); });
+        return;
+    }
+    if (last_ev_[stage].valid()) pipe_.wait(last_ev_[stage], stage);
+    pipe_.snapshot(stage, seq_, slot);
+}
+
+void PipelinedDecoder::restore(size_t stage, int slot) {
+    if (popt_.snap_overlap) {
+        on(stage, [this, stage, slot] { pipe_.restore(stage, seq_, slot); });
+        return;
+    }
+    if (last_ev_[stage].valid()) pipe_.wait(last_ev_[stage], stage);
+    pipe_.restore(stage, seq_, slot);
+}
+
+void PipelinedDecoder::drain() noexcept {
+    for (const DeviceEvent& ev : last_ev_)
+        if (ev.valid()) ev.wait(0);
+}
+
+void PipelinedDecoder::fail_cleanup() noexcept {
+    broken_ = true;
+    ready_ = nullptr;
+    for (Early& e : early_) e.cancel.store(true, std::memory_order_release);
+    pipe_.abort();  // no op may stay in a hand-off wait
+    drain();
+    pipe_.reset();
+}
+
+void PipelinedDecoder::step(int64_t max_emit, std::vector<int32_t>& out) {
+    STRATA_CHECK(!broken_, "the pipelined decoder failed earlier; the sequence must be reset");
+    try {
+        run_step(max_emit, out);
+    } catch (...) {
+        fail_cleanup();
+        throw;
+    }
+}
+
+void PipelinedDecoder::run_step(int64_t max_emit, std::vector<int32_t>& out) {
+    STRATA_CHECK(max_emit >= 1, "step: nothing to emit");
+    const int64_t V = runner_.model().hp().n_vocab, E = runner_.model().hp().n_embd;
+
+    // --- The window W = [last, drafts] at position n_. Either stage 0 already ran it
+    // (the previous verdict kept an early window) or it is drafted now.
+    Early* prev = ready_;
+    ready_ = nullptr;
+    std::vector<int32_t> wtok{last_};
+    std::vector<float> wprobs;
+    int buf = 0, slot_w = 0;  // slot_w: stage 0's snapshot of its state from before W
+    uint64_t w = 0;
+    if (prev) {
+        STRATA_CHECK(prev->guess.tokens.front() == last_, "pipeline: the kept early window does not start at the "
+                                                          "committed token");
+        wtok.insert(wtok.end(), prev->guess.tokens.begin() + 1, prev->guess.tokens.end());
+        wprobs.assign(prev->guess.probs.begin() + 1, prev->guess.probs.end());
+        buf = prev->buf;
+        w = prev->window;
+        slot_w = prev->slot;
+    } else {
+        const int k = static_cast<int>(std::min<int64_t>(opt_.k, max_emit - 1));
+        const int64_t pos = n_;
+        const DeviceEvent ev = on(1, [this, k, pos] {
+            draft_.tokens.clear();
+            draft_.probs.clear();
+            chain_.feed(call_, pend_hidden_.data(), pend_tokens_.data(), static_cast<int64_t>(pend_tokens_.size()),
+                        pend_pos0_);
+            chain_.draft(call_, k, opt_.draft_min_p, draft_);
+            if (opt_.edit_draft) {
+                opt_.edit_draft(pos, k, draft_);
+                STRATA_CHECK(static_cast<int>(draft_.tokens.size()) <= k, "edit_draft made {} drafts, k is {}",
+                             draft_.tokens.size(), k);
+            }
+        });
+        pipe_.wait(ev, 1);
+        wtok.insert(wtok.end(), draft_.tokens.begin(), draft_.tokens.end());
+        wprobs = draft_.probs;
+        buf = buf_next_;
+        buf_next_ ^= 1;
+        w = pipe_.next_window();
+        slot_w = 0;
+        if (wtok.size() > 1) snapshot(0, slot_w);
+        on(0, [this, wtok, buf, w, pos = n_] { pipe_.forward(0, seq_, wtok, pos, buf, w, Mode::Verify, nullptr); });
+    }
+    const int64_t kd = static_cast<int64_t>(wtok.size()) - 1;
+    const bool fed = !prev;  // whether this step's chain consumed the pending pairs
+
+    // --- The guess for the next window, from the chain run on through W's drafts, as
+    // if W were kept whole: [g (the bonus), e_1..e_j] at position n_ + kd + 1.
+    const int64_t remaining = max_emit - (kd + 1);
+    Early* e = nullptr;
+    DeviceEvent ev_chain;
+    if (popt_.theta <= 1.0 && remaining >= 1) {
+        e = &early_[static_cast<size_t>(early_next_)];
+        early_next_ ^= 1;
+        e->guess.tokens.clear();
+        e->guess.probs.clear();
+        e->go = false;
+        e->cancel.store(false, std::memory_order_relaxed);
+        e->pos0 = n_ + kd + 1;
+        e->buf = buf_next_;
+        buf_next_ ^= 1;
+        e->slot = 1 - slot_w;
+        e->window = pipe_.next_window();
+        const int j = static_cast<int>(std::min<int64_t>(opt_.k, remaining - 1));
+        double est = 1;
+        for (float p : wprobs) est *= p;
+        ev_chain = on(1, [this, e, prev, j, est, wtok] {
+            if (prev) {  // the real pairs of the previous window, then W's drafts as given
+                chain_.feed(call_, pend_hidden_.data(), pend_tokens_.data(),
+                            static_cast<int64_t>(pend_tokens_.size()), pend_pos0_);
+                for (size_t i = 1; i < wtok.size(); ++i) chain_.force(call_, wtok[i]);
+            }
+            chain_.draft(call_, j + 1, 0.0f, e->guess);
+            if (opt_.edit_draft) {
+                opt_.edit_draft(e->pos0 - 1, j + 1, e->guess);
+                STRATA_CHECK(static_cast<int>(e->guess.tokens.size()) <= j + 1, "edit_draft made {} drafts, k is {}",
+                             e->guess.tokens.size(), j + 1);
+            }
+            e->go = !e->guess.tokens.empty() && est * e->guess.probs.front() >= popt_.theta;
+        });
+    }
+    const bool consumed = fed || e != nullptr;
+
+    // --- Stage 1 verifies W.
+    if (kd > 0) snapshot(1, 0);
+    const DeviceEvent ev_verify = on(1, [this, wtok, buf, w, pos = n_] {
+        pipe_.forward(1, seq_, wtok, pos, buf, w, Mode::Verify, nullptr);
+    });
+
+    // --- Meanwhile stage 0 runs the guess.
+    if (e) {
+        auto run_early = [this, e](bool take_snapshot) {
+            if (!e->go) return;
+            if (take_snapshot) pipe_.snapshot(0, seq_, e->slot);
+            const std::vector<int32_t> toks = e->guess.tokens;
+            if (!pipe_.forward(0, seq_, toks, e->pos0, e->buf, e->window, Mode::Verify,
+                               popt_.doom_skip ? &e->cancel : nullptr))
+                cut_.fetch_add(1, std::memory_order_relaxed);
+        };
+        if (popt_.prestage) {  // queued now; starts on the device the moment the chain is done
+            if (!popt_.snap_overlap) snapshot(0, e->slot);  // on the host, before it is queued
+            on(0, [ev_chain, run_early, snap = popt_.snap_overlap] {
+                ev_chain.wait(0);
+                try {
+                    ev_chain.rethrow();
+                } catch (...) {
+                    return;  // the host reports the chain's error
+                }
+                run_early(snap);
+            });
+        } else {
+            pipe_.wait(ev_chain, 1);
+            if (e->go) {
+                snapshot(0, e->slot);
+                on(0, [run_early] { run_early(false); });
+            }
+        }
+    }
+
+    // --- W's verdict.
+    pipe_.wait(ev_verify, 1);
+    logits_.assign(pipe_.logits(buf), pipe_.logits(buf) + (kd + 1) * V);
+    const WindowOutcome o = verify_window(sampler_, logits_.data(), V,
+                                          std::span<const int32_t>(wtok.data() + 1, static_cast<size_t>(kd)), rng_,
+                                          probs_);
+    const int64_t m = o.accepted;
+    const int32_t y = o.token;
+    ++stats_.windows;
+    stats_.drafted += kd;
+    stats_.accepted += m;
+    for (int64_t i = 0; i < kd; ++i) ++stats_.drafted_at[static_cast<size_t>(i)];
+    for (int64_t i = 0; i < m; ++i) ++stats_.accepted_at[static_cast<size_t>(i)];
+
+    const bool early_ran = e && e->go;  // the chain is done: stage 1 ran it before the verify
+    bool hit = false;
+    if (e && !e->go) ++pstats_.below_theta;
+    if (early_ran) {
+        ++pstats_.early;
+        ++n_early_;
+        hit = m == kd && e->guess.tokens.front() == y;
+        const bool force = popt_.force_miss == 1 || (popt_.force_miss == 2 && n_early_ % 2 == 0);
+        if (hit && force) {
+            hit = false;
+            ++pstats_.forced;
+        }
+        ++(hit ? pstats_.hits : pstats_.misses);
+    }
+
+    // --- Commit [last, d_1..d_m] on both stages.
+    const std::vector<int32_t> kept(wtok.begin(), wtok.begin() + m + 1);
+    if (m < kd) {  // stage 1 ran rejected drafts: back to before W, then the kept tokens
+        restore(1, 0);
+        on(1, [this, kept, buf, pos = n_] { pipe_.forward(1, seq_, kept, pos, buf, 0, Mode::Replay, nullptr); });
+        ++stats_.rollbacks;
+    }
+    if (early_ran && !hit) {
+        e->cancel.store(true, std::memory_order_release);  // the doom skip: stop at the next layer
+        if (m == kd) {
+            restore(0, e->slot);  // W was kept whole: stage 0's state from before the early window
+        } else {
+            restore(0, slot_w);
+            on(0, [this, kept, buf, pos = n_] { pipe_.forward(0, seq_, kept, pos, buf, 0, Mode::Replay, nullptr); });
+        }
+    } else if (m < kd) {
+        restore(0, slot_w);
+        on(0, [this, kept, buf, pos = n_] { pipe_.forward(0, seq_, kept, pos, buf, 0, Mode::Replay, nullptr); });
+    }
+
+    // --- Emit, and queue the committed pairs (H[n_ + i], token after it), i <= m, for the MTP.
+    for (int64_t i = 0; i < m; ++i) out.push_back(wtok[static_cast<size_t>(i + 1)]);
+    out.push_back(y);
+    if (consumed) {
+        pend_hidden_.clear();
+        pend_tokens_.clear();
+        pend_pos0_ = n_;
+    }
+    const float* h = pipe_.hidden(buf);
+    pend_hidden_.insert(pend_hidden_.end(), h, h + (m + 1) * E);
+    pend_tokens_.insert(pend_tokens_.end(), wtok.begin() + 1, wtok.begin() + 1 + m);
+    pend_tokens_.push_back(y);
+    n_ += m + 1;
+    last_ = y;
+    if (hit) ready_ = e;
+}
+
+void PipelinedDecoder::finish() {
+    if (broken_) return;
+    try {
+        for (size_t s = 0; s < last_ev_.size(); ++s)
+            if (last_ev_[s].valid()) pipe_.wait(last_ev_[s], s);
+        if (ready_) {  // stage 0 is one window ahead: undo it
+            pipe_.restore(0, seq_, ready_->slot);
+            ready_ = nullptr;
+        }
+        pipe_.set_n_past(seq_, n_);
+    } catch (...) {
+        fail_cleanup();
+        throw;
+    }
+}
+
+}  // namespace strata

@@ -1,0 +1,128 @@
+// Pipelined verify windows (--pipeline-windows 2, docs/spec.md "Pipelined windows"):
+// speculative decoding of one sequence on a two-stage split where stage 0 starts
+// window K+1 while stage 1 still verifies window K.
+//
+// Window K+1 is guessed from the MTP chain run on through K's drafts, as if K were kept
+// whole: its first token is the chain's guess of K's bonus token, its drafts the
+// chain's next ones. When K's verdict agrees (all drafts kept, bonus = guess), stage 0's
+// half of K+1 is already done. When it does not, stage 0 restores its recurrent state
+// from the snapshot taken before, replays K's commit with the real count, and the next
+// window is drafted afresh from the real tokens. Greedy output is exactly the serial
+// loop's: only verification decides what is emitted, and every kernel is
+// batch-invariant.
+#pragma once
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <random>
+#include <span>
+#include <vector>
+
+#include "engine/core/env.h"
+#include "engine/run/runner.h"
+#include "engine/sample/sampler.h"
+#include "engine/spec/mtp_drafter.h"
+#include "engine/spec/speculative.h"
+
+namespace strata {
+
+struct PipelineOptions {
+    double theta = 0.25;      // speculate when the chain's estimate is >= theta (> 1: never)
+    int force_miss = 0;       // 1: every early window is treated as wrong; 2: every other one
+    bool doom_skip = true;    // a wrong early window stops at its next layer
+    bool prestage = true;     // queue the early window behind the chain on the device
+    bool snap_overlap = true;  // snapshots and restores as device ops (else on the host)
+    static PipelineOptions from(const EnvConfig& e) {
+        return {e.pipeline_theta, e.pipeline_force_miss, e.pipeline_doom_skip, e.pipeline_prestage,
+                e.pipeline_snap_overlap};
+    }
+};
+
+struct PipelineStats {
+    int64_t early = 0;        // windows started on stage 0 before the previous verdict
+    int64_t hits = 0;         // of those, kept
+    int64_t misses = 0;       // rolled back (wrong guess, or forced)
+    int64_t forced = 0;       // of the misses, forced by STRATA_PIPELINE_FORCE_MISS
+    int64_t below_theta = 0;  // windows not started early: the estimate was below theta
+    int64_t cut = 0;          // early windows stopped part-way by the doom skip
+    size_t buffer_bytes = 0;  // the second buffer set, per stage
+};
+
+class PipelinedDecoder {
+public:
+    // runner.stage_pipe() must be non-null. Same contract as SpecDecoder otherwise.
+    PipelinedDecoder(Runner& runner, int seq, const Sampler& sampler, const SpecOptions& opt,
+                     const PipelineOptions& popt);
+    ~PipelinedDecoder();  // waits for every op still queued (they point into this object)
+
+    void start(const float* prompt_hidden, std::span<const int32_t> prompt, int32_t first);
+    // One window: at most max_emit tokens appended to out (as SpecDecoder::step).
+    void step(int64_t max_emit, std::vector<int32_t>& out);
+    // After the last step: waits for the stages, undoes an early window still on stage 0
+    // and leaves the sequence as plain decoding would (every emitted token but the last
+    // evaluated).
+    void finish();
+
+    const SpecStats& stats() const { return stats_; }
+    PipelineStats pipeline_stats() const {
+        PipelineStats p = pstats_;
+        p.cut = cut_.load();
+        return p;
+    }
+
+private:
+    // The guess for the window after the current one, written by the chain op on stage 1
+    // and read by stage 0's op (after the chain's event) and by the host (after stage 1's
+    // verify, queued behind the chain). Two, alternating: an early window's op may still
+    // run on stage 0 while the next guess is drafted.
+    struct Early {
+        Draft guess;       // [g, e_1..e_j]: the guessed first token and the drafts after it
+        bool go = false;   // the chain's estimate passed theta
+        bool launched = false;
+        int64_t pos0 = 0;
+        int buf = 0;
+        int slot = 0;      // stage 0's snapshot slot holding its state from before this window
+        uint64_t window = 0;
+        std::atomic<bool> cancel{false};
+    };
+
+    void run_step(int64_t max_emit, std::vector<int32_t>& out);
+    DeviceEvent on(size_t stage, std::function<void()> op);  // submit and remember as the stage's last op
+    void snapshot(size_t stage, int slot);             // queued or on the host (snap_overlap)
+    void restore(size_t stage, int slot);
+    void drain() noexcept;                              // wait for both stages, errors ignored
+    void fail_cleanup() noexcept;
+
+    Runner& runner_;
+    StagePipe& pipe_;
+    int seq_;
+    const Sampler& sampler_;
+    SpecOptions opt_;
+    PipelineOptions popt_;
+    MtpChain chain_;
+    MtpCall call_;
+    std::mt19937_64 rng_;
+    SpecStats stats_;
+    PipelineStats pstats_;
+    std::atomic<int64_t> cut_{0};  // counted by stage 0's ops
+    std::array<DeviceEvent, 2> last_ev_;  // the last op queued on each stage
+
+    int32_t last_ = 0;  // committed, not yet evaluated
+    int64_t n_ = 0;     // positions both stages hold (committed)
+    std::vector<float> pend_hidden_;    // [T, n_embd] target hiddens of pairs the MTP has not seen
+    std::vector<int32_t> pend_tokens_;  // the token after each
+    int64_t pend_pos0_ = 0;
+
+    // The window to verify next when the previous verdict kept an early window.
+    Early* ready_ = nullptr;
+    std::array<Early, 2> early_;
+    int early_next_ = 0;    // which Early the next guess uses
+    int buf_next_ = 0;      // buffer set of the next new window
+    int64_t n_early_ = 0;   // early windows started (FORCE_MISS=2 counts them)
+    bool broken_ = false;   // an op failed; the sequence must be reset
+
+    Draft draft_;
+    std::vector<float> logits_, probs_;
+};
+
+}  // namespace strata

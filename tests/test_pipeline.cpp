@@ -1,0 +1,179 @@
+// Pipelined verify windows (--pipeline-windows 2, engine/spec/pipeline.*, docs/spec.md):
+// greedy output is byte-identical across the whole matrix of execution modes (no
+// speculation, K = 1..4, 1/2/3 stages, serial and overlap, pipelined with every
+// STRATA_PIPELINE_* variable flipped), with drafts forced so that early windows are
+// both kept and rolled back; and the pipeline turns itself off where it does not apply.
+#include <catch2/catch.hpp>
+
+#include "engine/generate.h"
+#include "engine/split/split_runner.h"
+#include "tests/model_helpers.h"
+
+using namespace strata;
+
+namespace {
+
+std::shared_ptr<const Model> mtp_model() {
+    return Model::load(test::to_file(test::tiny_model(synth::Arch::Qwen3Next, GgmlType::Q8_0, 7,
+                                                      synth::GdnLayout::Split, /*mtp=*/true)));
+}
+
+std::unique_ptr<SplitRunner> split(std::shared_ptr<const Model> m, const char* devices, bool overlap, int pipeline) {
+    SplitConfig cfg;
+    cfg.overlap = overlap;
+    cfg.wait_ms = 10000;
+    cfg.pipeline_windows = pipeline;
+    const int64_t n = m->hp().n_layer;
+    const SplitPlan plan =
+        plan_split(devices, "auto", n, layer_weight_bytes(m->file(), n), head_weight_bytes(m->file()));
+    return make_split_runner(std::move(m), plan, 1, 160, GgmlType::F16, cfg);
+}
+
+struct Run {
+    std::vector<int32_t> out;
+    GenerateStats st;
+};
+
+// want: the reference continuation; when non-empty the drafts are forced to it (every
+// fifth position wrong), so windows are kept whole, cut short and rejected at once.
+Run gen(Runner& r, const Tokenizer& tok, const std::vector<int32_t>& prompt, int spec, int64_t n,
+        const std::vector<int32_t>& want, std::optional<PipelineOptions> popt = std::nullopt) {
+    GenerateOptions opt;
+    opt.n_predict = n;
+    opt.n_batch = 5;
+    opt.spec_draft = spec;
+    opt.pipeline = popt;
+    const int64_t P = static_cast<int64_t>(prompt.size());
+    const int32_t V = static_cast<int32_t>(r.model().hp().n_vocab);
+    if (!want.empty())
+        opt.spec_edit_draft = [&want, P, V](int64_t pos, int k, Draft& d) {
+            d.tokens.clear();
+            for (int j = 0; j < k; ++j) {
+                const int64_t at = pos + 1 + j - P;  // the token at position p is want[p - P]
+                if (at >= static_cast<int64_t>(want.size())) break;
+                int32_t t = want[static_cast<size_t>(at)];
+                if (at % 5 == 2) t = (t + 1) % V;
+                d.tokens.push_back(t);
+            }
+            d.probs.assign(d.tokens.size(), 0.9f);
+        };
+    Run run;
+    run.st = generate(r, tok, prompt, opt, [](std::string_view) { return true; }, &run.out);
+    return run;
+}
+
+}  // namespace
+
+TEST_CASE("pipeline: greedy output is identical across every execution mode", "[spec][pipeline][greedy]") {
+    auto m = mtp_model();
+    const Tokenizer tok = Tokenizer::from_gguf(m->file());
+    const std::vector<int32_t> prompt = tok.encode("The quick brown fox jumps over the lazy dog", false);
+    auto local = make_local_runner(m, 2, 160, GgmlType::F16);
+    const std::vector<int32_t> want = gen(*local, tok, prompt, 0, 48, {}).out;
+    REQUIRE(want.size() >= 12);
+    const std::vector<int32_t> none;
+
+    for (const std::vector<int32_t>* forced : {&none, &want}) {
+        INFO((forced->empty() ? "the MTP's own drafts" : "forced drafts"));
+        for (int k = 1; k <= 4; ++k) CHECK(gen(*local, tok, prompt, k, 48, *forced).out == want);
+        for (bool overlap : {false, true}) {
+            auto r2 = split(m, "cpu:0,cpu:1", overlap, 0);
+            for (int k = 1; k <= 4; ++k) CHECK(gen(*r2, tok, prompt, k, 48, *forced).out == want);
+        }
+        auto r3 = split(m, "cpu:0,cpu:1,cpu:0", false, 0);
+        CHECK(gen(*r3, tok, prompt, 0, 48, *forced).out == want);
+        CHECK(gen(*r3, tok, prompt, 3, 48, *forced).out == want);
+
+        auto pipe = split(m, "cpu:0,cpu:1", /*overlap=*/true, 2);
+        REQUIRE(pipe->stage_pipe() != nullptr);
+        CHECK_FALSE(pipe->overlap());  // the pipeline overlaps the stages its own way
+        CHECK(gen(*pipe, tok, prompt, 0, 48, *forced).out == want);
+        PipelineOptions always;
+        always.theta = 0;
+        for (int k = 1; k <= 4; ++k) {
+            INFO("pipelined, K=" << k);
+            const Run run = gen(*pipe, tok, prompt, k, 48, *forced, always);
+            CHECK(run.out == want);
+            CHECK(run.st.pipelined);
+            const PipelineStats& p = run.st.pipe;
+            CHECK(p.early == p.hits + p.misses);
+            CHECK(p.early > 0);
+            // (With K = 4 a window and its guess span five positions: one is always wrong.)
+            if (!forced->empty() && run.out.size() == 48 && k < 4) {
+                CHECK(p.hits > 0);    // kept early windows ...
+                CHECK(p.misses > 0);  // ... and rolled-back ones
+            }
+            if (forced->empty()) CHECK(p.hits == 0);  // a random MTP head never agrees
+        }
+        struct Variant {
+            const char* name;
+            PipelineOptions o;
+        };
+        std::vector<Variant> variants;
+        auto add = [&](const char* name, auto&& edit) {
+            PipelineOptions o = always;
+            edit(o);
+            variants.push_back({name, o});
+        };
+        add("THETA=2", [](PipelineOptions& o) { o.theta = 2; });
+        add("THETA=0.5", [](PipelineOptions& o) { o.theta = 0.5; });
+        add("FORCE_MISS=1", [](PipelineOptions& o) { o.force_miss = 1; });
+        add("FORCE_MISS=2", [](PipelineOptions& o) { o.force_miss = 2; });
+        add("FORCE_MISS=1 DOOM_SKIP=0", [](PipelineOptions& o) {
+            o.force_miss = 1;
+            o.doom_skip = false;
+        });
+        add("DOOM_SKIP=0", [](PipelineOptions& o) { o.doom_skip = false; });
+        add("PRESTAGE=0", [](PipelineOptions& o) { o.prestage = false; });
+        add("SNAP_OVERLAP=0", [](PipelineOptions& o) { o.snap_overlap = false; });
+        add("PRESTAGE=0 SNAP_OVERLAP=0", [](PipelineOptions& o) {
+            o.prestage = false;
+            o.snap_overlap = false;
+        });
+        for (const Variant& v : variants) {
+            INFO(v.name);
+            const Run run = gen(*pipe, tok, prompt, 3, 48, *forced, v.o);
+            CHECK(run.out == want);
+            const PipelineStats& p = run.st.pipe;
+            if (v.o.theta > 1) CHECK(p.early == 0);
+            if (v.o.force_miss == 1) CHECK(p.hits == 0);
+            if (v.o.force_miss > 0 && p.early > 0) CHECK(p.forced + p.misses > 0);
+        }
+    }
+}
+
+TEST_CASE("pipeline: the early window's state is undone when generation stops", "[spec][pipeline]") {
+    auto m = mtp_model();
+    const Tokenizer tok = Tokenizer::from_gguf(m->file());
+    const std::vector<int32_t> prompt = tok.encode("Once upon a time", false);
+    auto local = make_local_runner(m, 1, 160, GgmlType::F16);
+    const std::vector<int32_t> want = gen(*local, tok, prompt, 0, 30, {}).out;
+    auto pipe = split(m, "cpu:0,cpu:1", false, 2);
+    PipelineOptions always;
+    always.theta = 0;
+    // Every length: the last step ends with an early window in flight, kept or not, and
+    // the next generation on the same runner is unaffected.
+    for (int64_t n = 1; n <= 12; ++n) {
+        INFO("n_predict " << n);
+        const Run run = gen(*pipe, tok, prompt, 3, n, want, always);
+        CHECK(run.out == std::vector<int32_t>(want.begin(), want.begin() + std::min<int64_t>(n, want.size())));
+    }
+}
+
+TEST_CASE("pipeline: it turns itself off where it does not apply", "[spec][pipeline]") {
+    auto m = mtp_model();
+    CHECK(split(m, "cpu:0,cpu:1,cpu:2", false, 2)->stage_pipe() == nullptr);  // three stages
+    CHECK(split(m, "cpu:0,cpu:0", false, 2)->stage_pipe() == nullptr);        // one device
+    CHECK(split(m, "cpu:0,cpu:1", true, 0)->stage_pipe() == nullptr);         // not asked for
+    auto on = split(m, "cpu:0,cpu:1", true, 2);
+    REQUIRE(on->stage_pipe() != nullptr);
+    CHECK(on->stage_pipe()->second_set_bytes() > 0);
+    CHECK(on->describe().find("pipelined") != std::string::npos);
+
+    // No drafter for this request (speculation off): it decodes plainly through eval.
+    const Tokenizer tok = Tokenizer::from_gguf(m->file());
+    const std::vector<int32_t> prompt = tok.encode("Hello", false);
+    const Run run = gen(*on, tok, prompt, 0, 8, {});
+    CHECK_FALSE(run.st.pipelined);
+    CHECK(run.st.spec_draft == 0);
+}
