@@ -177,3 +177,51 @@ TEST_CASE("pipeline: it turns itself off where it does not apply", "[spec][pipel
     CHECK_FALSE(run.st.pipelined);
     CHECK(run.st.spec_draft == 0);
 }
+
+TEST_CASE("pipeline: sampled output is reproducible for a seed", "[spec][pipeline][stochastic]") {
+    auto m = mtp_model();
+    const Tokenizer tok = Tokenizer::from_gguf(m->file());
+    const std::vector<int32_t> prompt = tok.encode("The quick brown fox", false);
+    auto pipe = split(m, "cpu:0,cpu:1", false, 2);
+    PipelineOptions always;
+    always.theta = 0;
+    GenerateOptions opt;
+    opt.n_predict = 24;
+    opt.spec_draft = 2;
+    opt.pipeline = always;
+    opt.sampling.temperature = 1.2f;
+    opt.sampling.top_k = 8;
+    opt.sampling.seed = 42;
+    std::vector<int32_t> a, b;
+    const GenerateStats st = generate(*pipe, tok, prompt, opt, [](std::string_view) { return true; }, &a);
+    generate(*pipe, tok, prompt, opt, [](std::string_view) { return true; }, &b);
+    CHECK(st.pipelined);
+    CHECK(a == b);
+    CHECK(!a.empty());
+}
+
+TEST_CASE("pipeline: a hand-off timeout fails the request and the runner recovers", "[spec][pipeline][handoff]") {
+    auto m = mtp_model();
+    const Tokenizer tok = Tokenizer::from_gguf(m->file());
+    const std::vector<int32_t> prompt = tok.encode("The quick brown fox", false);
+    SplitConfig cfg;
+    cfg.wait_ms = 200;
+    cfg.pipeline_windows = 2;
+    // Window ids: the prompt's windows (5 tokens each), then per step the verified window
+    // and the early one (every early window misses with this MTP head): drop the second
+    // verified window's flag.
+    const int64_t prompt_windows = (static_cast<int64_t>(prompt.size()) + 4) / 5;
+    cfg.drop_window = prompt_windows + 3;
+    const int64_t n = m->hp().n_layer;
+    auto r = make_split_runner(m, plan_split("cpu:0,cpu:1", "auto", n, layer_weight_bytes(m->file(), n),
+                                             head_weight_bytes(m->file())),
+                               1, 160, GgmlType::F16, cfg);
+    PipelineOptions always;
+    always.theta = 0;
+    auto local = make_local_runner(m, 1, 160, GgmlType::F16);
+    const std::vector<int32_t> want = gen(*local, tok, prompt, 0, 20, {}).out;
+    CHECK_THROWS_AS(gen(*r, tok, prompt, 3, 20, {}, always), HandoffError);
+    CHECK(r->stats().handoff_timeouts >= 1);
+    // The window ids have moved past the dropped one: the next request runs whole.
+    CHECK(gen(*r, tok, prompt, 3, 20, {}, always).out == want);
+}

@@ -15,7 +15,7 @@ const std::vector<EnvSpec>& env_specs() {
          "1: launch every stage's window up front; stages wait on their hand-in flag (stages on different devices only)"},
         {"STRATA_SPLIT_WAIT_MS", "30000", "bound on each hand-off wait in ms; on expiry the window fails with a hand-off error (0 = no limit)"},
         {"STRATA_HOST_TIMEOUT_MS", "20000", "a window not done after this many ms restarts the engine (0 = no limit)"},
-        {"STRATA_TEST_HANDOFF_DROP", "0", "test hook: the Nth window's publish leaves the ready flag down (overlap mode only)"},
+        {"STRATA_TEST_HANDOFF_DROP", "0", "test hook: the Nth window's publish leaves the ready flag down (overlap mode and pipelined windows)"},
         {"STRATA_PIPELINE_THETA", "0.25",
          "pipelined windows: start window K+1 early only when the draft chain's estimate that it is kept (product of "
          "the draft probabilities) is above this (0 = always, 2 = never)"},

@@ -489,7 +489,9 @@ bool Pipe::forward(size_t stage, int seq, std::span<const int32_t> tokens, int64
         }
         if (mode == Mode::Verify) {
             std::memcpy(set.handoff->payload(), x, bytes);
-            set.handoff->publish(window);
+            // Test hook (STRATA_TEST_HANDOFF_DROP): leave the flag of the Nth window down.
+            if (!(r_.cfg_.drop_window > 0 && window == static_cast<uint64_t>(r_.cfg_.drop_window)))
+                set.handoff->publish(window);
         }
     } else {
         if (mode == Mode::Verify) {
