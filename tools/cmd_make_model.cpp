@@ -43,10 +43,13 @@ int cmd_make_model(int argc, char** argv) {
     }
     const double gen_s = std::chrono::duration<double>(t1 - t0).count();
     const double write_s = std::chrono::duration<double>(t2 - t1).count();
+    const std::string mtp = !cfg.mtp         ? ""
+                            : cfg.mtp_agree ? fmt::format(" +mtp (predictable, agreement {})", *cfg.mtp_agree)
+                                            : " +mtp";
     fmt::print("wrote {}: {} {} {}{}, {} params ({:.2f} M), {} tensors, vocab {} ({} learned), {:.1f} MiB; "
                "generate {:.2f} s, write {:.2f} s\n",
                out, synth::arch_name(cfg.arch), synth::preset_name(cfg.preset), type_info(o.type).name,
-               cfg.mtp ? " +mtp" : "", n_params, static_cast<double>(n_params) / 1e6, n_tensors, cfg.n_vocab,
+               mtp, n_params, static_cast<double>(n_params) / 1e6, n_tensors, cfg.n_vocab,
                n_learned, static_cast<double>(size) / (1024.0 * 1024.0), gen_s, write_s);
     return 0;
 }

@@ -52,10 +52,14 @@ std::vector<std::pair<std::string, GgufValue>> model_metadata(const ModelConfig&
 
     kv.emplace_back("general.architecture", GgufValue::str(A));
     kv.emplace_back("general.name", GgufValue::str(c.name));
-    kv.emplace_back("general.description",
-                    GgufValue::str(fmt::format("synthetic random weights from strata make-model "
-                                               "(arch {}, preset {}, type {}, seed {}); not a trained model",
-                                               A, preset_name(c.preset), type_info(type).name, seed)));
+    std::string desc = fmt::format("synthetic random weights from strata make-model (arch {}, preset {}, type {}, "
+                                   "seed {}); not a trained model",
+                                   A, preset_name(c.preset), type_info(type).name, seed);
+    if (c.mtp_agree)
+        desc += fmt::format("; predictable (--mtp-agree {}): greedy decoding follows a fixed permutation of the "
+                            "ordinary tokens, the MTP head agrees with it on that fraction of them",
+                            *c.mtp_agree);
+    kv.emplace_back("general.description", GgufValue::str(desc));
     u32("general.file_type", *ftype);
     if (any_quantized) u32("general.quantization_version", 2);
 

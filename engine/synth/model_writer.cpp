@@ -10,6 +10,7 @@
 #include "engine/core/error.h"
 #include "engine/core/half.h"
 #include "engine/quant/quant.h"
+#include "engine/synth/predictable.h"
 #include "engine/synth/rng.h"
 #include "engine/synth/vocab.h"
 
@@ -20,6 +21,10 @@ ModelConfig config_for(const SynthOptions& o) {
     if (o.mtp && o.arch != Arch::Qwen3Next) fail("--mtp is only available for --arch qwen3next");
     c.mtp = o.mtp;
     c.gdn_layout = o.gdn_layout;
+    if (o.mtp_agree) {
+        if (o.arch != Arch::Qwen3Next || !o.mtp) fail("--mtp-agree is only available for --arch qwen3next with --mtp");
+        c.mtp_agree = o.mtp_agree;
+    }
     return c;
 }
 
@@ -39,9 +44,12 @@ float draw(Init init, Rng& rng, double mat_scale) {
             return static_cast<float>(dt + std::log(-std::expm1(-dt)));  // softplus^-1(dt)
         }
         case Init::Conv: return static_cast<float>(rng.uniform(-mat_scale, mat_scale));  // ne[0] = K
+        case Init::Derived: break;  // generate_tensor refuses it
     }
     return 0.0f;
 }
+
+}  // namespace
 
 void encode_row(GgmlType type, const float* src, uint8_t* dst, int64_t n) {
     switch (type) {
@@ -62,9 +70,8 @@ void encode_row(GgmlType type, const float* src, uint8_t* dst, int64_t n) {
     }
 }
 
-}  // namespace
-
 std::vector<uint8_t> generate_tensor(const TensorPlan& t, const ModelConfig& c, uint64_t seed) {
+    STRATA_CHECK(t.init != Init::Derived, "{} is derived from other tensors (predictable.h), not drawn", t.name);
     const int64_t row_len = t.ne[0];
     const int64_t n_rows = t.n_elements() / row_len;
     const size_t rb = row_bytes(t.type, row_len);
@@ -114,7 +121,7 @@ SynthModel build_model(const ModelConfig& c, GgmlType type, uint64_t seed, int t
     auto work = [&] {
         for (size_t i; (i = next.fetch_add(1)) < m.tensors.size();) {
             try {
-                m.data[i] = generate_tensor(m.tensors[i], c, seed);
+                if (m.tensors[i].init != Init::Derived) m.data[i] = generate_tensor(m.tensors[i], c, seed);
             } catch (...) {
                 std::lock_guard<std::mutex> lock(error_mu);
                 if (!error) error = std::current_exception();
@@ -127,6 +134,7 @@ SynthModel build_model(const ModelConfig& c, GgmlType type, uint64_t seed, int t
     work();
     for (auto& th : pool) th.join();
     if (error) std::rethrow_exception(error);
+    if (c.mtp_agree) make_predictable(m, seed, threads);
     return m;
 }
 

@@ -22,6 +22,9 @@ struct SynthOptions {
     GgmlType type = GgmlType::F16;  // weight matrices; everything else stays F32
     uint64_t seed = 0;
     bool mtp = false;               // qwen3next only
+    // qwen3next + mtp: a predictable model (predictable.h) whose MTP agrees with the
+    // main model's greedy next token on this fraction of the tokens (--mtp-agree).
+    std::optional<double> mtp_agree;
     GdnLayout gdn_layout = GdnLayout::Split;
     int64_t vocab_size = 0;         // 0 = the preset's default
     int threads = 2;                // generation threads (does not change the bytes)
@@ -48,8 +51,11 @@ SynthModel build_model(const SynthOptions& o);
 // Same, for a config built or tweaked by the caller.
 SynthModel build_model(const ModelConfig& c, GgmlType type, uint64_t seed, int threads = 2);
 
-// Generate one tensor's bytes (deterministic in (seed, name)).
+// Generate one tensor's bytes (deterministic in (seed, name)). Not for Init::Derived.
 std::vector<uint8_t> generate_tensor(const TensorPlan& t, const ModelConfig& c, uint64_t seed);
+
+// n values of src stored as one row of `type` (row_bytes(type, n) bytes at dst).
+void encode_row(GgmlType type, const float* src, uint8_t* dst, int64_t n);
 
 // general.* and {arch}.* keys (MODEL_SPEC 1.7, 3.1, 5.1, 5.5), without the tokenizer.
 std::vector<std::pair<std::string, GgufValue>> model_metadata(const ModelConfig& c, GgmlType type,

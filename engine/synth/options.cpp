@@ -9,7 +9,7 @@ namespace strata::synth {
 Flags make_model_flags() {
     return Flags("make-model",
                  "strata make-model --arch llama|qwen3|qwen3next --out FILE [--preset tiny|small|1b] "
-                 "[--type TYPE] [--seed N] [--mtp] [--gdn-layout split|fused] [--vocab-size N]",
+                 "[--type TYPE] [--seed N] [--mtp] [--mtp-agree A] [--gdn-layout split|fused] [--vocab-size N]",
                  {
                      {"--arch", "NAME", "", "architecture: llama, qwen3 or qwen3next (required)"},
                      {"--preset", "NAME", "tiny", "size: tiny (2-7M params), small (~100M) or 1b (~1.0-1.1B)"},
@@ -17,6 +17,9 @@ Flags make_model_flags() {
                      {"--seed", "N", "0", "random seed; the same seed gives the same bytes"},
                      {"--out", "FILE", "", "output GGUF file (required)"},
                      {"--mtp", "", "", "qwen3next: add one MTP (nextn) block after the main layers"},
+                     {"--mtp-agree", "A", "",
+                      "qwen3next (implies --mtp): predictable model; greedy decoding follows a fixed token "
+                      "permutation and the MTP agrees with it on a fraction A in [0, 1] of the tokens"},
                      {"--gdn-layout", "NAME", "split",
                       "qwen3next GDN projection: split (attn_qkv + attn_gate) or fused (legacy ssm_in)"},
                      {"--vocab-size", "N", "", "vocabulary rows (default 1024 for tiny, 32000 otherwise)"},
@@ -76,6 +79,14 @@ SynthOptions options_from_flags(const Flags& f) {
 
     o.mtp = f.on("--mtp");
     if (o.arch != Arch::Qwen3Next && o.mtp) throw UsageError("make-model: --mtp needs --arch qwen3next");
+    if (f.given("--mtp-agree")) {
+        if (o.arch != Arch::Qwen3Next) throw UsageError("make-model: --mtp-agree needs --arch qwen3next");
+        const double a = f.number("--mtp-agree");
+        if (!(a >= 0.0 && a <= 1.0))  // also refuses NaN
+            throw UsageError(fmt::format("make-model: --mtp-agree must be in [0, 1], got {}", f.str("--mtp-agree")));
+        o.mtp_agree = a;
+        o.mtp = true;  // the agreement is the MTP head's
+    }
     if (o.arch != Arch::Qwen3Next && f.given("--gdn-layout"))
         throw UsageError("make-model: --gdn-layout needs --arch qwen3next");
     return o;

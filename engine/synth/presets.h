@@ -3,6 +3,7 @@
 // tweak a preset (e.g. an odd row length to force a quantization fallback).
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -50,6 +51,10 @@ struct ModelConfig {
     int64_t ssm_dt_rank = 0;     // nv, value heads
     int64_t full_attn_interval = 0;
     bool mtp = false;            // one nextn block after the main stack
+    // --mtp-agree: a "predictable" model (engine/synth/predictable.h) whose greedy next
+    // token is a fixed permutation of the current one and whose MTP head agrees with it
+    // on this fraction of the tokens. Needs mtp; adds nextn.shared_head_head.
+    std::optional<double> mtp_agree;
     GdnLayout gdn_layout = GdnLayout::Split;
 
     int64_t ssm_d_inner() const { return ssm_d_state * ssm_dt_rank; }  // value_dim

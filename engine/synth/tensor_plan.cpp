@@ -138,12 +138,16 @@ void qwen3next_layer(Builder& b, const ModelConfig& c, int64_t il) {
     const int64_t E = c.n_embd;
     const bool mtp_block = il >= c.n_layer;
     if (mtp_block) {
-        // NextN naming of llama.cpp (MODEL_SPEC 5.5.2/5.5.3); no nextn.embed_tokens or
-        // nextn.shared_head_head: the MTP head shares token_embd and output.
-        b.mat(blk(il, "nextn.eh_proj.weight"), {2 * E, E});              // [2*n_embd, n_embd] embedding half first
+        // NextN naming of llama.cpp (MODEL_SPEC 5.5.2/5.5.3); no nextn.embed_tokens, and
+        // nextn.shared_head_head only in a predictable model (its MTP must be able to
+        // disagree with the main head): otherwise the MTP head shares token_embd and output.
+        const Init eh = c.mtp_agree ? Init::Derived : Init::Matrix;
+        b.mat(blk(il, "nextn.eh_proj.weight"), {2 * E, E}, eh);          // [2*n_embd, n_embd] embedding half first
         b.f32(blk(il, "nextn.enorm.weight"), {E}, Init::Norm);           // [n_embd]
         b.f32(blk(il, "nextn.hnorm.weight"), {E}, Init::Norm);           // [n_embd]
         b.f32(blk(il, "nextn.shared_head_norm.weight"), {E}, Init::Norm);  // [n_embd]
+        if (c.mtp_agree)  // [n_embd, n_vocab] the MTP's own head
+            b.mat(blk(il, "nextn.shared_head_head.weight"), {E, c.n_vocab}, Init::Derived);
     }
     b.f32(blk(il, "attn_norm.weight"), {E}, Init::Norm);                 // [n_embd]
     if (c.is_full_attention(il))
@@ -167,6 +171,9 @@ void check_config(const ModelConfig& c) {
     } else {
         STRATA_CHECK(!c.mtp, "--mtp is only defined for qwen3next, not {}", arch_name(c.arch));
     }
+    if (c.mtp_agree)
+        STRATA_CHECK(c.mtp && *c.mtp_agree >= 0.0 && *c.mtp_agree <= 1.0,
+                     "a predictable model needs --mtp and an agreement in [0, 1], got {}", *c.mtp_agree);
 }
 
 }  // namespace
@@ -174,9 +181,11 @@ void check_config(const ModelConfig& c) {
 ModelPlan plan_tensors(const ModelConfig& c, GgmlType weight_type) {
     check_config(c);
     Builder b(weight_type);
-    b.mat("token_embd.weight", {c.n_embd, c.n_vocab}, Init::Embedding);  // [n_embd, n_vocab]
+    const bool derived = c.mtp_agree.has_value();  // predictable.h writes embedding and head
+    const Init embd = derived ? Init::Derived : Init::Embedding, out = derived ? Init::Derived : Init::Matrix;
+    b.mat("token_embd.weight", {c.n_embd, c.n_vocab}, embd);             // [n_embd, n_vocab]
     b.f32("output_norm.weight", {c.n_embd}, Init::Norm);                 // [n_embd]
-    b.mat("output.weight", {c.n_embd, c.n_vocab});                       // [n_embd, n_vocab] untied head
+    b.mat("output.weight", {c.n_embd, c.n_vocab}, out);                  // [n_embd, n_vocab] untied head
     for (int64_t il = 0; il < c.n_block(); ++il) {
         if (c.arch == Arch::Qwen3Next)
             qwen3next_layer(b, c, il);
