@@ -77,7 +77,7 @@ std::shared_ptr<RequestStream> Engine::submit(Request r) {
     if (r.top_logprobs > 20)
         throw EngineError(K::Invalid, fmt::format("top_logprobs must be in 0..20, got {}", r.top_logprobs),
                           "top_logprobs");
-    if (r.spec_draft < 0)
+    if (r.spec_draft < -1)
         throw EngineError(K::Invalid, fmt::format("spec_draft must be >= 0, got {}", r.spec_draft), "spec_draft");
     try {
         r.sampling.validate();

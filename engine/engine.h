@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -23,6 +24,8 @@
 #include "engine/text/tokenizer.h"
 
 namespace strata {
+
+struct Draft;  // engine/spec/mtp_drafter.h
 
 // A request the engine refuses. Busy and Unavailable are retryable (HTTP 503);
 // Invalid is the caller's fault (HTTP 400).
@@ -41,7 +44,10 @@ struct Request {
     int64_t max_tokens = -1;        // -1: until the context is full
     std::vector<std::string> stop;  // generation ends before any of these; never emitted
     int top_logprobs = -1;          // -1: no logprobs; else the alternatives per token (0..20)
-    int64_t spec_draft = 0;         // recorded only: speculative decoding is not built yet
+    // Speculative decoding (docs/server.md): drafts per verify window; -1 = the engine's
+    // default (EngineOptions::spec_draft), 0 = off. Off anyway without an MTP head or
+    // with penalties.
+    int64_t spec_draft = -1;
 };
 
 enum class FinishReason { Stop, Length, Cancelled, Error };
@@ -60,6 +66,7 @@ struct Usage {
     double ttft_seconds = 0;    // submit -> first generated token
     double prompt_seconds = 0;  // slot -> first generated token
     double decode_seconds = 0;  // first -> last generated token
+    int64_t spec_drafted = 0, spec_accepted = 0;  // speculative decoding: drafts proposed, kept
     double decode_tps() const {
         return decode_seconds > 0 && completion_tokens > 1 ? static_cast<double>(completion_tokens - 1) / decode_seconds
                                                            : 0;
@@ -106,6 +113,13 @@ struct EngineOptions {
     int n_parallel = 1;    // slots: requests decoding together
     int queue_limit = 16;  // requests waiting beyond the slots; more -> Busy
     int64_t n_batch = 256; // tokens per window (prompt chunks share it with decode tokens)
+    // Speculative decoding for requests that do not set spec_draft (--spec-draft):
+    // 0 = off, -1 = 3 when the model has an MTP head, else off.
+    int spec_draft = -1;
+    float spec_draft_min_p = 0;  // --spec-draft-min-p
+    // Test seam (SpecOptions::edit_draft): called with the request's prompt, the verify
+    // window's first position, the round's k and the drafts, which it may rewrite.
+    std::function<void(std::span<const int32_t> prompt, int64_t pos, int k, Draft&)> spec_edit_draft = {};
 };
 
 struct EngineStats {
@@ -115,6 +129,9 @@ struct EngineStats {
     int64_t handoff_waits = 0, handoff_timeouts = 0;  // stage hand-offs (split runners)
     int64_t generated_tokens = 0;
     double busy_seconds = 0;        // time spent in windows
+    // Speculative decoding: verify windows (counted in `windows` too), draft tokens
+    // proposed, drafts the target kept.
+    int64_t spec_windows = 0, spec_drafted = 0, spec_accepted = 0;
 };
 
 class Scheduler;

@@ -22,12 +22,17 @@ json usage_json(const Usage& u) {
 }
 
 json timings_json(const Usage& u) {
-    return {{"prompt_n", u.prompt_tokens},
-            {"prompt_ms", u.prompt_seconds * 1e3},
-            {"ttft_ms", u.ttft_seconds * 1e3},
-            {"predicted_n", u.completion_tokens},
-            {"predicted_ms", u.decode_seconds * 1e3},
-            {"predicted_per_second", u.decode_tps()}};
+    json t = {{"prompt_n", u.prompt_tokens},
+              {"prompt_ms", u.prompt_seconds * 1e3},
+              {"ttft_ms", u.ttft_seconds * 1e3},
+              {"predicted_n", u.completion_tokens},
+              {"predicted_ms", u.decode_seconds * 1e3},
+              {"predicted_per_second", u.decode_tps()}};
+    if (u.spec_drafted > 0) {  // llama.cpp's names, present when the request drafted
+        t["draft_n"] = u.spec_drafted;
+        t["draft_n_accepted"] = u.spec_accepted;
+    }
+    return t;
 }
 
 static json bytes_of(const std::string& s) {

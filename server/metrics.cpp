@@ -60,12 +60,16 @@ std::string Metrics::render(const EngineStats& e, bool ready) const {
     o += fmt::format("strata_ready {}\n", ready ? 1 : 0);
     head("strata_engine_restarts_total", "counter", "engine restarts by the watchdog");
     o += fmt::format("strata_engine_restarts_total {}\n", e.restarts);
-    // Fed by the speculative-decoding and split engines once they exist; declared now
-    // so dashboards and alerts can be written against stable names.
-    head("strata_spec_draft_tokens_total", "counter", "draft tokens proposed by the MTP drafter (not built yet: 0)");
-    o += "strata_spec_draft_tokens_total 0\n";
-    head("strata_spec_accepted_tokens_total", "counter", "draft tokens accepted by verification (not built yet: 0)");
-    o += "strata_spec_accepted_tokens_total 0\n";
+    head("strata_spec_windows_total", "counter", "speculative verify windows (a slot decoding alone, MTP drafts)");
+    o += fmt::format("strata_spec_windows_total {}\n", e.spec_windows);
+    head("strata_spec_draft_tokens_total", "counter", "draft tokens proposed by the MTP drafter");
+    o += fmt::format("strata_spec_draft_tokens_total {}\n", e.spec_drafted);
+    head("strata_spec_accepted_tokens_total", "counter", "draft tokens accepted by verification");
+    o += fmt::format("strata_spec_accepted_tokens_total {}\n", e.spec_accepted);
+    head("strata_spec_acceptance_ratio", "gauge", "accepted / drafted tokens since start (0 before any draft)");
+    o += fmt::format("strata_spec_acceptance_ratio {:.4f}\n",
+                     e.spec_drafted > 0 ? static_cast<double>(e.spec_accepted) / static_cast<double>(e.spec_drafted)
+                                        : 0.0);
     head("strata_handoff_waits_total", "counter", "stage hand-off waits (layer split)");
     o += fmt::format("strata_handoff_waits_total {}\n", e.handoff_waits);
     head("strata_handoff_timeouts_total", "counter", "stage hand-off waits that timed out or were aborted");

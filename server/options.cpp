@@ -22,7 +22,7 @@ Flags server_flags() {
     };
     return Flags("strata-server",
                  "strata-server (-m MODEL | --demo) [--host ADDR] [--port N] [--parallel N] [-c CTX] [--api-key K]",
-                 concat(concat(own, runner_flags()), sampling_flags()));
+                 concat(concat(concat(own, runner_flags()), sampling_flags()), spec_flags()));
 }
 
 ServerOptions server_options(const Flags& f) {
@@ -49,6 +49,9 @@ ServerOptions server_options(const Flags& f) {
     if (o.demo == f.given("--model")) throw UsageError("give exactly one of -m MODEL and --demo");
     o.runner = runner_options(f);
     o.engine.n_batch = o.runner.n_batch;
+    const SpecFlags sf = spec_options(f);
+    o.engine.spec_draft = sf.draft;
+    o.engine.spec_draft_min_p = sf.draft_min_p;
     o.sampling = sampling_options(f);
     if (o.alias.empty() && !o.demo) o.alias = std::filesystem::path(o.runner.model_path).stem().string();
     if (o.alias.empty()) o.alias = "strata-demo";

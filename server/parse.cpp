@@ -116,7 +116,7 @@ void common(const json& j, ApiRequest& r, const SamplingParams& defaults) {
         if (s.repeat_penalty <= 0) bad("repeat_penalty", "'repeat_penalty' must be in (0, 100]");
     }
     if (auto* v = field(j, "penalty_last_n")) s.penalty_last_n = static_cast<int32_t>(integer(*v, "penalty_last_n", -1, big));
-    // Recorded but ignored until speculative decoding exists (docs/server.md).
+    // Drafts per speculative window (0 = off); absent: the server's --spec-draft.
     if (auto* v = field(j, "spec_draft")) r.engine.spec_draft = integer(*v, "spec_draft", 0, 64);
 }
 

@@ -2,6 +2,7 @@
 // port with a tiny synthetic model, an httplib client with timeouts, and SSE parsing.
 #pragma once
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -12,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/engine.h"
+#include "engine/spec/mtp_drafter.h"
 #include "server/http_server.h"
 #include "tests/model_helpers.h"
 
@@ -19,11 +21,11 @@ namespace strata::test {
 
 using nlohmann::json;
 
-// One tiny model per architecture per process (q8_0, seed 3).
-inline std::shared_ptr<const Model> server_model(synth::Arch arch) {
-    static std::map<synth::Arch, std::shared_ptr<const Model>> cache;
-    auto& m = cache[arch];
-    if (!m) m = Model::load(to_file(tiny_model(arch, GgmlType::Q8_0, 3)));
+// One tiny model per architecture (and MTP head or not) per process (q8_0, seed 3).
+inline std::shared_ptr<const Model> server_model(synth::Arch arch, bool mtp = false) {
+    static std::map<std::pair<synth::Arch, bool>, std::shared_ptr<const Model>> cache;
+    auto& m = cache[{arch, mtp}];
+    if (!m) m = Model::load(to_file(tiny_model(arch, GgmlType::Q8_0, 3, synth::GdnLayout::Split, mtp)));
     return m;
 }
 
@@ -36,6 +38,10 @@ struct ServerConfig {
     size_t max_body = 8u << 20;
     bool load = true;  // false: the server stays "loading" (no engine)
     std::string chat_template = {};  // by name; empty = the model's
+    bool mtp = false;     // the model has an MTP head (qwen3next): speculative decoding works
+    int spec_draft = -1;  // --spec-draft
+    // EngineOptions::spec_edit_draft (forces drafts: random models accept almost nothing)
+    std::function<void(std::span<const int32_t>, int64_t, int, Draft&)> spec_edit_draft = {};
 };
 
 // Serves until destroyed; the destructor stops the listener and the engine.
@@ -52,10 +58,12 @@ public:
         o.engine.n_parallel = c.parallel;
         o.engine.queue_limit = c.queue;
         o.engine.n_batch = 64;
+        o.engine.spec_draft = c.spec_draft;
+        o.engine.spec_edit_draft = c.spec_edit_draft;
         http_ = std::make_unique<server::HttpServer>(o);
         port_ = http_->bind();
         if (c.load) {
-            auto model = server_model(c.arch);
+            auto model = server_model(c.arch, c.mtp);
             engine_ = std::make_shared<Engine>(model, Tokenizer::from_gguf(model->file()),
                                                make_local_runner(model, 2, c.n_ctx, GgmlType::F16), o.engine);
             http_->set_engine(engine_);

@@ -3,6 +3,8 @@
 // serves again.
 #include <catch2/catch.hpp>
 
+#include <future>
+
 #include "engine/engine.h"
 #include "engine/split/split_runner.h"
 #include "tests/server_helpers.h"
@@ -72,4 +74,66 @@ TEST_CASE("engine over a split: the watchdog restarts the engine and serving goe
     const Outcome b = run(e, 8);
     CHECK(b.finish == FinishReason::Length);
     CHECK(b.tokens == 8);
+}
+
+namespace {
+
+// The text of one request (prompt ids) on an engine; an error fails the test.
+std::string text_of(Engine& e, std::vector<int32_t> prompt, int64_t max_tokens, int64_t spec_draft = -1) {
+    Request r;
+    r.prompt = std::move(prompt);
+    r.max_tokens = max_tokens;
+    r.spec_draft = spec_draft;
+    auto s = e.submit(std::move(r));
+    std::string out;
+    for (;;) {
+        auto ev = s->next(std::chrono::seconds(30));
+        REQUIRE(ev);
+        if (ev->kind == Event::Kind::Text) out += ev->text;
+        if (ev->kind != Event::Kind::Done) continue;
+        REQUIRE(ev->finish == FinishReason::Length);
+        REQUIRE(ev->usage.completion_tokens == max_tokens);
+        return out;
+    }
+}
+
+}  // namespace
+
+TEST_CASE("engine over a split: speculative and batched windows give the plain text", "[server][split][spec]") {
+    auto model = test::server_model(synth::Arch::Qwen3Next, /*mtp=*/true);
+    const std::vector<std::vector<int32_t>> prompts = {{1, 2, 3, 4}, {9, 8, 7}};
+    EngineOptions plain_opt;
+    plain_opt.n_parallel = 2;
+    plain_opt.spec_draft = 0;
+    Engine plain(model, Tokenizer::from_gguf(model->file()), make_local_runner(model, 1, 64, GgmlType::F16), plain_opt);
+    std::vector<std::string> want;
+    for (const auto& p : prompts) want.push_back(text_of(plain, p, 24));
+    SplitConfig cfg;
+    cfg.overlap = true;
+    EngineOptions opt;
+    opt.n_parallel = 2;  // spec_draft -1: K = 3 (the model has an MTP head)
+    Engine e(model, Tokenizer::from_gguf(model->file()), split(model, cfg), opt);
+    for (size_t i = 0; i < prompts.size(); ++i) CHECK(text_of(e, prompts[i], 24) == want[i]);  // alone: speculative
+    CHECK(e.stats().spec_windows > 0);
+    CHECK(e.stats().spec_drafted > 0);
+    auto a = std::async(std::launch::async, [&] { return text_of(e, prompts[0], 24); });
+    auto b = std::async(std::launch::async, [&] { return text_of(e, prompts[1], 24); });
+    CHECK(a.get() == want[0]);
+    CHECK(b.get() == want[1]);
+}
+
+TEST_CASE("engine over a split: a hand-off failure in a speculative step fails only its request", "[server][split][spec][fault]") {
+    auto model = test::server_model(synth::Arch::Qwen3Next, /*mtp=*/true);
+    SplitConfig cfg;
+    cfg.overlap = true;
+    cfg.wait_ms = 300;
+    cfg.drop_window = 3;  // by the third window the request decodes speculatively
+    Engine e(model, Tokenizer::from_gguf(model->file()), split(model, cfg), EngineOptions{});
+    const Outcome a = run(e, 8);
+    CHECK(a.finish == FinishReason::Error);
+    CHECK(a.kind == Event::ErrorKind::Handoff);
+    const Outcome b = run(e, 8);
+    CHECK(b.finish == FinishReason::Length);
+    CHECK(b.tokens == 8);
+    CHECK(e.stats().spec_windows > 0);
 }

@@ -50,8 +50,13 @@ void stream_then_disconnect(const TestServer& s, int chunks) {
 }  // namespace
 
 TEST_CASE("server: 4 concurrent greedy streams give the text each gives alone", "[server][batching]") {
-    for (auto arch : {synth::Arch::Qwen3Next, synth::Arch::Llama}) {
-        TestServer s({.arch = arch, .parallel = 4});
+    // The MTP model decodes speculatively by default whenever a stream decodes alone
+    // (alone here, and at the end of the concurrent run); tests/test_server_spec.cpp
+    // has the same check with forced drafts.
+    const std::pair<synth::Arch, bool> models[] = {
+        {synth::Arch::Qwen3Next, false}, {synth::Arch::Llama, false}, {synth::Arch::Qwen3Next, true}};
+    for (auto [arch, mtp] : models) {
+        TestServer s({.arch = arch, .parallel = 4, .mtp = mtp});
         // The last prompt is longer than a window (n_batch 64): its chunks share windows
         // with the other streams' decode tokens.
         std::string long_prompt;
@@ -69,7 +74,7 @@ TEST_CASE("server: 4 concurrent greedy streams give the text each gives alone", 
                 return sse_text(sse_events(post(s, "/v1/completions", body(i)).body));
             }));
         for (size_t i = 0; i < prompts.size(); ++i) {
-            INFO("arch " << synth::arch_name(arch) << " stream " << i);
+            INFO("arch " << synth::arch_name(arch) << " mtp " << mtp << " stream " << i);
             CHECK(together[i].get() == alone[i]);
             CHECK(!alone[i].empty());
         }

@@ -35,7 +35,7 @@ std::vector<FlagSpec> sampling_flags();
 SamplingParams sampling_options(const Flags& f);
 
 // --spec-draft, --spec-draft-min-p: speculative decoding with the model's MTP head
-// (docs/spec.md). Used by `strata run`; the server decodes without speculation.
+// (docs/spec.md). Used by `strata run` and the server.
 struct SpecFlags {
     int draft = -1;          // drafts per window; 0 = off, -1 = 3 when the model has an MTP head
     float draft_min_p = 0;   // stop a draft chain below this probability

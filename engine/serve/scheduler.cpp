@@ -1,10 +1,9 @@
 #include "engine/serve/scheduler.h"
 
-#include "engine/split/split_runner.h"
-
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <utility>
 
 #include <spdlog/spdlog.h>
 
@@ -25,6 +24,18 @@ Scheduler::Scheduler(Runner& runner, const Tokenizer& tok, EngineOptions opt)
     // memory of every slot is reserved up front and never reallocated while serving.
     slots_.resize(static_cast<size_t>(opt_.n_parallel));
     for (Slot& s : slots_) s.seq = runner_.new_sequence();
+    spec_default_ = opt_.spec_draft < 0 ? (runner_.has_mtp() ? 3 : 0) : opt_.spec_draft;
+    if (spec_default_ > 0 && !runner_.has_mtp()) {
+        spdlog::info("speculative decoding is off: the model has no MTP head");
+        spec_default_ = 0;
+        said_no_mtp_ = true;
+    }
+    if (spec_default_ > 0)
+        spdlog::info("speculative decoding: K={} drafts per window from the MTP head (when a slot decodes alone)",
+                     spec_default_);
+    if (runner_.stage_pipe())
+        spdlog::info("pipelined windows are off in the server: it batches conversations (a slot decoding alone "
+                     "speculates serially)");
     thread_ = std::thread([this] { loop(); });
 }
 
@@ -96,24 +107,59 @@ void Scheduler::loop() {
         size_t next = 0;
         for (Queued& q : fresh) {
             while (slots_[next].busy()) ++next;
-            Slot& s = slots_[next];
-            s.stream = std::move(q.stream);
-            s.req = std::move(q.req);
-            s.prompt_done = 0;
-            s.n_gen = 0;
-            s.last = -1;
-            s.sampler.emplace(s.req.sampling);
-            for (int32_t t : s.req.prompt) s.sampler->accept(t);
-            s.detok.emplace(tok_);
-            s.stops.emplace(s.req.stop);
-            s.pending_lp.clear();
-            s.submitted = q.submitted;
-            s.started = clock::now();
+            start_slot(slots_[next], q);
         }
         if (cancel_all)
             for (Slot& s : slots_)
                 if (s.busy()) s.stream->cancel();
         run_window();
+    }
+}
+
+void Scheduler::start_slot(Slot& s, Queued& q) {
+    s.spec.reset();  // it refers to the sampler replaced below
+    s.stream = std::move(q.stream);
+    s.req = std::move(q.req);
+    s.prompt_done = 0;
+    s.n_gen = 0;
+    s.last = -1;
+    s.sampler.emplace(s.req.sampling);
+    for (int32_t t : s.req.prompt) s.sampler->accept(t);
+    s.detok.emplace(tok_);
+    s.stops.emplace(s.req.stop);
+    s.pending_lp.clear();
+    s.submitted = q.submitted;
+    s.started = clock::now();
+
+    // Speculative decoding, as generate() decides it: the request's K, else the
+    // engine's; off without an MTP head and with penalties (the penalties of draft i
+    // would depend on the drafts before it).
+    int k = s.req.spec_draft < 0 ? spec_default_ : static_cast<int>(std::min<int64_t>(s.req.spec_draft, 64));
+    if (k > 0 && !runner_.has_mtp()) {
+        if (!std::exchange(said_no_mtp_, true))
+            spdlog::info("speculative decoding is off: the model has no MTP head (spec_draft ignored)");
+        k = 0;
+    }
+    const SamplingParams& sp = s.req.sampling;
+    if (k > 0 && sp.has_penalties() && sp.penalty_last_n != 0) {
+        if (!std::exchange(said_penalties_, true))
+            spdlog::info("speculative decoding is off for requests with penalties (repeat, presence or frequency "
+                         "penalty with penalty_last_n != 0); they decode plainly (logged once)");
+        k = 0;
+    }
+    if (k > 0) {
+        SpecOptions so;
+        so.k = k;
+        so.draft_min_p = opt_.spec_draft_min_p;
+        if (opt_.spec_edit_draft) {
+            auto edit = opt_.spec_edit_draft;
+            std::vector<int32_t> prompt = s.req.prompt;
+            so.edit_draft = [edit, prompt](int64_t pos, int k_round, Draft& d) { edit(prompt, pos, k_round, d); };
+        }
+        s.spec = std::make_unique<SpecDecoder>(runner_, s.seq, *s.sampler, so);
+        const size_t E = static_cast<size_t>(runner_.model().hp().n_embd);
+        s.prompt_hidden.resize(s.req.prompt.size() * E);
+        s.hidden_row.resize(E);
     }
 }
 
@@ -155,6 +201,10 @@ void Scheduler::finish(Slot& s, FinishReason why, std::string error, Event::Erro
     e.usage.prompt_tokens = static_cast<int64_t>(s.req.prompt.size());
     e.usage.completion_tokens = s.n_gen;
     e.usage.queue_seconds = secs(s.submitted, s.started);
+    if (s.spec) {
+        e.usage.spec_drafted = s.spec->stats().drafted;
+        e.usage.spec_accepted = s.spec->stats().accepted;
+    }
     if (s.n_gen > 0) {
         e.usage.ttft_seconds = secs(s.submitted, s.first_token);
         e.usage.prompt_seconds = secs(s.started, s.first_token);
@@ -162,6 +212,8 @@ void Scheduler::finish(Slot& s, FinishReason why, std::string error, Event::Erro
     }
     s.stream->push(std::move(e));
     s.stream.reset();
+    s.spec.reset();
+    std::vector<float>().swap(s.prompt_hidden);
     try {
         runner_.reset_sequence(s.seq);
     } catch (const std::exception& ex) {
@@ -172,12 +224,11 @@ void Scheduler::finish(Slot& s, FinishReason why, std::string error, Event::Erro
 }
 
 void Scheduler::run_window() {
-    // A window: one token for every decoding slot, then prompt chunks of slots still
-    // reading their prompt, in slot order, while the window has room (n_batch tokens).
-    // Decode tokens come first so a long prompt never stalls the streams in flight.
-    std::vector<Runner::Item> items;
-    std::vector<Slot*> owner;
-    int64_t budget = opt_.n_batch;
+    // A slot that decodes alone takes a speculative round (when its request has
+    // speculation on); otherwise every decoding slot gets one token of a batched
+    // window. Prompt chunks go into the batched window (alone, after a speculative round).
+    Slot* solo = nullptr;
+    int decoding = 0;
     for (Slot& s : slots_) {
         if (!s.busy()) continue;
         if (s.stream->cancelled()) {
@@ -185,7 +236,27 @@ void Scheduler::run_window() {
             continue;
         }
         if (s.in_prompt()) continue;
-        items.push_back({s.seq, std::span<const int32_t>(&s.last, 1), false});
+        ++decoding;
+        solo = &s;
+    }
+    if (decoding == 1 && solo->spec) spec_window(*solo);
+    else solo = nullptr;
+    batch_window(solo);
+}
+
+void Scheduler::batch_window(const Slot* skip) {
+    // A window: one token for every decoding slot, then prompt chunks of slots still
+    // reading their prompt, in slot order, while the window has room (n_batch tokens).
+    // Decode tokens come first so a long prompt never stalls the streams in flight.
+    // Slots with speculation on also want their hidden rows: the MTP sees every
+    // committed pair (SpecDecoder::start, ::advance).
+    const size_t E = static_cast<size_t>(runner_.model().hp().n_embd);
+    std::vector<Runner::Item> items;
+    std::vector<Slot*> owner;
+    int64_t budget = opt_.n_batch;
+    for (Slot& s : slots_) {
+        if (!s.busy() || s.in_prompt() || &s == skip) continue;
+        items.push_back({s.seq, std::span<const int32_t>(&s.last, 1), false, s.spec ? s.hidden_row.data() : nullptr});
         owner.push_back(&s);
         --budget;
     }
@@ -198,7 +269,8 @@ void Scheduler::run_window() {
         if (room <= 0) break;
         any_prompt = true;
         const size_t n = std::min(s.req.prompt.size() - s.prompt_done, static_cast<size_t>(room));
-        items.push_back({s.seq, std::span<const int32_t>(s.req.prompt).subspan(s.prompt_done, n), false});
+        items.push_back({s.seq, std::span<const int32_t>(s.req.prompt).subspan(s.prompt_done, n), false,
+                         s.spec ? s.prompt_hidden.data() + s.prompt_done * E : nullptr});
         owner.push_back(&s);
         budget -= static_cast<int64_t>(n);
     }
@@ -209,7 +281,104 @@ void Scheduler::run_window() {
     const auto t0 = clock::now();
     try {
         runner_.eval(items, logits_.data());
-    } catch (const EngineRestarted& ex) {
+    } catch (const std::exception& ex) {
+        fail_window(ex, owner);
+        return;
+    }
+    int64_t sampled = 0;
+    for (size_t i = 0; i < items.size(); ++i) {
+        Slot& s = *owner[i];
+        if (!s.busy()) continue;  // failed with the engine (fail_window below)
+        const bool first = s.in_prompt();
+        if (first) {
+            s.prompt_done += items[i].tokens.size();
+            if (s.in_prompt()) continue;
+        }
+        ++sampled;
+        std::span<float> row(logits_.data() + i * V, V);
+        const int32_t t = s.sampler->sample(row);  // applies the penalties to row in place
+        if (!commit(s, t, row, runner_.n_past(s.seq)) || !s.spec) continue;
+        try {
+            if (first) {
+                s.spec->start(s.prompt_hidden.data(), s.req.prompt, t);
+                std::vector<float>().swap(s.prompt_hidden);  // the decoder has its own copy
+            } else {
+                s.spec->advance(s.hidden_row.data(), t);
+            }
+        } catch (const std::exception& ex) {  // advance may run the MTP
+            Slot* one[1] = {&s};
+            fail_window(ex, one);
+        }
+    }
+    std::lock_guard lk(mu_);
+    ++stats_.windows;
+    stats_.generated_tokens += sampled;
+    stats_.busy_seconds += secs(t0, clock::now());
+}
+
+void Scheduler::spec_window(Slot& s) {
+    // Never more tokens than max_tokens or the context allow: the round drafts at most
+    // max_emit - 1 tokens, so its window fits wherever a plain window would.
+    const int64_t n0 = runner_.n_past(s.seq);
+    int64_t max_emit = runner_.n_ctx() - n0;
+    if (s.req.max_tokens >= 0) max_emit = std::min(max_emit, s.req.max_tokens - s.n_gen);
+    const SpecStats& st = s.spec->stats();
+    const int64_t w0 = st.windows, d0 = st.drafted, a0 = st.accepted;
+    spec_out_.clear();
+    const auto t0 = clock::now();
+    try {
+        s.spec->step(max_emit, spec_out_);
+    } catch (const std::exception& ex) {
+        Slot* one[1] = {&s};
+        fail_window(ex, one);
+        return;
+    }
+    const int64_t windows = st.windows - w0, drafted = st.drafted - d0, accepted = st.accepted - a0;
+    // The committed tokens in order, as plain decoding would have produced them one by
+    // one: the request may end at any of them (end of generation, a stop string,
+    // max_tokens); the rest are dropped with the sequence.
+    int64_t used = 0;
+    for (size_t i = 0; i < spec_out_.size(); ++i) {
+        ++used;
+        if (!commit(s, spec_out_[i], s.spec->logits(i), n0 + static_cast<int64_t>(i) + 1)) break;
+    }
+    std::lock_guard lk(mu_);
+    stats_.windows += windows;
+    stats_.generated_tokens += used;
+    stats_.busy_seconds += secs(t0, clock::now());
+    stats_.spec_windows += windows;
+    stats_.spec_drafted += drafted;
+    stats_.spec_accepted += accepted;
+}
+
+bool Scheduler::commit(Slot& s, int32_t t, std::span<const float> row, int64_t n_past) {
+    if (s.req.top_logprobs >= 0) s.pending_lp.push_back(token_logprob(tok_, row, t, s.req.top_logprobs));
+    s.sampler->accept(t);
+    if (++s.n_gen == 1) s.first_token = clock::now();
+    if (tok_.is_eog(t)) {
+        finish(s, FinishReason::Stop);
+        return false;
+    }
+    std::string text = s.stops->push(s.detok->push(t));
+    if (!text.empty()) {
+        Event e;
+        e.text = std::move(text);
+        e.logprobs = std::move(s.pending_lp);
+        s.pending_lp.clear();
+        s.stream->push(std::move(e));
+    }
+    if (s.stops->stopped()) finish(s, FinishReason::Stop);
+    else if (s.req.max_tokens >= 0 && s.n_gen >= s.req.max_tokens) finish(s, FinishReason::Length);
+    else if (n_past >= runner_.n_ctx()) finish(s, FinishReason::Length);  // no room to feed t
+    else {
+        s.last = t;
+        return true;
+    }
+    return false;
+}
+
+void Scheduler::fail_window(const std::exception& ex, std::span<Slot* const> owner) {
+    if (dynamic_cast<const EngineRestarted*>(&ex)) {
         // The runner rebuilt every sequence's state: everything in flight fails (retryable).
         spdlog::error("engine: {}", ex.what());
         {
@@ -219,49 +388,14 @@ void Scheduler::run_window() {
         for (Slot& s : slots_)
             if (s.busy()) finish(s, FinishReason::Error, ex.what(), Event::ErrorKind::Restarted);
         return;
-    } catch (const std::exception& ex) {
-        // The window's sequences are in an unknown state: their requests fail, and
-        // finish() resets the sequences.
-        spdlog::error("engine: window of {} items failed: {}", items.size(), ex.what());
-        const bool handoff = dynamic_cast<const HandoffError*>(&ex) != nullptr;
-        for (Slot* s : owner)
+    }
+    // The window's sequences are in an unknown state: their requests fail, and
+    // finish() resets the sequences.
+    spdlog::error("engine: window of {} request(s) failed: {}", owner.size(), ex.what());
+    const bool handoff = dynamic_cast<const HandoffError*>(&ex) != nullptr;
+    for (Slot* s : owner)
+        if (s->busy())
             finish(*s, FinishReason::Error, ex.what(), handoff ? Event::ErrorKind::Handoff : Event::ErrorKind::Internal);
-        return;
-    }
-    int64_t sampled = 0;
-    for (size_t i = 0; i < items.size(); ++i) {
-        Slot& s = *owner[i];
-        if (s.in_prompt()) {
-            s.prompt_done += items[i].tokens.size();
-            if (s.in_prompt()) continue;
-        }
-        ++sampled;
-        std::span<float> row(logits_.data() + i * V, V);
-        const int32_t t = s.sampler->sample(row);  // applies the penalties to row in place
-        if (s.req.top_logprobs >= 0) s.pending_lp.push_back(token_logprob(tok_, row, t, s.req.top_logprobs));
-        s.sampler->accept(t);
-        if (++s.n_gen == 1) s.first_token = clock::now();
-        if (tok_.is_eog(t)) {
-            finish(s, FinishReason::Stop);
-            continue;
-        }
-        std::string text = s.stops->push(s.detok->push(t));
-        if (!text.empty()) {
-            Event e;
-            e.text = std::move(text);
-            e.logprobs = std::move(s.pending_lp);
-            s.pending_lp.clear();
-            s.stream->push(std::move(e));
-        }
-        if (s.stops->stopped()) finish(s, FinishReason::Stop);
-        else if (s.req.max_tokens >= 0 && s.n_gen >= s.req.max_tokens) finish(s, FinishReason::Length);
-        else if (runner_.n_past(s.seq) >= runner_.n_ctx()) finish(s, FinishReason::Length);  // no room to feed t
-        else s.last = t;
-    }
-    std::lock_guard lk(mu_);
-    ++stats_.windows;
-    stats_.generated_tokens += sampled;
-    stats_.busy_seconds += secs(t0, clock::now());
 }
 
 TokenLogprob token_logprob(const Tokenizer& tok, std::span<const float> logits, int32_t chosen, int n_top) {

@@ -7,6 +7,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <thread>
 #include <vector>
 
@@ -33,7 +34,19 @@ private:
 
     void loop();
     void admit(std::vector<Queued>& fresh);  // queue -> free slots (under mu_)
+    void start_slot(Slot& s, Queued& q);  // a request takes a free slot
     void run_window();
+    // One window over the decode tokens of every decoding slot but `skip`, then prompt
+    // chunks.
+    void batch_window(const Slot* skip);
+    // One speculative round of the only decoding slot (SpecDecoder::step).
+    void spec_window(Slot& s);
+    // A token of s chosen from `row` (its post-penalty logits). n_past: the sequence's
+    // length with every token before t in it. Streams its text, ends the request when
+    // t ends it (returns false), else t becomes the token to feed next.
+    bool commit(Slot& s, int32_t t, std::span<const float> row, int64_t n_past);
+    // A window threw: the requests in it fail (all of them after an engine restart).
+    void fail_window(const std::exception& ex, std::span<Slot* const> owner);
     void finish(Slot& s, FinishReason why, std::string error = {},
                 Event::ErrorKind kind = Event::ErrorKind::Internal);
 
@@ -42,6 +55,9 @@ private:
     EngineOptions opt_;
     std::vector<Slot> slots_;
     std::vector<float> logits_;  // [rows, n_vocab], one row per window item
+    std::vector<int32_t> spec_out_;  // tokens one speculative round committed
+    int spec_default_ = 0;           // drafts per window for requests without spec_draft
+    bool said_no_mtp_ = false, said_penalties_ = false;  // each logged once
 
     mutable std::mutex mu_;
     std::condition_variable cv_;

@@ -9,6 +9,7 @@
 #include "engine/engine.h"
 #include "engine/sample/sampler.h"
 #include "engine/serve/stop_strings.h"
+#include "engine/spec/speculative.h"
 #include "engine/text/detokenizer.h"
 
 namespace strata {
@@ -25,6 +26,11 @@ struct Slot {
     std::optional<StreamingDetokenizer> detok;
     std::optional<StopMatcher> stops;
     std::vector<TokenLogprob> pending_lp;  // logprobs of tokens whose text is held back
+    // Speculative decoding of this request (null: plain). It refers to *sampler, so it
+    // goes before the sampler is replaced.
+    std::unique_ptr<SpecDecoder> spec;
+    std::vector<float> prompt_hidden;  // [prompt, n_embd] hidden rows of the prompt (spec, prompt phase)
+    std::vector<float> hidden_row;     // [n_embd] hidden row of the token fed in a plain window (spec)
     clock::time_point submitted, started, first_token;
 
     bool busy() const { return stream != nullptr; }

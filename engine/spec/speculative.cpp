@@ -116,4 +116,25 @@ void SpecDecoder::step(int64_t max_emit, std::vector<int32_t>& out) {
     last_ = y;
 }
 
+void SpecDecoder::advance(const float* hidden, int32_t next) {
+    const int64_t E = runner_.model().hp().n_embd;
+    pend_hidden_.insert(pend_hidden_.end(), hidden, hidden + E);
+    pend_tokens_.push_back(next);
+    last_ = next;
+    constexpr int64_t kMaxPending = 256;
+    const int64_t T = static_cast<int64_t>(pend_tokens_.size());
+    if (T <= kMaxPending) return;
+    // Keep the newest pair: the next chain starts from its MTP output.
+    drafter_.draft(pend_hidden_.data(), pend_tokens_.data(), T - 1, pend_pos0_, 0, draft_);
+    pend_hidden_.erase(pend_hidden_.begin(), pend_hidden_.begin() + (T - 1) * E);
+    pend_tokens_.erase(pend_tokens_.begin(), pend_tokens_.begin() + (T - 1));
+    pend_pos0_ += T - 1;
+}
+
+std::span<const float> SpecDecoder::logits(size_t i) const {
+    const size_t V = static_cast<size_t>(runner_.model().hp().n_vocab);
+    STRATA_CHECK((i + 1) * V <= logits_.size(), "no logits row {} in the last window", i);
+    return {logits_.data() + i * V, V};
+}
+
 }  // namespace strata

@@ -64,6 +64,21 @@ public:
 
     const SpecStats& stats() const { return stats_; }
 
+    // For callers that mix speculative rounds with plain decoding (the server's
+    // scheduler decodes a slot plainly while it shares a window with others):
+    // a token committed outside step(). hidden: the target's post-norm hidden row of
+    // the last committed token, from the plain window that evaluated it
+    // (Runner::Item::hidden_out); next: the token sampled from that window, which
+    // becomes the last committed token. The pair joins those the MTP has not seen;
+    // beyond 256 of them all but the newest are fed to the MTP now, so the pending
+    // rows stay bounded however long the sequence decodes plainly.
+    void advance(const float* hidden, int32_t next);
+
+    // The target's logits row [n_vocab] (post-penalty: penalties are off here) of the
+    // i-th token the last step() appended, i.e. the distribution it was chosen from
+    // (for logprobs). Valid until the next step().
+    std::span<const float> logits(size_t i) const;
+
 private:
     Runner& runner_;
     int seq_;
