@@ -92,18 +92,32 @@ GenerateStats generate(Runner& runner, const Tokenizer& tok, std::span<const int
         return piece.empty() || on_text(piece);
     };
     // The speculative loop, serial (SpecDecoder) or pipelined (PipelinedDecoder).
+    // The speculative loop, serial (SpecDecoder) or pipelined (PipelinedDecoder). With the
+    // default K (spec_draft -1) it stops for the rest of the request when it does not pay
+    // (spec_pays); decoding then goes on plainly from the last emitted token.
+    bool go = true;          // generation goes on
+    bool resume = false;     // spec stopped early: plain decoding continues after `last`
+    int32_t last = 0;
     auto speculate = [&](auto& dec) {
         const int32_t first = sampler.sample(logits);
-        if (emit(first) && limit > 1) {
-            dec.start(prompt_hidden.data(), prompt, first);
-            std::vector<float>().swap(prompt_hidden);  // the MTP has its own copy now
-            std::vector<int32_t> toks;
-            bool go = true;
-            while (go && st.n_generated < limit) {
-                toks.clear();
-                dec.step(limit - st.n_generated, toks);
-                for (int32_t t : toks)
-                    if (!(go = emit(t))) break;
+        last = first;
+        if (!(go = emit(first)) || limit <= 1) return;
+        dec.start(prompt_hidden.data(), prompt, first);
+        std::vector<float>().swap(prompt_hidden);  // the MTP has its own copy now
+        std::vector<int32_t> toks;
+        while (go && st.n_generated < limit) {
+            if (opt.spec_draft < 0 && !spec_pays(dec.stats())) {
+                spdlog::info("speculative decoding is off for the rest of this request: {} windows kept {:.2f} tokens "
+                             "per window (the default stops below {})",
+                             dec.stats().windows, dec.stats().tokens_per_window(), kSpecAutoMinTokensPerWindow);
+                resume = true;
+                break;
+            }
+            toks.clear();
+            dec.step(limit - st.n_generated, toks);
+            for (int32_t t : toks) {
+                last = t;
+                if (!(go = emit(t))) break;
             }
         }
         st.spec = dec.stats();
@@ -116,20 +130,25 @@ GenerateStats generate(Runner& runner, const Tokenizer& tok, std::span<const int
             PipelinedDecoder dec(runner, seq, sampler, spec_opt,
                                  opt.pipeline ? *opt.pipeline : PipelineOptions::from(env()));
             speculate(dec);
-            dec.finish();
+            dec.finish();  // the sequence is now as plain decoding leaves it
             st.pipelined = true;
             st.pipe = dec.pipeline_stats();
         } else {
             SpecDecoder dec(runner, seq, sampler, spec_opt);
             speculate(dec);
         }
-    } else {
-        for (int64_t i = 0; i < limit; ++i) {
-            const int32_t next = sampler.sample(logits);
-            if (!emit(next)) break;
-            if (i + 1 == limit) break;  // no room (or no need) for another forward pass
-            const int32_t one[1] = {next};
-            eval(one);
+    }
+    if (!spec || resume) {
+        // Plain decoding: from the prompt's logits, or after the last speculative token.
+        bool first = !resume;
+        while (go && st.n_generated < limit) {
+            if (!first) {
+                const int32_t one[1] = {last};
+                eval(one);
+            }
+            first = false;
+            last = sampler.sample(logits);
+            go = emit(last);
         }
     }
     const std::string rest = detok.flush();

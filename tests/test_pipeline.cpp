@@ -225,3 +225,35 @@ TEST_CASE("pipeline: a hand-off timeout fails the request and the runner recover
     // The window ids have moved past the dropped one: the next request runs whole.
     CHECK(gen(*r, tok, prompt, 3, 20, {}, always).out == want);
 }
+
+TEST_CASE("spec: the default stops speculating when the drafter does not pay", "[spec][auto]") {
+    auto m = mtp_model();
+    const Tokenizer tok = Tokenizer::from_gguf(m->file());
+    const std::vector<int32_t> prompt = tok.encode("The quick brown fox jumps over the lazy dog", false);
+    auto local = make_local_runner(m, 1, 160, GgmlType::F16);
+    const Run plain = gen(*local, tok, prompt, 0, 48, {});
+    REQUIRE(plain.out.size() == 48);
+    // A random MTP head never agrees: the default gives up after kSpecAutoWindows windows
+    // and decodes the rest plainly, with the same text.
+    const Run dflt = gen(*local, tok, prompt, -1, 48, {});
+    CHECK(dflt.out == plain.out);
+    CHECK(dflt.st.spec_draft == 3);
+    CHECK(dflt.st.spec.windows == kSpecAutoWindows);
+    // An explicit K always speculates.
+    const Run k3 = gen(*local, tok, prompt, 3, 48, {});
+    CHECK(k3.out == plain.out);
+    CHECK(k3.st.spec.windows == 47);
+    // A drafter that agrees keeps the default on (forced drafts: most windows kept).
+    const Run agree = gen(*local, tok, prompt, -1, 48, plain.out);
+    CHECK(agree.out == plain.out);
+    CHECK(agree.st.spec.tokens_per_window() >= kSpecAutoMinTokensPerWindow);
+    CHECK(agree.st.spec.windows + agree.st.spec.accepted + 1 == 48);
+    // Also through the pipelined decoder: it stops, undoes its early window, and the
+    // rest is plain.
+    auto pipe = split(m, "cpu:0,cpu:1", false, 2);
+    PipelineOptions always;
+    always.theta = 0;
+    const Run p = gen(*pipe, tok, prompt, -1, 48, {}, always);
+    CHECK(p.out == plain.out);
+    CHECK(p.st.spec.windows == kSpecAutoWindows);
+}

@@ -331,6 +331,16 @@ TEST_CASE("server spec: --spec-draft sets the default, penalties turn it off", "
         const Out c = run(s, on, false);
         CHECK(c.timings["draft_n"].get<int64_t>() > 0);
     }
+    SECTION("the default stops for a request whose drafts are never kept") {
+        TestServer s({.mtp = true});  // a random MTP head: nothing is accepted
+        const Out plain = run(s, completion(prompt, 40, 0), false);
+        const Out dflt = run(s, completion(prompt, 40), false);
+        CHECK(dflt.text == plain.text);
+        CHECK(metric_of(s, "strata_spec_windows_total") == kSpecAutoWindows);
+        const Out k3 = run(s, completion(prompt, 40, 3), false);  // explicit: all the way
+        CHECK(k3.text == plain.text);
+        CHECK(metric_of(s, "strata_spec_windows_total") > 2 * kSpecAutoWindows);
+    }
     SECTION("no MTP head: spec_draft is accepted and ignored") {
         TestServer s;
         const Out a = run(s, completion(prompt, 12, 3), false);

@@ -118,6 +118,8 @@ void Scheduler::loop() {
 
 void Scheduler::start_slot(Slot& s, Queued& q) {
     s.spec.reset();  // it refers to the sampler replaced below
+    s.spec_auto = false;
+    s.spec_drafted = s.spec_accepted = 0;
     s.stream = std::move(q.stream);
     s.req = std::move(q.req);
     s.prompt_done = 0;
@@ -157,6 +159,7 @@ void Scheduler::start_slot(Slot& s, Queued& q) {
             so.edit_draft = [edit, prompt](int64_t pos, int k_round, Draft& d) { edit(prompt, pos, k_round, d); };
         }
         s.spec = std::make_unique<SpecDecoder>(runner_, s.seq, *s.sampler, so);
+        s.spec_auto = s.req.spec_draft < 0 && opt_.spec_draft < 0;
         const size_t E = static_cast<size_t>(runner_.model().hp().n_embd);
         s.prompt_hidden.resize(s.req.prompt.size() * E);
         s.hidden_row.resize(E);
@@ -201,10 +204,8 @@ void Scheduler::finish(Slot& s, FinishReason why, std::string error, Event::Erro
     e.usage.prompt_tokens = static_cast<int64_t>(s.req.prompt.size());
     e.usage.completion_tokens = s.n_gen;
     e.usage.queue_seconds = secs(s.submitted, s.started);
-    if (s.spec) {
-        e.usage.spec_drafted = s.spec->stats().drafted;
-        e.usage.spec_accepted = s.spec->stats().accepted;
-    }
+    e.usage.spec_drafted = s.spec_drafted + (s.spec ? s.spec->stats().drafted : 0);
+    e.usage.spec_accepted = s.spec_accepted + (s.spec ? s.spec->stats().accepted : 0);
     if (s.n_gen > 0) {
         e.usage.ttft_seconds = secs(s.submitted, s.first_token);
         e.usage.prompt_seconds = secs(s.started, s.first_token);
@@ -341,6 +342,18 @@ void Scheduler::spec_window(Slot& s) {
     for (size_t i = 0; i < spec_out_.size(); ++i) {
         ++used;
         if (!commit(s, spec_out_[i], s.spec->logits(i), n0 + static_cast<int64_t>(i) + 1)) break;
+    }
+    if (s.busy() && s.spec_auto && !spec_pays(st)) {
+        // The default K: a drafter that rarely agrees costs more than it saves. The slot
+        // decodes plainly from here (the sequence is as plain decoding leaves it).
+        if (!std::exchange(said_spec_stopped_, true))
+            spdlog::info("speculative decoding stopped for a request: {} windows kept {:.2f} tokens per window (the "
+                         "default stops below {}; an explicit --spec-draft or spec_draft always speculates; logged "
+                         "once)",
+                         st.windows, st.tokens_per_window(), kSpecAutoMinTokensPerWindow);
+        s.spec_drafted += st.drafted;
+        s.spec_accepted += st.accepted;
+        s.spec.reset();
     }
     std::lock_guard lk(mu_);
     stats_.windows += windows;

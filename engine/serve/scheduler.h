@@ -57,7 +57,7 @@ private:
     std::vector<float> logits_;  // [rows, n_vocab], one row per window item
     std::vector<int32_t> spec_out_;  // tokens one speculative round committed
     int spec_default_ = 0;           // drafts per window for requests without spec_draft
-    bool said_no_mtp_ = false, said_penalties_ = false;  // each logged once
+    bool said_no_mtp_ = false, said_penalties_ = false, said_spec_stopped_ = false;  // each logged once
 
     mutable std::mutex mu_;
     std::condition_variable cv_;

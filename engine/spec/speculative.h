@@ -45,6 +45,18 @@ struct SpecStats {
     }
 };
 
+// The default speculation (--spec-draft -1, a request without spec_draft) stops for
+// the rest of a request when it clearly does not pay: after kSpecAutoWindows windows,
+// fewer than kSpecAutoMinTokensPerWindow tokens committed per window (a drafter that
+// rarely agrees with the model: the demo's random MTP, a mismatched head). It depends
+// only on acceptance, so a seeded request still gives the same text every run. An
+// explicit K always speculates.
+inline constexpr int64_t kSpecAutoWindows = 16;
+inline constexpr double kSpecAutoMinTokensPerWindow = 1.5;
+inline bool spec_pays(const SpecStats& s) {
+    return s.windows < kSpecAutoWindows || s.tokens_per_window() >= kSpecAutoMinTokensPerWindow;
+}
+
 class SpecDecoder {
 public:
     // sampler: the request's sampler (its penalties must be off: the caller decodes
