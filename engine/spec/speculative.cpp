@@ -13,6 +13,7 @@ SpecDecoder::SpecDecoder(Runner& runner, int seq, const Sampler& sampler, const 
       sampler_(sampler),
       opt_(opt),
       drafter_(runner, seq, opt.draft_min_p),
+      verifier_(runner, seq),
       rng_(sampler.params().seed) {
     STRATA_CHECK(opt.k >= 1, "speculative decoding needs k >= 1, got {}", opt.k);
     stats_.drafted_at.assign(static_cast<size_t>(opt.k), 0);
@@ -44,49 +45,18 @@ void SpecDecoder::step(int64_t max_emit, std::vector<int32_t>& out) {
                      draft_.tokens.size(), k);
     }
     const int64_t kd = static_cast<int64_t>(draft_.tokens.size());
-    const int64_t n0 = runner_.n_past(seq_);
 
     // Verify window [last, d_1..d_k'] at positions n0..n0+k': all logits, all hiddens.
     window_.assign(1, last_);
     window_.insert(window_.end(), draft_.tokens.begin(), draft_.tokens.end());
-    logits_.resize(static_cast<size_t>((kd + 1) * V));
-    hidden_.resize(static_cast<size_t>((kd + 1) * E));
-    if (kd > 0) runner_.snapshot(seq_);
-    const Runner::Item item{seq_, window_, true, hidden_.data()};
-    runner_.eval(std::span<const Runner::Item>(&item, 1), logits_.data());
+    verifier_.run(window_);
+    const int64_t n0 = verifier_.n0();
 
-    // Slot i's target distribution comes from row i. Greedy: the sampler's own argmax
-    // rule (penalties first, ties to the lower id). Stochastic: MODEL_SPEC 6.3 with q a
-    // point mass at the greedy draft.
-    int64_t m = 0;
-    int32_t y = 0;
-    for (int64_t i = 0; i <= kd; ++i) {
-        std::span<float> row(logits_.data() + i * V, static_cast<size_t>(V));
-        const bool bonus = i == kd;
-        if (sampler_.params().greedy()) {
-            sampler_.apply_penalties(row);
-            const int32_t t = argmax(row);
-            if (!bonus && t == draft_.tokens[static_cast<size_t>(i)]) {
-                ++m;
-                continue;
-            }
-            y = t;
-            break;
-        }
-        sampler_.apply_penalties(row);
-        sampler_.probabilities(row, probs_);
-        if (bonus) {
-            y = sample_index(probs_, std::uniform_real_distribution<double>(0.0, 1.0)(rng_));
-            break;
-        }
-        const SlotOutcome o = verify_slot(probs_, {}, draft_.tokens[static_cast<size_t>(i)], rng_);
-        if (o.accepted) {
-            ++m;
-            continue;
-        }
-        y = o.token;
-        break;
-    }
+    // Slot i's target distribution comes from row i (verify_window: the sampler's own
+    // greedy rule, or MODEL_SPEC 6.3 with q a point mass at the greedy draft).
+    const WindowOutcome o = verify_window(sampler_, verifier_.logits(0).data(), V, draft_.tokens, rng_, probs_);
+    const int64_t m = o.accepted;
+    const int32_t y = o.token;
 
     ++stats_.windows;
     stats_.drafted += kd;
@@ -94,22 +64,15 @@ void SpecDecoder::step(int64_t max_emit, std::vector<int32_t>& out) {
     for (int64_t i = 0; i < kd; ++i) ++stats_.drafted_at[static_cast<size_t>(i)];
     for (int64_t i = 0; i < m; ++i) ++stats_.accepted_at[static_cast<size_t>(i)];
 
-    // Commit [last, d_1..d_m]. A rejection leaves the recurrent state past the kept
-    // tokens: restore the state from before the window and replay them (no LM head),
-    // which is exactly decoding them one by one since every kernel is batch-invariant.
-    if (m < kd) {
-        runner_.restore(seq_);
-        const Runner::Item replay{seq_, std::span<const int32_t>(window_.data(), static_cast<size_t>(m + 1)), false,
-                                  nullptr};
-        runner_.eval(std::span<const Runner::Item>(&replay, 1), nullptr);
-        ++stats_.rollbacks;
-    }
+    // Commit [last, d_1..d_m]: a rejection restores the state from before the window
+    // and replays the kept tokens.
+    if (verifier_.commit(m)) ++stats_.rollbacks;
     stats_.snapshot_bytes = runner_.snapshot_bytes();
 
     for (int64_t i = 0; i < m; ++i) out.push_back(draft_.tokens[static_cast<size_t>(i)]);
     out.push_back(y);
     // The next chain first feeds the committed pairs (H[n0+i], token after it), i <= m.
-    pend_hidden_.assign(hidden_.begin(), hidden_.begin() + (m + 1) * E);
+    pend_hidden_.assign(verifier_.hidden(), verifier_.hidden() + (m + 1) * E);
     pend_tokens_.assign(draft_.tokens.begin(), draft_.tokens.begin() + m);
     pend_tokens_.push_back(y);
     pend_pos0_ = n0;
@@ -131,10 +94,6 @@ void SpecDecoder::advance(const float* hidden, int32_t next) {
     pend_pos0_ += T - 1;
 }
 
-std::span<const float> SpecDecoder::logits(size_t i) const {
-    const size_t V = static_cast<size_t>(runner_.model().hp().n_vocab);
-    STRATA_CHECK((i + 1) * V <= logits_.size(), "no logits row {} in the last window", i);
-    return {logits_.data() + i * V, V};
-}
+std::span<const float> SpecDecoder::logits(size_t i) const { return verifier_.logits(static_cast<int64_t>(i)); }
 
 }  // namespace strata

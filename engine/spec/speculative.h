@@ -13,6 +13,7 @@
 #include "engine/run/runner.h"
 #include "engine/sample/sampler.h"
 #include "engine/spec/mtp_drafter.h"
+#include "engine/spec/verifier.h"
 
 namespace strata {
 
@@ -97,6 +98,7 @@ private:
     const Sampler& sampler_;
     SpecOptions opt_;
     MtpDrafter drafter_;
+    Verifier verifier_;
     std::mt19937_64 rng_;
     SpecStats stats_;
 
@@ -107,7 +109,7 @@ private:
 
     Draft draft_;
     std::vector<int32_t> window_;
-    std::vector<float> logits_, hidden_, probs_;  // [k+1, n_vocab], [k+1, n_embd], [n_vocab]
+    std::vector<float> probs_;  // [n_vocab]
 };
 
 }  // namespace strata
