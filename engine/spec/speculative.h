@@ -52,7 +52,7 @@ struct SpecStats {
 // rarely agrees with the model: the demo's random MTP, a mismatched head). It depends
 // only on acceptance, so a seeded request still gives the same text every run. An
 // explicit K always speculates.
-inline constexpr int64_t kSpecAutoWindows = 16;
+inline constexpr int64_t kSpecAutoWindows = 8;
 inline constexpr double kSpecAutoMinTokensPerWindow = 1.5;
 inline bool spec_pays(const SpecStats& s) {
     return s.windows < kSpecAutoWindows || s.tokens_per_window() >= kSpecAutoMinTokensPerWindow;
