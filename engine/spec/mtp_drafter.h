@@ -25,6 +25,35 @@ struct Draft {
     std::vector<float> probs;     // the MTP's softmax probability of each draft, at temperature 1
 };
 
+// Committed pairs the MTP has not seen yet: (H[p], x_{p+1}) for p = pos0 .. pos0 + size - 1,
+// with H the target's post-norm hidden rows. Both decoders queue them after each window
+// and feed them at the start of the next chain.
+struct MtpPairs {
+    std::vector<float> hidden;    // [size, n_embd]
+    std::vector<int32_t> tokens;  // [size] the token after each hidden row
+    int64_t pos0 = 0;
+
+    int64_t size() const { return static_cast<int64_t>(tokens.size()); }
+    // After the prompt pass: every prompt position, the last followed by `first`.
+    void from_prompt(const float* prompt_hidden, std::span<const int32_t> prompt, int32_t first, int64_t n_embd) {
+        hidden.assign(prompt_hidden, prompt_hidden + static_cast<int64_t>(prompt.size()) * n_embd);
+        tokens.assign(prompt.begin() + 1, prompt.end());
+        tokens.push_back(first);
+        pos0 = 0;
+    }
+    // Empty, the next pair at position pos.
+    void reset(int64_t pos) {
+        hidden.clear();
+        tokens.clear();
+        pos0 = pos;
+    }
+    // rows pairs: hidden rows [rows, n_embd], the tokens after them.
+    void append(const float* rows_hidden, std::span<const int32_t> next, int64_t n_embd) {
+        hidden.insert(hidden.end(), rows_hidden, rows_hidden + static_cast<int64_t>(next.size()) * n_embd);
+        tokens.insert(tokens.end(), next.begin(), next.end());
+    }
+};
+
 // One MTP call: Runner::mtp's contract (pairs at MTP positions pos0.., logits of the
 // last pair, optional hidden rows).
 using MtpCall = std::function<void(const float* hidden, const int32_t* tokens, int64_t T, int64_t pos0, float* logits,

@@ -42,10 +42,7 @@ PipelinedDecoder::~PipelinedDecoder() { drain(); }
 void PipelinedDecoder::start(const float* prompt_hidden, std::span<const int32_t> prompt, int32_t first) {
     const int64_t E = runner_.model().hp().n_embd, n = static_cast<int64_t>(prompt.size());
     STRATA_CHECK(n > 0, "empty prompt");
-    pend_hidden_.assign(prompt_hidden, prompt_hidden + n * E);
-    pend_tokens_.assign(prompt.begin() + 1, prompt.end());
-    pend_tokens_.push_back(first);
-    pend_pos0_ = 0;
+    pend_.from_prompt(prompt_hidden, prompt, first, E);
     n_ = n;
     last_ = first;
 }
@@ -124,8 +121,7 @@ void PipelinedDecoder::run_step(int64_t max_emit, std::vector<int32_t>& out) {
         const DeviceEvent ev = on(1, [this, k, pos] {
             draft_.tokens.clear();
             draft_.probs.clear();
-            chain_.feed(call_, pend_hidden_.data(), pend_tokens_.data(), static_cast<int64_t>(pend_tokens_.size()),
-                        pend_pos0_);
+            chain_.feed(call_, pend_.hidden.data(), pend_.tokens.data(), pend_.size(), pend_.pos0);
             chain_.draft(call_, k, opt_.draft_min_p, draft_);
             if (opt_.edit_draft) {
                 opt_.edit_draft(pos, k, draft_);
@@ -168,8 +164,7 @@ void PipelinedDecoder::run_step(int64_t max_emit, std::vector<int32_t>& out) {
         for (float p : wprobs) est *= p;
         ev_chain = on(1, [this, e, prev, j, est, wtok] {
             if (prev) {  // the real pairs of the previous window, then W's drafts as given
-                chain_.feed(call_, pend_hidden_.data(), pend_tokens_.data(),
-                            static_cast<int64_t>(pend_tokens_.size()), pend_pos0_);
+                chain_.feed(call_, pend_.hidden.data(), pend_.tokens.data(), pend_.size(), pend_.pos0);
                 for (size_t i = 1; i < wtok.size(); ++i) chain_.force(call_, wtok[i]);
             }
             chain_.draft(call_, j + 1, 0.0f, e->guess);
@@ -271,15 +266,10 @@ void PipelinedDecoder::run_step(int64_t max_emit, std::vector<int32_t>& out) {
     // --- Emit, and queue the committed pairs (H[n_ + i], token after it), i <= m, for the MTP.
     for (int64_t i = 0; i < m; ++i) out.push_back(wtok[static_cast<size_t>(i + 1)]);
     out.push_back(y);
-    if (consumed) {
-        pend_hidden_.clear();
-        pend_tokens_.clear();
-        pend_pos0_ = n_;
-    }
-    const float* h = pipe_.hidden(buf);
-    pend_hidden_.insert(pend_hidden_.end(), h, h + (m + 1) * E);
-    pend_tokens_.insert(pend_tokens_.end(), wtok.begin() + 1, wtok.begin() + 1 + m);
-    pend_tokens_.push_back(y);
+    if (consumed) pend_.reset(n_);
+    std::vector<int32_t> next(wtok.begin() + 1, wtok.begin() + 1 + m);
+    next.push_back(y);
+    pend_.append(pipe_.hidden(buf), next, E);
     n_ += m + 1;
     last_ = y;
     if (hit) ready_ = e;

@@ -109,9 +109,7 @@ private:
 
     int32_t last_ = 0;  // committed, not yet evaluated
     int64_t n_ = 0;     // positions both stages hold (committed)
-    std::vector<float> pend_hidden_;    // [T, n_embd] target hiddens of pairs the MTP has not seen
-    std::vector<int32_t> pend_tokens_;  // the token after each
-    int64_t pend_pos0_ = 0;
+    MtpPairs pend_;  // committed pairs the MTP has not seen
 
     // The window to verify next when the previous verdict kept an early window.
     Early* ready_ = nullptr;

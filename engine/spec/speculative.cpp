@@ -24,10 +24,7 @@ void SpecDecoder::start(const float* prompt_hidden, std::span<const int32_t> pro
     const int64_t E = runner_.model().hp().n_embd, n = static_cast<int64_t>(prompt.size());
     STRATA_CHECK(n > 0, "empty prompt");
     // Pairs (H[p], x_{p+1}) for p < n: x_{p+1} is the next prompt token, then `first`.
-    pend_hidden_.assign(prompt_hidden, prompt_hidden + n * E);
-    pend_tokens_.assign(prompt.begin() + 1, prompt.end());
-    pend_tokens_.push_back(first);
-    pend_pos0_ = 0;
+    pend_.from_prompt(prompt_hidden, prompt, first, E);
     last_ = first;
 }
 
@@ -37,8 +34,7 @@ void SpecDecoder::step(int64_t max_emit, std::vector<int32_t>& out) {
     // Never draft more than may be emitted: the window then also fits the context
     // whenever plain decoding would have.
     const int k = static_cast<int>(std::min<int64_t>(opt_.k, max_emit - 1));
-    drafter_.draft(pend_hidden_.data(), pend_tokens_.data(), static_cast<int64_t>(pend_tokens_.size()), pend_pos0_, k,
-                   draft_);
+    drafter_.draft(pend_.hidden.data(), pend_.tokens.data(), pend_.size(), pend_.pos0, k, draft_);
     if (opt_.edit_draft) {
         opt_.edit_draft(runner_.n_past(seq_), k, draft_);
         STRATA_CHECK(static_cast<int>(draft_.tokens.size()) <= k, "edit_draft made {} drafts, k is {}",
@@ -72,26 +68,25 @@ void SpecDecoder::step(int64_t max_emit, std::vector<int32_t>& out) {
     for (int64_t i = 0; i < m; ++i) out.push_back(draft_.tokens[static_cast<size_t>(i)]);
     out.push_back(y);
     // The next chain first feeds the committed pairs (H[n0+i], token after it), i <= m.
-    pend_hidden_.assign(verifier_.hidden(), verifier_.hidden() + (m + 1) * E);
-    pend_tokens_.assign(draft_.tokens.begin(), draft_.tokens.begin() + m);
-    pend_tokens_.push_back(y);
-    pend_pos0_ = n0;
+    pend_.reset(n0);
+    window_.assign(draft_.tokens.begin(), draft_.tokens.begin() + m);
+    window_.push_back(y);
+    pend_.append(verifier_.hidden(), window_, E);
     last_ = y;
 }
 
 void SpecDecoder::advance(const float* hidden, int32_t next) {
     const int64_t E = runner_.model().hp().n_embd;
-    pend_hidden_.insert(pend_hidden_.end(), hidden, hidden + E);
-    pend_tokens_.push_back(next);
+    pend_.append(hidden, std::span<const int32_t>(&next, 1), E);
     last_ = next;
     constexpr int64_t kMaxPending = 256;
-    const int64_t T = static_cast<int64_t>(pend_tokens_.size());
+    const int64_t T = pend_.size();
     if (T <= kMaxPending) return;
     // Keep the newest pair: the next chain starts from its MTP output.
-    drafter_.draft(pend_hidden_.data(), pend_tokens_.data(), T - 1, pend_pos0_, 0, draft_);
-    pend_hidden_.erase(pend_hidden_.begin(), pend_hidden_.begin() + (T - 1) * E);
-    pend_tokens_.erase(pend_tokens_.begin(), pend_tokens_.begin() + (T - 1));
-    pend_pos0_ += T - 1;
+    drafter_.draft(pend_.hidden.data(), pend_.tokens.data(), T - 1, pend_.pos0, 0, draft_);
+    pend_.hidden.erase(pend_.hidden.begin(), pend_.hidden.begin() + (T - 1) * E);
+    pend_.tokens.erase(pend_.tokens.begin(), pend_.tokens.begin() + (T - 1));
+    pend_.pos0 += T - 1;
 }
 
 std::span<const float> SpecDecoder::logits(size_t i) const { return verifier_.logits(static_cast<int64_t>(i)); }

@@ -103,9 +103,7 @@ private:
     SpecStats stats_;
 
     int32_t last_ = 0;                 // committed, not yet evaluated
-    std::vector<float> pend_hidden_;   // [T, n_embd] target hiddens of pairs the MTP has not seen
-    std::vector<int32_t> pend_tokens_;  // [T] the token after each
-    int64_t pend_pos0_ = 0;
+    MtpPairs pend_;  // committed pairs the MTP has not seen
 
     Draft draft_;
     std::vector<int32_t> window_;
