@@ -222,11 +222,7 @@ void PipelinedDecoder::run_step(int64_t max_emit, std::vector<int32_t>& out) {
                                           probs_);
     const int64_t m = o.accepted;
     const int32_t y = o.token;
-    ++stats_.windows;
-    stats_.drafted += kd;
-    stats_.accepted += m;
-    for (int64_t i = 0; i < kd; ++i) ++stats_.drafted_at[static_cast<size_t>(i)];
-    for (int64_t i = 0; i < m; ++i) ++stats_.accepted_at[static_cast<size_t>(i)];
+    stats_.add_window(kd, m);
 
     const bool early_ran = e && e->go;  // the chain is done: stage 1 ran it before the verify
     bool hit = false;

@@ -54,11 +54,7 @@ void SpecDecoder::step(int64_t max_emit, std::vector<int32_t>& out) {
     const int64_t m = o.accepted;
     const int32_t y = o.token;
 
-    ++stats_.windows;
-    stats_.drafted += kd;
-    stats_.accepted += m;
-    for (int64_t i = 0; i < kd; ++i) ++stats_.drafted_at[static_cast<size_t>(i)];
-    for (int64_t i = 0; i < m; ++i) ++stats_.accepted_at[static_cast<size_t>(i)];
+    stats_.add_window(kd, m);
 
     // Commit [last, d_1..d_m]: a rejection restores the state from before the window
     // and replays the kept tokens.

@@ -34,6 +34,15 @@ struct SpecStats {
     std::vector<int64_t> drafted_at, accepted_at;  // [i]: drafts proposed / kept at chain position i + 1
     size_t snapshot_bytes = 0;  // rollback memory of the sequence
 
+    // One verify window that proposed kd drafts and kept the first m.
+    void add_window(int64_t kd, int64_t m) {
+        ++windows;
+        drafted += kd;
+        accepted += m;
+        for (int64_t i = 0; i < kd; ++i) ++drafted_at[static_cast<size_t>(i)];
+        for (int64_t i = 0; i < m; ++i) ++accepted_at[static_cast<size_t>(i)];
+    }
+
     double acceptance() const { return drafted > 0 ? static_cast<double>(accepted) / static_cast<double>(drafted) : 0; }
     double acceptance_at(size_t i) const {
         return i < drafted_at.size() && drafted_at[i] > 0
