@@ -6,6 +6,7 @@
 #   local        one device, THREADS threads, no speculation
 #   local+spec   one device, --spec-draft K
 #   split        --devices cpu:0,cpu:1 --threads-per-device 1, no speculation (serial hand-off)
+#   split+overlap  the same with STRATA_SPLIT_OVERLAP=1 (every stage launched up front)
 #   split+spec   the same with --spec-draft K (serial windows)
 #   split+pipe   the same with --spec-draft K --pipeline-windows 2 (skipped, with a
 #                message, when this strata does not accept the flag)
@@ -39,13 +40,13 @@ strata="$build/bin/strata"
 [[ -x "$strata" ]] || { echo "bench-spec: no $strata (build it, or set BUILD_DIR)" >&2; exit 1; }
 mkdir -p "$models" "$(dirname "$out_json")"
 
-modes=(local local+spec split split+spec split+pipe)
+modes=(local local+spec split split+overlap split+spec split+pipe)
 split_flags=(--devices "cpu:0,cpu:1" --threads-per-device 1)
 mode_flags() {  # the flags of one mode, one per line
     case "$1" in
         local) printf '%s\n' -t "$threads" --spec-draft 0 ;;
         local+spec) printf '%s\n' -t "$threads" --spec-draft "$k" ;;
-        split) printf '%s\n' "${split_flags[@]}" --spec-draft 0 ;;
+        split | split+overlap) printf '%s\n' "${split_flags[@]}" --spec-draft 0 ;;
         split+spec) printf '%s\n' "${split_flags[@]}" --spec-draft "$k" ;;
         split+pipe) printf '%s\n' "${split_flags[@]}" --spec-draft "$k" --pipeline-windows 2 ;;
     esac
@@ -78,7 +79,9 @@ for a in $agrees; do
             continue
         fi
         mapfile -t flags < <(mode_flags "$mode")
-        cmd=("$strata" run -m "$file" -p "$prompt" -n "$n_predict" -c "$ctx" "${flags[@]}")
+        overlap=0
+        [[ "$mode" == split+overlap ]] && overlap=1
+        cmd=(env "STRATA_SPLIT_OVERLAP=$overlap" "$strata" run -m "$file" -p "$prompt" -n "$n_predict" -c "$ctx" "${flags[@]}")
         echo "+ ${cmd[*]}" >&2
         tps=() ; first="" ; all="" ; tpw="" ; failed=""
         for ((r = 0; r < reps; ++r)); do
