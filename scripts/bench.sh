@@ -1,11 +1,19 @@
 #!/usr/bin/env bash
 # One command: build Release, make the 1b llama presets at q8_0 and q4_K once (in
 # ~/.cache/strata/models), run bench/decode on each with 2 threads, and write
-# docs/benchmarks.md (tables, machine info from lscpu, the exact commands).
+# docs/benchmarks.md (tables, machine info from lscpu, the exact commands). Whatever
+# follows the line "<!-- end of the generated part -->" in docs/benchmarks.md (notes
+# written by hand) is kept. When a bench-spec.sh JSON exists (SPEC_JSON, default
+# $BUILD_DIR/bench-spec.json), scripts/plot-bench.sh draws docs/benchmarks.png from it and
+# the decode runs.
+#
+# The machine should be quiet: the script prints the load average and the busiest
+# processes before the runs (other compiles on the same cores halve the figures).
 #
 # Environment: BUILD_DIR (default build-bench), THREADS (2), PP (128), TG (64), REPS (3),
 # MODELS_DIR (~/.cache/strata/models), LLAMA_BENCH (a llama-bench binary, optional;
-# one on PATH is used too). Run from anywhere; paths are relative to the repository.
+# one on PATH is used too), SPEC_JSON. Run from anywhere; paths are relative to the
+# repository.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${BUILD_DIR:-$root/build-bench}"
@@ -15,12 +23,19 @@ tg="${TG:-64}"
 reps="${REPS:-3}"
 models="${MODELS_DIR:-$HOME/.cache/strata/models}"
 out="$root/docs/benchmarks.md"
+marker="<!-- end of the generated part -->"
+tail_kept=""
+if [[ -f "$out" ]] && grep -qF "$marker" "$out"; then
+    tail_kept="$(sed -n "/$marker/,\$p" "$out" | tail -n +2)"
+fi
 
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DSTRATA_CUDA=OFF >/dev/null
 cmake --build "$build" -j"$(nproc)" --target strata decode
 
 mkdir -p "$models"
 load_before="$(cut -d' ' -f1-3 /proc/loadavg)"
+busy="$(ps -eo pcpu,comm --sort=-pcpu | awk 'NR > 1 && $1 > 5 { printf "%s (%s%%) ", $2, $1 }')"
+echo "load average: $load_before; busy processes: ${busy:-none}" >&2
 extra=()
 if [[ -n "${LLAMA_BENCH:-}" ]]; then extra=(--llama-bench "$LLAMA_BENCH"); fi
 
@@ -46,8 +61,13 @@ done
     echo "Synthetic models (\`strata make-model --arch llama --preset 1b --seed 1\`), single sequence,"
     echo "$threads threads; prompt: one window of $pp tokens; decode: $tg steps of one token;"
     echo "median and range over $reps repetitions after one warm-up. Decode GB/s counts the"
-    echo "bytes of all layer weights plus the output head per token; bandwidth is measured in"
-    echo "the same run (bench/decode.cpp explains both)."
+    echo "bytes of all layer weights plus the output head per token (the file's bytes; the"
+    echo "packed copies the CPU kernels read have the same size). Bandwidth is measured in the"
+    echo "same run, on the same kind of memory as the packed weights (2 MiB pages where the"
+    echo "system gives them): **decode is compared with the read figure**, the best of several"
+    echo "read-only loops (one or four streams per thread, SSE2 or AVX-512, with and without"
+    echo "prefetch), since decode only reads weights; copy and triad are STREAM's figures,"
+    echo "for reference (bench/decode.cpp explains all of them)."
     echo
     for r in "${results[@]}"; do echo "$r"; done
     echo "## Machine"
@@ -57,6 +77,15 @@ done
     echo "SIMD flags: $(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -E '^(avx2|fma|f16c|avx512f|avx512bw|avx512vl|avx512_vnni|avx_vnni|avx512_bf16|amx_tile|amx_int8|amx_bf16)$' | tr '\n' ' ')"
     free -g | head -2
     echo "load average before the runs: $load_before (other processes share the cores when it is above 0)"
+    echo "busy processes before the runs: ${busy:-none}"
     echo '```'
+    echo
+    echo "$marker"
+    if [[ -n "$tail_kept" ]]; then echo "$tail_kept"; fi
 } >"$out"
 echo "wrote $out" >&2
+
+spec_json="${SPEC_JSON:-$build/bench-spec.json}"
+if [[ -f "$spec_json" ]]; then
+    "$root/scripts/plot-bench.sh" "$root/docs/benchmarks.png" "$spec_json" "$build"/bench-llama-1b-*.json
+fi

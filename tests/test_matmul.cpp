@@ -6,12 +6,15 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <stdexcept>
 #include <thread>
 #include <random>
 #include <vector>
 
+#include "engine/quant/blocks.h"
 #include "engine/quant/quant.h"
+#include "kernels/cpu/act_quant.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/matmul_q.h"
 
@@ -148,24 +151,168 @@ TEST_CASE("matmul: integer path within the activation-quantization bound", "[mat
 
 TEST_CASE("matmul: integer path bit-identical on every instruction set", "[matmul][determinism]") {
     ThreadPool pool(2);
-    const int64_t n_out = 21, T = 6;  // partial row and token tiles
+    const int64_t n_out = 21;  // partial row tiles
     for (GgmlType type : kIntTypes) {
-        const int64_t n_in = type_info(type).block_size == 256 ? 768 : 352;
-        Weights w = make_weights(type, n_in, n_out, 5);
-        auto x = randn(static_cast<size_t>(T * n_in), 6);
-        x[7] = 0.0f;  // a block edge case: zeros, and a block that is all zero
-        std::fill(x.begin() + 32, x.begin() + 64, 0.0f);
-        std::vector<float> ref(static_cast<size_t>(T * n_out));
-        {
-            ForceIsa f(kq::Isa::Scalar);
-            matmul(pool, w.view, x.data(), n_in, T, ref.data(), n_out);
+        // 352 = 11 blocks: a partial chunk of 8 blocks at the end of the row; 2816 = 11 super-blocks.
+        for (const int64_t n_in : {type_info(type).block_size == 256 ? int64_t{768} : int64_t{352}, int64_t{2816}}) {
+            Weights w = make_weights(type, n_in, n_out, 5);
+            if (type == GgmlType::Q8_0) {
+                // -128 never comes out of the quantizer but is a valid Q8_0 byte; the VNNI
+                // path's w + 128 must handle it (it becomes 0).
+                auto* b = reinterpret_cast<block_q8_0*>(w.bytes.data());
+                b[0].qs[3] = -128;
+                b[1].qs[31] = -128;
+                b[n_in / 32 + 2].qs[0] = -128;
+            }
+            for (const int64_t T : {1, 6}) {  // the decode tile (4 x 1) and the 4 x 4 tiles with edges
+                auto x = randn(static_cast<size_t>(T * n_in), 6);
+                x[7] = 0.0f;  // a block edge case: zeros, and a block that is all zero
+                std::fill(x.begin() + 32, x.begin() + 64, 0.0f);
+                std::vector<float> ref(static_cast<size_t>(T * n_out));
+                {
+                    ForceIsa f(kq::Isa::Scalar);
+                    matmul(pool, w.view, x.data(), n_in, T, ref.data(), n_out);
+                }
+                for (int isa = 1; isa <= static_cast<int>(kq::detected()); ++isa) {
+                    ForceIsa f(static_cast<kq::Isa>(isa));
+                    std::vector<float> y(ref.size());
+                    matmul(pool, w.view, x.data(), n_in, T, y.data(), n_out);
+                    INFO(type_info(type).name << " n_in " << n_in << " T " << T << " on " << kq::name(static_cast<kq::Isa>(isa)));
+                    CHECK(y == ref);
+                }
+            }
         }
-        for (int isa = 1; isa <= static_cast<int>(kq::detected()); ++isa) {
-            ForceIsa f(static_cast<kq::Isa>(isa));
-            std::vector<float> y(ref.size());
-            matmul(pool, w.view, x.data(), n_in, T, y.data(), n_out);
-            INFO(type_info(type).name << " on " << kq::name(static_cast<kq::Isa>(isa)));
-            CHECK(y == ref);
+    }
+}
+
+// Packed weights (pack_weights: Q8_0, Q4_K): bit-identical to the rows they were packed
+// from, on every instruction set (AMX included where the CPU has it), for decode (T = 1)
+// and windows, with a partial last group of 16 rows.
+TEST_CASE("matmul: packed Q8_0 and Q4_K give the unpacked results", "[matmul][determinism]") {
+    for (const GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_K}) {
+        const bool q8 = type == GgmlType::Q8_0;
+        for (const int64_t n_out : {int64_t{16}, int64_t{21}, int64_t{130}}) {
+            for (const int64_t n_in : {q8 ? int64_t{352} : int64_t{512}, int64_t{2048}}) {
+                Weights w = make_weights(type, n_in, n_out, 21);
+                if (q8) reinterpret_cast<block_q8_0*>(w.bytes.data())[1].qs[5] = -128;
+                const size_t unit = q8 ? sizeof(kq::PackedQ8) : sizeof(kq::PackedQ4K);
+                REQUIRE(packed_size(w.view) == static_cast<size_t>((n_out + 15) / 16 * (n_in / (q8 ? 32 : 256))) * unit);
+                std::vector<uint8_t> buf(packed_size(w.view) + 64);
+                void* dst = buf.data() + (64 - reinterpret_cast<uintptr_t>(buf.data()) % 64) % 64;
+                pack_weights(w.view, dst);
+                MatView pv = w.view;
+                pv.packed = dst;
+                // 21 and 35: windows where AMX (when the CPU has it) takes 16 tokens at a time
+                for (const int64_t T : {1, 3, 6, 21, 35}) {
+                    auto x = randn(static_cast<size_t>(T * n_in), 22);
+                    std::fill(x.begin() + 32, x.begin() + 64, 0.0f);
+                    std::vector<float> ref(static_cast<size_t>(T * n_out));
+                    {
+                        ThreadPool p1(1);
+                        ForceIsa f(kq::Isa::Scalar);
+                        matmul(p1, w.view, x.data(), n_in, T, ref.data(), n_out);
+                    }
+                    for (int isa = 0; isa <= static_cast<int>(kq::detected()); ++isa) {
+                        ForceIsa f(static_cast<kq::Isa>(isa));
+                        for (int threads : {1, 2, 3}) {
+                            ThreadPool pool(threads);
+                            std::vector<float> y(ref.size(), -1.0f), yu(ref.size(), -1.0f);
+                            matmul(pool, pv, x.data(), n_in, T, y.data(), n_out);
+                            matmul(pool, w.view, x.data(), n_in, T, yu.data(), n_out);
+                            INFO(type_info(type).name << " n_out " << n_out << " n_in " << n_in << " T " << T << " threads "
+                                                      << threads << " on " << kq::name(static_cast<kq::Isa>(isa)));
+                            CHECK(y == ref);
+                            CHECK(yu == ref);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+// The activation quantizer's AVX-512 version (used where the CPU has it) writes the same
+// bytes as the scalar one, on ordinary values and on the edge cases: zeros, a whole zero
+// block, NaN, infinities, ties of the rounding, subnormals, huge values.
+TEST_CASE("act_quant: the vector quantizer writes the scalar quantizer's bytes", "[matmul][determinism]") {
+    const int64_t n = 32 * 12, T = 3;
+    auto x = randn(static_cast<size_t>(T * n), 9);
+    for (size_t i = 0; i < x.size(); i += 7) x[i] *= 1000.0f;
+    std::fill(x.begin() + 64, x.begin() + 96, 0.0f);  // block 2: all zero
+    x[100] = std::nanf("");
+    x[130] = INFINITY;
+    x[170] = -INFINITY;
+    x[171] = std::nanf("");
+    for (int i = 0; i < 32; ++i) x[static_cast<size_t>(192 + i)] = static_cast<float>(i - 16) * 0.5f;  // ties
+    x[230] = 1e-40f;  // subnormal
+    x[260] = 3e38f;
+    x[261] = -3e38f;
+    for (int i = 0; i < 32; ++i) x[static_cast<size_t>(320 + i)] = 1e-42f * static_cast<float>(i);
+    ActQ a, b;
+    a.reserve(n, T);
+    b.reserve(n, T);
+    for (int64_t t = 0; t < T; ++t) {
+        quantize_act_token(x.data() + t * n, t, a);
+        quantize_act_token_scalar(x.data() + t * n, t, b);
+    }
+    CHECK(std::equal(a.q.begin(), a.q.begin() + T * n, b.q.begin()));
+    CHECK(std::equal(a.r.begin(), a.r.begin() + T * n, b.r.begin()));
+    CHECK(std::equal(a.s.begin(), a.s.begin() + T * a.nb, b.s.begin()));
+    CHECK(std::equal(a.c.begin(), a.c.begin() + 8 * T * a.nb, b.c.begin()));
+    for (int64_t i = 0; i < T * a.nb; ++i) {  // bit patterns: NaN != NaN
+        uint32_t da, db;
+        std::memcpy(&da, &a.d[static_cast<size_t>(i)], 4);
+        std::memcpy(&db, &b.d[static_cast<size_t>(i)], 4);
+        CHECK(da == db);
+    }
+    // c holds minus the four-value sums of 128 q + r, s the block sums.
+    for (int64_t t = 0; t < T; ++t)
+        for (int64_t blk = 0; blk < a.nb; ++blk) {
+            int32_t total = 0;
+            for (int l = 0; l < 8; ++l) {
+                int32_t g = 0;
+                for (int64_t i = 32 * blk + 4 * l; i < 32 * blk + 4 * l + 4; ++i) g += 128 * a.qt(t)[i] + a.rt(t)[i];
+                CHECK(a.ct(t)[8 * blk + l] == -g);
+                total += g;
+            }
+            CHECK(a.st(t)[blk] == total);
+        }
+}
+
+// matmul_multi: the results of one matmul per weight, bit for bit, for integer and f32
+// weights mixed, on every thread count and window size.
+TEST_CASE("matmul_multi: the same results as one matmul per weight", "[matmul][determinism]") {
+    const int64_t n_in = 512;
+    std::vector<Weights> ws;
+    ws.push_back(make_weights(GgmlType::Q8_0, n_in, 45, 11));
+    ws.push_back(make_weights(GgmlType::Q4_K, n_in, 8, 12));
+    ws.push_back(make_weights(GgmlType::Q6_K, n_in, 130, 13));
+    ws.push_back(make_weights(GgmlType::F16, n_in, 19, 14));
+    ws.push_back(make_weights(GgmlType::Q8_0, n_in, 70, 16));
+    std::vector<uint8_t> pbuf(packed_size(ws.back().view) + 64);
+    void* pdst = pbuf.data() + (64 - reinterpret_cast<uintptr_t>(pbuf.data()) % 64) % 64;
+    pack_weights(ws.back().view, pdst);
+    ws.back().view.packed = pdst;
+    std::swap(ws[3], ws[4]);  // integer types (one packed) first, then the f16 one
+    for (const bool with_f16 : {false, true}) {
+        const size_t nw = with_f16 ? 5 : 4;
+        for (const int64_t T : {1, 5}) {
+            auto x = randn(static_cast<size_t>(T * n_in), 15);
+            for (int threads : {1, 2, 3}) {
+                ThreadPool pool(threads);
+                std::vector<std::vector<float>> one(nw), multi(nw);
+                std::vector<MatOut> outs;
+                for (size_t i = 0; i < nw; ++i) {
+                    const int64_t no = ws[i].view.n_out;
+                    one[i].resize(static_cast<size_t>(T * no));
+                    multi[i].assign(static_cast<size_t>(T * no), -1.0f);
+                    matmul(pool, ws[i].view, x.data(), n_in, T, one[i].data(), no);
+                    outs.push_back({ws[i].view, multi[i].data(), no});
+                }
+                matmul_multi(pool, outs, x.data(), n_in, T);
+                INFO("T " << T << " threads " << threads << " f16 " << with_f16);
+                for (size_t i = 0; i < nw; ++i) CHECK(multi[i] == one[i]);
+            }
         }
     }
 }

@@ -28,8 +28,10 @@ bool wait_metric(const TestServer& s, const std::string& series, double value) {
     return false;
 }
 
-// Starts a long stream and closes the connection after `chunks` chunks.
-void stream_then_disconnect(const TestServer& s, int chunks) {
+// Starts a long stream and closes the connection after `chunks` chunks and once `hold`
+// (when given) is false: a test that needs the slot busy for a while releases it itself,
+// however fast the model decodes.
+void stream_then_disconnect(const TestServer& s, int chunks, const std::atomic<bool>* hold = nullptr) {
     auto cli = s.client();
     httplib::Request req;
     req.method = "POST";
@@ -39,7 +41,7 @@ void stream_then_disconnect(const TestServer& s, int chunks) {
     int seen = 0;
     req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
         seen += static_cast<int>(std::count(data, data + n, '\n')) / 2;
-        return seen < chunks;  // false: httplib closes the socket
+        return seen < chunks || (hold && hold->load());  // false: httplib closes the socket
     };
     httplib::Response res;
     httplib::Error err;
@@ -116,8 +118,10 @@ TEST_CASE("server: a non-streamed client that disconnects cancels its generation
 }
 
 TEST_CASE("server: a full queue is 503, a queued request waits for a slot", "[server][queue]") {
-    TestServer s({.parallel = 1, .queue = 1, .n_ctx = 8192});
-    std::thread busy([&] { stream_then_disconnect(s, 200); });
+    // The busy stream ends only when the test releases it or its context (64k) fills.
+    TestServer s({.parallel = 1, .queue = 1, .n_ctx = 65536});
+    std::atomic<bool> hold{true};
+    std::thread busy([&] { stream_then_disconnect(s, 1, &hold); });
     REQUIRE(wait_metric(s, "strata_active_slots", 1));
     // One more fits in the queue and waits; the one after is refused.
     auto queued = std::async(std::launch::async, [&] { return post(s, "/v1/completions", R"({"prompt":"Hi","max_tokens":2})"); });
@@ -125,6 +129,7 @@ TEST_CASE("server: a full queue is 503, a queued request waits for a slot", "[se
     const Reply full = post(s, "/v1/completions", R"({"prompt":"Hi","max_tokens":2})");
     CHECK(full.status == 503);
     CHECK(full.j["error"]["code"] == "queue_full");
+    hold = false;
     busy.join();
     CHECK(queued.get().status == 200);
 }

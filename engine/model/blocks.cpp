@@ -33,63 +33,81 @@ void attention_block(ForwardCtx& ctx, const HParams& hp, const AttnWeights& w, c
     float* k = ctx.scratch.get(kK, static_cast<size_t>(T * n_kv));
     float* v = ctx.scratch.get(kV, static_cast<size_t>(T * n_kv_v));
     float* attn = ctx.scratch.get(kAttn, static_cast<size_t>(T * hp.n_head * hdv));
-    matmul(ctx.pool, w.wq, h, n_embd, T, q, q_rows);
-    matmul(ctx.pool, w.wk, h, n_embd, T, k, n_kv);
-    matmul(ctx.pool, w.wv, h, n_embd, T, v, n_kv_v);
+    const MatOut qkv[3] = {{w.wq, q, q_rows}, {w.wk, k, n_kv}, {w.wv, v, n_kv_v}};
+    matmul_multi(ctx.pool, qkv, h, n_embd, T);  // h quantized once for all three
 
-    // Per token: per-head norms, rotary embedding, then into its sequence's cache.
+    // Per token: per-head norms, rotary embedding (the angles once per token, shared by its
+    // heads: the same floats as ops::rope per head), then into its sequence's cache.
     const int64_t q_head_stride = w.gated ? 2 * hd : hd;  // gated rows per head: [query | gate]
     std::vector<int32_t>& row_seq = row_seq_of(batch);
+    thread_local std::vector<float> cs;
+    cs.resize(static_cast<size_t>(hp.n_rot));
     for (int64_t t = 0; t < T; ++t) {
         const BatchSeq& bs = batch.seqs[static_cast<size_t>(row_seq[t])];
         const int64_t pos = bs.pos0 + (t - bs.row0);
+        ops::rope_angles(hp.n_rot, pos, hp.rope_freq_base, hp.rope_freq_scale, nullptr, cs.data());
         for (int64_t hh = 0; hh < hp.n_head; ++hh) {
             float* qh = q + t * q_rows + hh * q_head_stride;
             if (!w.q_norm.empty()) ops::rmsnorm(qh, w.q_norm.data(), hp.rms_eps, hd, qh);
-            ops::rope(qh, hd, hp.n_rot, hp.rope_neox, pos, hp.rope_freq_base, hp.rope_freq_scale, nullptr);
+            ops::rope_apply(qh, hp.n_rot, hp.rope_neox, cs.data());
         }
         for (int64_t hh = 0; hh < hp.n_head_kv; ++hh) {
             float* kh = k + t * n_kv + hh * hd;
             if (!w.k_norm.empty()) ops::rmsnorm(kh, w.k_norm.data(), hp.rms_eps, hd, kh);
-            ops::rope(kh, hd, hp.n_rot, hp.rope_neox, pos, hp.rope_freq_base, hp.rope_freq_scale, nullptr);
+            ops::rope_apply(kh, hp.n_rot, hp.rope_neox, cs.data());
         }
         bs.state->kv->store(bs.state->kv_slot[static_cast<size_t>(il)], pos, k + t * n_kv, v + t * n_kv_v);
     }
 
-    // Causal attention, one task per (token, head): a token's result depends only on
-    // its own query and the cache, never on the rest of the window.
+    // Causal attention. Each query head's result is the same fixed sequence as ever (scores
+    // in position order, softmax, weighted sum of V in position order) and depends only on
+    // its token's query and the cache, never on the rest of the window. A task takes a
+    // token and `span` query heads of one KV head's group, so each cached K/V row is read
+    // and converted once for all of them; the group is split only as far as needed to give
+    // every thread work (a decode step has one token).
     const int64_t group = hp.n_head / hp.n_head_kv;
+    int64_t span = group;
+    while (span % 2 == 0 && T * hp.n_head_kv * (group / span) < 2 * ctx.pool.size()) span /= 2;
+    const int64_t n_split = group / span;
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
     int64_t n_pos_max = 0;
     for (const BatchSeq& bs : batch.seqs) n_pos_max = std::max(n_pos_max, bs.pos0 + bs.n);
-    ctx.pool.run(T * hp.n_head, [&](int64_t task) {
-        const int64_t t = task / hp.n_head, hh = task % hp.n_head, kvh = hh / group;
+    ctx.pool.run(T * hp.n_head_kv * n_split, [&](int64_t task) {
+        const int64_t t = task / (hp.n_head_kv * n_split), kvh = task / n_split % hp.n_head_kv;
+        const int64_t h0 = kvh * group + task % n_split * span;  // first query head of the task
         const BatchSeq& bs = batch.seqs[static_cast<size_t>(row_seq[t])];
         const KvCache& kv = *bs.state->kv;
         const int64_t kv_layer = bs.state->kv_slot[static_cast<size_t>(il)];
         const int64_t n_pos = bs.pos0 + (t - bs.row0) + 1;
         thread_local std::vector<float> scores, kbuf, vbuf, acc;
-        scores.resize(static_cast<size_t>(n_pos_max));
+        scores.resize(static_cast<size_t>(span * n_pos_max));
         kbuf.resize(static_cast<size_t>(hd));
         vbuf.resize(static_cast<size_t>(hdv));
-        acc.assign(static_cast<size_t>(hdv), 0.0f);
-        const float* qh = q + t * q_rows + hh * q_head_stride;
+        acc.assign(static_cast<size_t>(span * hdv), 0.0f);
+        const float* q0 = q + t * q_rows + h0 * q_head_stride;
         for (int64_t u = 0; u < n_pos; ++u) {
             kv.read_k(kv_layer, u, kvh, hd, kbuf.data());
-            scores[u] = simd::dot(qh, kbuf.data(), hd) * scale;
+            for (int64_t j = 0; j < span; ++j)
+                scores[static_cast<size_t>(j * n_pos_max + u)] = simd::dot(q0 + j * q_head_stride, kbuf.data(), hd) * scale;
         }
-        ops::softmax(scores.data(), n_pos);
+        for (int64_t j = 0; j < span; ++j) ops::softmax(scores.data() + j * n_pos_max, n_pos);
         for (int64_t u = 0; u < n_pos; ++u) {
             kv.read_v(kv_layer, u, kvh, hdv, vbuf.data());
-            const float a = scores[u];
-            for (int64_t i = 0; i < hdv; ++i) acc[i] += a * vbuf[i];
+            for (int64_t j = 0; j < span; ++j) {
+                const float a = scores[static_cast<size_t>(j * n_pos_max + u)];
+                float* aj = acc.data() + j * hdv;
+                for (int64_t i = 0; i < hdv; ++i) aj[i] += a * vbuf[i];
+            }
         }
-        float* o = attn + t * hp.n_head * hdv + hh * hdv;
-        if (w.gated) {
-            const float* gate = qh + hd;
-            for (int64_t i = 0; i < hdv; ++i) o[i] = acc[i] * ops::sigmoid(gate[i]);
-        } else {
-            for (int64_t i = 0; i < hdv; ++i) o[i] = acc[i];
+        for (int64_t j = 0; j < span; ++j) {
+            const float* aj = acc.data() + j * hdv;
+            float* o = attn + t * hp.n_head * hdv + (h0 + j) * hdv;
+            if (w.gated) {
+                const float* gate = q0 + j * q_head_stride + hd;
+                for (int64_t i = 0; i < hdv; ++i) o[i] = aj[i] * ops::sigmoid(gate[i]);
+            } else {
+                for (int64_t i = 0; i < hdv; ++i) o[i] = aj[i];
+            }
         }
     });
     matmul(ctx.pool, w.wo, attn, hp.n_head * hdv, T, out, n_embd);
@@ -99,9 +117,15 @@ void ffn_block(ForwardCtx& ctx, const FfnWeights& w, const float* h, int64_t T, 
     const int64_t n_ff = w.gate.n_out;
     float* g = ctx.scratch.get(kGate, static_cast<size_t>(T * n_ff));
     float* u = ctx.scratch.get(kUp, static_cast<size_t>(T * n_ff));
-    matmul(ctx.pool, w.gate, h, n_embd, T, g, n_ff);
-    matmul(ctx.pool, w.up, h, n_embd, T, u, n_ff);
-    ops::swiglu(g, u, T * n_ff, g);
+    const MatOut gu[2] = {{w.gate, g, n_ff}, {w.up, u, n_ff}};
+    matmul_multi(ctx.pool, gu, h, n_embd, T);
+    // Elementwise, so the split across threads changes nothing in the result: one equal
+    // part per thread (a decode step has a few thousand values).
+    const int64_t n = T * n_ff, parts = ctx.pool.size();
+    ctx.pool.run(parts, [&](int64_t k) {
+        const int64_t i0 = n * k / parts, i1 = n * (k + 1) / parts;
+        ops::swiglu(g + i0, u + i0, i1 - i0, g + i0);
+    });
     matmul(ctx.pool, w.down, g, n_ff, T, out, n_embd);
 }
 

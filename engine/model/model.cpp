@@ -12,9 +12,11 @@ std::unique_ptr<Model> make_dense_model(GgufFile file);      // engine/model/lla
 std::unique_ptr<Model> make_qwen3next_model(GgufFile file);  // engine/model/qwen3next.cpp
 
 Model::Model(GgufFile file) : file_(std::move(file)), hp_(HParams::from_gguf(file_)) {
-    WeightBinder b(file_);
-    tok_embd_ = b.mat("token_embd.weight", hp_.n_embd, hp_.n_vocab);
-    output_ = b.has("output.weight") ? b.mat("output.weight", hp_.n_embd, hp_.n_vocab) : tok_embd_;
+    WeightBinder b(file_, &store_);
+    // The embedding is read by row; it is packed only when it doubles as the head.
+    const bool tied = !b.has("output.weight");
+    tok_embd_ = b.mat("token_embd.weight", hp_.n_embd, hp_.n_vocab, tied);
+    output_ = tied ? tok_embd_ : b.mat("output.weight", hp_.n_embd, hp_.n_vocab);
     output_norm_ = b.vec("output_norm.weight", hp_.n_embd);
 }
 

@@ -12,6 +12,7 @@
 #include "engine/gguf/reader.h"
 #include "engine/model/batch.h"
 #include "engine/model/hparams.h"
+#include "engine/model/weights.h"
 #include "engine/state/seq_state.h"
 #include "kernels/cpu/matmul.h"
 
@@ -104,6 +105,7 @@ protected:
 
     GgufFile file_;
     HParams hp_;
+    WeightStore store_;               // packed copies of the matrices (weights.h)
     MatView tok_embd_;                // [n_embd, n_vocab]
     MatView output_;                  // [n_embd, n_vocab]; token_embd when tied
     std::vector<float> output_norm_;  // [n_embd]

@@ -1,9 +1,42 @@
 #include "engine/model/weights.h"
 
+#include <algorithm>
+#include <cstdlib>
+
+#include <sys/mman.h>
+
 #include "engine/core/error.h"
 #include "engine/quant/quant.h"
 
 namespace strata {
+
+namespace {
+constexpr size_t kHuge = size_t{2} << 20;
+constexpr size_t kChunk = size_t{64} << 20;
+}  // namespace
+
+WeightStore::~WeightStore() {
+    for (const Chunk& c : chunks_) munmap(c.base, c.size);
+}
+
+void* WeightStore::alloc(size_t bytes) {
+    bytes = (bytes + 63) / 64 * 64;
+    if (chunks_.empty() || used_ + bytes > chunks_.back().size - kHuge) {
+        // Room for the request (or a standard chunk), plus one huge page of slack to align
+        // the start; untouched pages cost nothing.
+        const size_t size = std::max(kChunk, (bytes + kHuge - 1) / kHuge * kHuge) + kHuge;
+        void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED) fail("cannot map {} MiB for packed weights", size >> 20);
+        madvise(p, size, MADV_HUGEPAGE);  // a hint: without THP the pages are simply small
+        chunks_.push_back({p, size});
+        const auto addr = reinterpret_cast<uintptr_t>(p);
+        used_ = (kHuge - addr % kHuge) % kHuge;
+    }
+    void* out = static_cast<uint8_t*>(chunks_.back().base) + used_;
+    used_ += bytes;
+    used_total_ += bytes;
+    return out;
+}
 
 const GgufTensorInfo& WeightBinder::get(const std::string& name, std::initializer_list<int64_t> shape) const {
     const GgufTensorInfo& t = f_.tensor(name);
@@ -20,9 +53,19 @@ const GgufTensorInfo& WeightBinder::get(const std::string& name, std::initialize
     return t;
 }
 
-MatView WeightBinder::mat(const std::string& name, int64_t n_in, int64_t n_out) const {
+MatView WeightBinder::packed(MatView v) const {
+    const size_t n = packed_size(v);
+    if (!store_ || n == 0 || v.packed) return v;
+    void* dst = store_->alloc(n);
+    pack_weights(v, dst);
+    v.packed = dst;
+    return v;
+}
+
+MatView WeightBinder::mat(const std::string& name, int64_t n_in, int64_t n_out, bool pack) const {
     const GgufTensorInfo& t = get(name, {n_in, n_out});
-    return MatView{t.type, t.data, n_in, n_out, row_bytes(t.type, n_in)};
+    const MatView v{t.type, t.data, n_in, n_out, row_bytes(t.type, n_in)};
+    return pack ? packed(v) : v;
 }
 
 std::vector<MatView> WeightBinder::experts(const std::string& name, int64_t n_in, int64_t n_out, int64_t n_expert) const {
@@ -30,7 +73,7 @@ std::vector<MatView> WeightBinder::experts(const std::string& name, int64_t n_in
     const size_t rb = row_bytes(t.type, n_in);
     std::vector<MatView> out;
     for (int64_t e = 0; e < n_expert; ++e)
-        out.push_back(MatView{t.type, t.data + static_cast<size_t>(e * n_out) * rb, n_in, n_out, rb});
+        out.push_back(packed(MatView{t.type, t.data + static_cast<size_t>(e * n_out) * rb, n_in, n_out, rb}));
     return out;
 }
 

@@ -7,6 +7,10 @@
 // brings it to ~0.005% for one more integer dot product per block, which decode (bound
 // by reading the weights) does not notice. A token is always quantized on its own, so
 // its blocks never depend on the other tokens of a window.
+//
+// For the VNNI kernels each block also carries c[l] = -(sum of 128 q + r over values
+// 4l .. 4l+3), l = 0..7: vpdpbusd multiplies unsigned by signed bytes, so a signed weight
+// w enters as w + 128 and c cancels the 128 * x that this adds (matmul_q_simd.inc).
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -14,24 +18,33 @@
 namespace strata {
 
 struct ActQ {
+    // Arrays of per-block values are padded by this many entries so that a kernel may
+    // load a whole group of 8 blocks at the end of a token (the extra lanes are unused).
+    static constexpr int64_t kPad = 8;
+
     int64_t n = 0;   // values per token (a multiple of 32)
     int64_t nb = 0;  // blocks per token
     int64_t T = 0;
     std::vector<int8_t> q;   // [T, n]  high digit
     std::vector<int8_t> r;   // [T, n]  low digit
-    std::vector<float> d;    // [T, nb]
-    std::vector<int32_t> s;  // [T, nb]  sum of the block's 128 q + r
+    std::vector<float> d;    // [T, nb] (+ kPad)
+    std::vector<int32_t> s;  // [T, nb] (+ kPad)  sum of the block's 128 q + r
+    std::vector<int32_t> c;  // [T, nb, 8]  minus the four-value sums of 128 q + r
 
     const int8_t* qt(int64_t t) const { return q.data() + t * n; }
     const int8_t* rt(int64_t t) const { return r.data() + t * n; }
     const float* dt(int64_t t) const { return d.data() + t * nb; }
     const int32_t* st(int64_t t) const { return s.data() + t * nb; }
+    const int32_t* ct(int64_t t) const { return c.data() + t * nb * 8; }
     // Grow-only: after the first call of a given size nothing is allocated.
     void reserve(int64_t n_in, int64_t n_tok);
 };
 
-// Quantizes token t of x (row stride ldx floats) into a. Plain scalar code compiled once:
-// the bytes do not depend on the instruction set chosen for the dot products.
+// Quantizes token t of x (the token's n values) into a. The bytes are the same on every
+// instruction set: the AVX-512 version does the same IEEE operations per value as the
+// scalar one (and max is order-independent), and tests compare the two.
 void quantize_act_token(const float* x, int64_t t, ActQ& a);
+// The plain scalar version (tests).
+void quantize_act_token_scalar(const float* x, int64_t t, ActQ& a);
 
 }  // namespace strata

@@ -1,6 +1,7 @@
 #include "kernels/cpu/matmul.h"
 
 #include <algorithm>
+#include <atomic>
 #include <vector>
 
 #include "engine/core/error.h"
@@ -47,38 +48,121 @@ void tile_dot(const float* rows, int nr, int64_t n, const float* x, int64_t ldx,
         }
 }
 
-// Integer-dot path (matmul_q.h): quantize each token of x on its own, then give each
-// task a fixed range of rows for all tokens.
-void matmul_q(ThreadPool& pool, const MatView& w, const float* x, int64_t ldx, int64_t T, float* y, int64_t ldy) {
+// Integer-dot path (matmul_q.h): quantize each token of x on its own, once for all the
+// weights, then give each task a fixed range of rows of one weight, for all tokens.
+constexpr size_t kMaxOuts = 8;
+
+// One thread's share of a call's units: claimed one chunk at a time from the front by
+// its owner and one unit at a time from the back by a thread that has finished its own.
+// front (low 32 bits) and back (high 32 bits) change together, by compare-and-swap. One
+// cache line each, so two threads' claims never contend for a line.
+struct alignas(64) Share {
+    std::atomic<uint64_t> fb{0};
+
+    static uint64_t pack(int64_t f, int64_t b) { return static_cast<uint64_t>(f) | static_cast<uint64_t>(b) << 32; }
+    void set(int64_t f, int64_t b) { fb.store(pack(f, b), std::memory_order_relaxed); }
+    int64_t left() const {
+        const uint64_t v = fb.load(std::memory_order_relaxed);
+        return static_cast<int64_t>(v >> 32) - static_cast<int64_t>(v & 0xFFFFFFFFu);
+    }
+    // [*u0, *u1): up to `want` units from the front; false when none are left.
+    bool front(int64_t want, int64_t* u0, int64_t* u1) {
+        uint64_t v = fb.load(std::memory_order_relaxed);
+        for (;;) {
+            const auto f = static_cast<int64_t>(v & 0xFFFFFFFFu), b = static_cast<int64_t>(v >> 32);
+            if (f >= b) return false;
+            const int64_t e = std::min(b, f + std::max<int64_t>(1, std::min(want, (b - f) / 2)));
+            if (fb.compare_exchange_weak(v, pack(e, b), std::memory_order_relaxed)) {
+                *u0 = f;
+                *u1 = e;
+                return true;
+            }
+        }
+    }
+    bool back(int64_t* u) {
+        uint64_t v = fb.load(std::memory_order_relaxed);
+        for (;;) {
+            const auto f = static_cast<int64_t>(v & 0xFFFFFFFFu), b = static_cast<int64_t>(v >> 32);
+            if (f >= b) return false;
+            if (fb.compare_exchange_weak(v, pack(f, b - 1), std::memory_order_relaxed)) {
+                *u = b - 1;
+                return true;
+            }
+        }
+    }
+};
+
+constexpr int kMaxShares = 64;
+
+void matmul_q(ThreadPool& pool, std::span<const MatOut> outs, const float* x, int64_t ldx, int64_t T) {
     // Grow-only, per calling thread: no allocation once the largest shape has been seen.
     thread_local ActQ act;
-    act.reserve(w.n_in, T);
+    act.reserve(outs[0].w.n_in, T);
     struct Ctx {
         const float* x;
         int64_t ldx;
         ActQ* a;
-        kq::Job job;
-        int64_t rows_per_task;
+        size_t n;
+        int64_t unit;  // rows per unit of work: four 4-row tiles, or two 16-row packed groups
+        int n_shares;
+        kq::Job jobs[kMaxOuts];
+        int64_t first[kMaxOuts + 1];  // first unit of each output
         void (*fn)(const kq::Job&, int64_t, int64_t);
-    } c{x, ldx, &act, {&w, &act, y, ldy}, 0, nullptr};
+        Share shares[kMaxShares];
+        // Units [u0, u1), which may span several outputs.
+        void rows(int64_t u0, int64_t u1) const {
+            size_t i = 0;
+            while (u0 < u1) {
+                while (u0 >= first[i + 1]) ++i;
+                const int64_t stop = std::min(u1, first[i + 1]);
+                const kq::Job& job = jobs[i];
+                fn(job, (u0 - first[i]) * unit, std::min(job.w->n_out, (stop - first[i]) * unit));
+                u0 = stop;
+            }
+        }
+    };
+    thread_local Ctx c;
+    c.x = x;
+    c.ldx = ldx;
+    c.a = &act;
+    c.n = outs.size();
+    c.unit = 16;
     if (T >= 4 && pool.size() > 1)
         pool.run(T, [p = &c](int64_t t) { quantize_act_token(p->x + t * p->ldx, t, *p->a); });
     else
         for (int64_t t = 0; t < T; ++t) quantize_act_token(x + t * ldx, t, act);
     switch (kq::active()) {
+    case kq::Isa::Amx:
     case kq::Isa::Avx512Vnni: c.fn = kq::rows_avx512; break;
     case kq::Isa::Avx2: c.fn = kq::rows_avx2; break;
     default: c.fn = kq::rows_scalar; break;
     }
-    // About eight tasks per thread, in multiples of the 4-row tile. Which task computes a
-    // row never changes the row's result, only the balance.
-    const int64_t target = static_cast<int64_t>(pool.size()) * 8;
-    const int64_t rpt = std::max<int64_t>(4, ((w.n_out + target - 1) / target + 3) / 4 * 4);
-    c.rows_per_task = rpt;
-    const int64_t n_tasks = (w.n_out + rpt - 1) / rpt;
-    pool.run(n_tasks, [p = &c](int64_t task) {
-        const int64_t r0 = task * p->rows_per_task;
-        p->fn(p->job, r0, std::min(p->job.w->n_out, r0 + p->rows_per_task));
+    for (const MatOut& o : outs)
+        if (o.w.packed) c.unit = 2 * kq::kPackRows;  // decode reads packed groups two at a time
+    c.first[0] = 0;
+    for (size_t i = 0; i < c.n; ++i) {
+        c.jobs[i] = {&outs[i].w, &act, outs[i].y, outs[i].ldy};
+        c.first[i + 1] = c.first[i] + (outs[i].w.n_out + c.unit - 1) / c.unit;
+    }
+    // Each thread gets one contiguous share of the rows (one run of memory per weight,
+    // which is what the memory system streams best), claimed from the front in shrinking
+    // chunks; a thread done with its share takes single units from the back of the share
+    // with the most left. Which thread computes a row never changes the row's result.
+    const int64_t total = c.first[c.n];
+    c.n_shares = static_cast<int>(std::min<int64_t>({pool.size(), kMaxShares, total}));
+    for (int k = 0; k < c.n_shares; ++k) c.shares[k].set(total * k / c.n_shares, total * (k + 1) / c.n_shares);
+    pool.run(c.n_shares, [p = &c](int64_t k) {
+        Share& own = p->shares[k];
+        int64_t u0, u1;
+        while (own.front(own.left() / 4, &u0, &u1)) p->rows(u0, u1);
+        for (;;) {
+            int best = -1;
+            int64_t most = 0;
+            for (int j = 0; j < p->n_shares; ++j)
+                if (const int64_t l = p->shares[j].left(); l > most) most = l, best = j;
+            if (best < 0) return;
+            if (p->shares[best].back(&u0)) p->rows(u0, u0 + 1);
+        }
     });
 }
 
@@ -110,15 +194,33 @@ void matmul_f32(ThreadPool& pool, const MatView& w, const float* x, int64_t ldx,
 
 }  // namespace
 
+void matmul_multi(ThreadPool& pool, std::span<const MatOut> outs, const float* x, int64_t ldx, int64_t T) {
+    if (outs.empty()) return;
+    bool all_q = true;
+    for (const MatOut& o : outs) {
+        STRATA_CHECK(o.w.n_in > 0 && o.w.n_out > 0, "matmul: empty weight {}x{}", o.w.n_out, o.w.n_in);
+        STRATA_CHECK(o.w.n_in == outs[0].w.n_in, "matmul: weights with {} and {} inputs", o.w.n_in, outs[0].w.n_in);
+        STRATA_CHECK(ldx >= o.w.n_in && o.ldy >= o.w.n_out, "matmul: strides {} / {} too small", ldx, o.ldy);
+        all_q = all_q && kq::supported(o.w.type);
+    }
+    if (T <= 0) return;
+    if (all_q) {
+        for (size_t i = 0; i < outs.size(); i += kMaxOuts)
+            matmul_q(pool, outs.subspan(i, std::min(kMaxOuts, outs.size() - i)), x, ldx, T);
+        return;
+    }
+    for (const MatOut& o : outs) {
+        if (kq::supported(o.w.type))
+            matmul_q(pool, std::span<const MatOut>(&o, 1), x, ldx, T);
+        else
+            matmul_f32(pool, o.w, x, ldx, T, o.y, o.ldy);
+    }
+}
+
 void matmul(ThreadPool& pool, const MatView& w, const float* x, int64_t ldx, int64_t T, float* y,
             int64_t ldy) {
-    STRATA_CHECK(w.n_in > 0 && w.n_out > 0, "matmul: empty weight {}x{}", w.n_out, w.n_in);
-    STRATA_CHECK(ldx >= w.n_in && ldy >= w.n_out, "matmul: strides {} / {} too small", ldx, ldy);
-    if (T <= 0) return;
-    if (kq::supported(w.type))
-        matmul_q(pool, w, x, ldx, T, y, ldy);
-    else
-        matmul_f32(pool, w, x, ldx, T, y, ldy);
+    const MatOut o{w, y, ldy};
+    matmul_multi(pool, std::span<const MatOut>(&o, 1), x, ldx, T);
 }
 
 void matmul_ref(const MatView& w, const float* x, int64_t ldx, int64_t T, float* y, int64_t ldy) {

@@ -8,6 +8,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <span>
 
 #include "engine/core/thread_pool.h"
 #include "engine/quant/types.h"
@@ -15,12 +16,15 @@
 namespace strata {
 
 // A 2-D weight: n_out rows of n_in values each, row r at data + r * row_stride.
+// packed, when set, holds the same weights in the matmul kernels' own layout
+// (pack_weights below); matmul then reads it instead of the rows, with the same results.
 struct MatView {
     GgmlType type = GgmlType::F32;
     const void* data = nullptr;
     int64_t n_in = 0;
     int64_t n_out = 0;
     size_t row_stride = 0;  // bytes between rows
+    const void* packed = nullptr;
 
     const uint8_t* row(int64_t r) const { return static_cast<const uint8_t*>(data) + static_cast<size_t>(r) * row_stride; }
 };
@@ -28,6 +32,27 @@ struct MatView {
 // x: [T, n_in] f32 with row stride ldx (floats); y: [T, n_out] with row stride ldy.
 void matmul(ThreadPool& pool, const MatView& w, const float* x, int64_t ldx, int64_t T, float* y,
             int64_t ldy);
+
+// One weight of a multi-output product: y [T, w.n_out] with row stride ldy.
+struct MatOut {
+    MatView w;
+    float* y;
+    int64_t ldy;
+};
+
+// Several weights with the same n_in applied to the same x (a layer's q, k and v; an
+// FFN's gate and up): exactly the results of one matmul per weight, with x quantized
+// once and all the rows in one parallel run (one hand-off to the threads instead of one
+// per weight).
+void matmul_multi(ThreadPool& pool, std::span<const MatOut> outs, const float* x, int64_t ldx, int64_t T);
+
+// Repacking at load time. Q8_0 has a packed layout (matmul_q.h): 16 rows interleaved in
+// groups of four bytes, so one vector instruction multiplies the same four activations
+// into 16 rows. packed_size is 0 for the other types. pack_weights writes
+// packed_size(w) bytes to dst (64-byte aligned); a MatView with packed = dst gives the
+// same matmul results, bit for bit, as without.
+size_t packed_size(const MatView& w);
+void pack_weights(const MatView& w, void* dst);
 
 // Plain reference: each element in double precision. For tests.
 void matmul_ref(const MatView& w, const float* x, int64_t ldx, int64_t T, float* y, int64_t ldy);

@@ -3,15 +3,31 @@
 // IQ4_XS and IQ3_XXS. Three implementations (scalar, AVX2, AVX-512 VNNI) compute the
 // same floats; see "Integer dot products" in docs/architecture.md.
 //
-// Canonical computation of y[t][r] (every path does exactly this, in this order):
-// for each 32-value block b of the row, in index order, the weight block is decoded to
-// 32 signed integers w (and a float scale ws, for Q4_K also a float minimum wm, for Q6_K
-// two integer sub-scales m0, m1), and eight exact int32 lane sums are formed,
-// p[l] = sum_{i=4l}^{4l+3} w[i] * (128 q[i] + r[i]) (times m0 for l < 4, m1 for l >= 4
-// on Q6_K; |p| < 2^31 always, and float(p) rounds to nearest on every path);
-// then with s = ws * d_x[b]:  acc[l] = acc[l] + s * float(p[l])  (a multiply then an add,
-// never fused), and for Q4_K  mn = mn + (wm * d_x[b]) * float(sum_x[b]).
-// Finally y = ((acc0+acc4) + (acc2+acc6)) + ((acc1+acc5) + (acc3+acc7))  [- mn for Q4_K].
+// Canonical computation of y[t][r] (every path does exactly this, in this order). For
+// each 32-value block b of the row, in index order, the weight block is decoded to 32
+// signed integers w (and a float scale ws, for Q4_K also a float minimum wm, for Q6_K
+// two integer sub-scales m0, m1); the products with the activation's two-digit integers
+// x = 128 q + r are exact integers on every path, and s = ws * d_x[b].
+//
+// - Q8_0 and Q4_K (per-block sums): P = sum_{i<32} w[i] x[i] (|P| < 2^31, exact), then
+//   acc = acc + s * float(P) (a multiply then an add, never fused), acc starting at 0,
+//   and for Q4_K  mn = mn + (wm * d_x[b]) * float(sum_x[b]);  y = acc [- mn for Q4_K].
+//   One sum per block lets a vector hold 16 rows (the packed layouts below) or 16
+//   tokens, so the float work is one operation per 16 products of blocks.
+// - The other types (per-lane sums): eight int32 lane sums
+//   p[l] = sum_{i=4l}^{4l+3} w[i] x[i] (times m0 for l < 4, m1 for l >= 4 on Q6_K), then
+//   acc[l] = acc[l] + s * float(p[l]).
+//   Finally y = ((acc0+acc4) + (acc2+acc6)) + ((acc1+acc5) + (acc3+acc7)).
+//
+// Packed Q8_0 (pack_weights): rows in groups of 16, the last group padded with zero rows.
+// Group g, block b is the 544-byte PackedQ8 at index g * nb + b: the 16 rows' fp16 scales,
+// then value i of row j as u[i / 4][j][i % 4] = w + 128 (unsigned). A group's blocks are
+// contiguous, so a task streams one run of memory per group.
+// Packed Q4_K: the same grouping by 16 rows, one 2368-byte PackedQ4K per super-block of
+// 256 values: the rows' fp16 d and dmin, their eight 6-bit scales and minimums as bytes
+// ([block][row]), then block j's 32 values of the 16 rows as four 64-byte vectors:
+// vector k holds, for row r, bytes q[32j + 4k + i] | q[32j + 4(k + 4) + i] << 4, i < 4 (the
+// low nibbles are four-value column k, the high nibbles column k + 4).
 #pragma once
 #include <cstdint>
 
@@ -20,7 +36,8 @@
 
 namespace strata::kq {
 
-enum class Isa : int { Scalar = 0, Avx2 = 1, Avx512Vnni = 2 };
+// Amx: Avx512Vnni, plus AMX tiles for packed Q8_0 in windows of 16 tokens or more.
+enum class Isa : int { Scalar = 0, Avx2 = 1, Avx512Vnni = 2, Amx = 3 };
 
 bool supported(GgmlType t);
 Isa detected();          // the best path this CPU runs
@@ -29,6 +46,19 @@ Isa active();            // detected(), unless forced
 void force(int isa);
 const char* name(Isa isa);
 
+struct PackedQ8 {
+    uint16_t d[16];
+    uint8_t u[8][16][4];
+};
+static_assert(sizeof(PackedQ8) == 544);
+struct PackedQ4K {
+    uint16_t d[16], dmin[16];
+    uint8_t sc[8][16], mn[8][16];
+    uint8_t q[8][4][16][4];  // [block][k][row][i]
+};
+static_assert(sizeof(PackedQ4K) == 2368);
+constexpr int kPackRows = 16;
+
 struct Job {
     const MatView* w;
     const ActQ* x;
@@ -36,9 +66,26 @@ struct Job {
     int64_t ldy;
 };
 
-// Rows [r0, r1) for every token of the job.
+// Q4_K: the 6-bit scale and minimum of block j (0..7) of a super-block's 12 scale bytes.
+inline void q4k_scale_min(const uint8_t* s, int j, int* sc, int* mn) {
+    if (j < 4) {
+        *sc = s[j] & 63;
+        *mn = s[j + 4] & 63;
+    } else {
+        *sc = (s[j + 4] & 0xF) | ((s[j - 4] >> 6) << 4);
+        *mn = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+    }
+}
+
+// Rows [r0, r1) for every token of the job. With w->packed set, r0 is a multiple of
+// kPackRows and r1 is too unless it is n_out.
 void rows_scalar(const Job& job, int64_t r0, int64_t r1);
 void rows_avx2(const Job& job, int64_t r0, int64_t r1);
 void rows_avx512(const Job& job, int64_t r0, int64_t r1);
+
+// AMX (matmul_q_amx.cpp): whether this CPU and OS run it (asks Linux for the tile state
+// once), and packed Q8_0 group g for tokens [t0, t0 + 16).
+bool amx_usable();
+void amx_packed_q8(const Job& job, int64_t g, int64_t t0, int64_t r_end);
 
 }  // namespace strata::kq

@@ -15,6 +15,9 @@
 // -std=c++20) when the target has FMA, which AVX-512 implies: the canonical order needs
 // a separate multiply and add, as the scalar path does.
 #pragma GCC optimize("fp-contract=off")
+// GCC 12's 512-bit intrinsics start from _mm512_undefined_*() (`__m512 __Y = __Y;`),
+// which -Wmaybe-uninitialized reports at -O3 wherever they inline.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC target("avx2,bmi2,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")
 #include <immintrin.h>
 

@@ -1,7 +1,10 @@
 // The scalar path of the integer-dot matmul (matmul_q.h): the plain statement of the
 // canonical computation that the SIMD paths reproduce bit for bit.
+#include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <thread>
+#include <vector>
 
 #include "engine/core/error.h"
 #include "engine/quant/blocks.h"
@@ -51,15 +54,8 @@ void decode(GgmlType type, const uint8_t* row, int64_t b, Blk& k) {
         const auto& x = sblock<block_q4_K>(row, i);
         const uint8_t* q = x.qs + 32 * (j / 2);
         for (int l = 0; l < 32; ++l) k.w[l] = static_cast<int8_t>(j % 2 ? q[l] >> 4 : q[l] & 0xF);
-        const uint8_t* s = x.scales;
         int sc, mn;
-        if (j < 4) {
-            sc = s[j] & 63;
-            mn = s[j + 4] & 63;
-        } else {
-            sc = (s[j + 4] & 0xF) | ((s[j - 4] >> 6) << 4);
-            mn = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
-        }
+        q4k_scale_min(x.scales, j, &sc, &mn);
         k.ws = half_to_float(x.d) * static_cast<float>(sc);
         k.wm = half_to_float(x.dmin) * static_cast<float>(mn);
         break;
@@ -133,7 +129,7 @@ Isa detected() {
         if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
             __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni") &&
             __builtin_cpu_supports("f16c"))
-            return Isa::Avx512Vnni;
+            return amx_usable() ? Isa::Amx : Isa::Avx512Vnni;
         if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c")) return Isa::Avx2;
         return Isa::Scalar;
     }();
@@ -155,6 +151,7 @@ const char* name(Isa isa) {
     case Isa::Scalar: return "scalar";
     case Isa::Avx2: return "avx2";
     case Isa::Avx512Vnni: return "avx512-vnni";
+    case Isa::Amx: return "amx";
     }
     return "?";
 }
@@ -163,6 +160,8 @@ void rows_scalar(const Job& job, int64_t r0, int64_t r1) {
     const MatView& w = *job.w;
     const ActQ& x = *job.x;
     const bool has_min = w.type == GgmlType::Q4_K;
+    const bool per_block = w.type == GgmlType::Q8_0 || w.type == GgmlType::Q4_K;
+    const int64_t g_stride = x.nb / (w.type == GgmlType::Q4_K ? 8 : 1);  // packed units per group
     Blk k;
     for (int64_t r = r0; r < r1; ++r) {
         for (int64_t t = 0; t < x.T; ++t) {
@@ -171,9 +170,32 @@ void rows_scalar(const Job& job, int64_t r0, int64_t r1) {
             float acc[8] = {};
             float mn = 0.0f;
             for (int64_t b = 0; b < x.nb; ++b) {
-                decode(w.type, w.row(r), b, k);
+                const int64_t j = r % kPackRows;
+                if (w.packed && w.type == GgmlType::Q8_0) {
+                    const PackedQ8& p = static_cast<const PackedQ8*>(w.packed)[(r / kPackRows) * g_stride + b];
+                    for (int i = 0; i < 32; ++i) k.w[i] = static_cast<int8_t>(p.u[i / 4][j][i % 4] - 128);
+                    k.ws = half_to_float(p.d[j]);
+                } else if (w.packed) {  // Q4_K
+                    const PackedQ4K& p = static_cast<const PackedQ4K*>(w.packed)[(r / kPackRows) * g_stride + b / 8];
+                    const int blk = static_cast<int>(b % 8);
+                    for (int i = 0; i < 32; ++i) {
+                        const uint8_t v = p.q[blk][i / 4 % 4][j][i % 4];
+                        k.w[i] = static_cast<int8_t>(i < 16 ? v & 0xF : v >> 4);
+                    }
+                    k.ws = half_to_float(p.d[j]) * static_cast<float>(p.sc[blk][j]);
+                    k.wm = half_to_float(p.dmin[j]) * static_cast<float>(p.mn[blk][j]);
+                } else {
+                    decode(w.type, w.row(r), b, k);
+                }
                 const float dx = x.dt(t)[b];
                 const float s = k.ws * dx;
+                if (per_block) {
+                    int32_t p = 0;
+                    for (int i = 0; i < 32; ++i) p += int32_t{k.w[i]} * (128 * xq[32 * b + i] + xr[32 * b + i]);
+                    acc[0] = acc[0] + s * static_cast<float>(p);
+                    if (has_min) mn = mn + (k.wm * dx) * static_cast<float>(x.st(t)[b]);
+                    continue;
+                }
                 for (int l = 0; l < 8; ++l) {
                     int32_t p = 0;
                     for (int i = 4 * l; i < 4 * l + 4; ++i)
@@ -183,7 +205,8 @@ void rows_scalar(const Job& job, int64_t r0, int64_t r1) {
                 }
                 if (has_min) mn = mn + (k.wm * dx) * static_cast<float>(x.st(t)[b]);
             }
-            float y = ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
+            float y = per_block ? acc[0]
+                                : ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
             if (has_min) y = y - mn;
             job.y[t * job.ldy + r] = y;
         }
@@ -191,3 +214,91 @@ void rows_scalar(const Job& job, int64_t r0, int64_t r1) {
 }
 
 }  // namespace strata::kq
+
+namespace strata {
+
+size_t packed_size(const MatView& w) {
+    const int64_t groups = (w.n_out + kq::kPackRows - 1) / kq::kPackRows;
+    switch (w.type) {
+    case GgmlType::Q8_0: return static_cast<size_t>(groups * (w.n_in / 32)) * sizeof(kq::PackedQ8);
+    case GgmlType::Q4_K: return static_cast<size_t>(groups * (w.n_in / 256)) * sizeof(kq::PackedQ4K);
+    default: return 0;
+    }
+}
+
+namespace {
+
+// Groups [g0, g1) of pack_weights.
+void pack_groups(const MatView& w, void* dst, int64_t g0, int64_t g1) {
+    if (w.type == GgmlType::Q8_0) {
+        const int64_t nb = w.n_in / 32;
+        auto* out = static_cast<kq::PackedQ8*>(dst);
+        for (int64_t g = g0; g < g1; ++g)
+            for (int64_t b = 0; b < nb; ++b) {
+                kq::PackedQ8& p = out[g * nb + b];
+                for (int j = 0; j < kq::kPackRows; ++j) {
+                    const int64_t r = g * kq::kPackRows + j;
+                    if (r >= w.n_out) {  // padding: zero weights, zero scale
+                        p.d[j] = 0;
+                        for (int i = 0; i < 32; ++i) p.u[i / 4][j][i % 4] = 128;
+                        continue;
+                    }
+                    const auto& x = reinterpret_cast<const block_q8_0*>(w.row(r))[b];
+                    p.d[j] = x.d;
+                    for (int k = 0; k < 8; ++k) {  // four bytes at a time; q + 128 = q ^ 0x80 on a byte
+                        uint32_t v;
+                        std::memcpy(&v, x.qs + 4 * k, 4);
+                        v ^= 0x80808080u;
+                        std::memcpy(p.u[k][j], &v, 4);
+                    }
+                }
+            }
+        return;
+    }
+    const int64_t ns = w.n_in / 256;
+    auto* out = static_cast<kq::PackedQ4K*>(dst);
+    for (int64_t g = g0; g < g1; ++g)
+        for (int64_t sb = 0; sb < ns; ++sb) {
+            kq::PackedQ4K& p = out[g * ns + sb];
+            std::memset(&p, 0, sizeof p);  // padding rows: all zero (zero scales)
+            for (int j = 0; j < kq::kPackRows; ++j) {
+                const int64_t r = g * kq::kPackRows + j;
+                if (r >= w.n_out) continue;
+                const auto& x = reinterpret_cast<const block_q4_K*>(w.row(r))[sb];
+                p.d[j] = x.d;
+                p.dmin[j] = x.dmin;
+                for (int blk = 0; blk < 8; ++blk) {
+                    int sc, mn;
+                    kq::q4k_scale_min(x.scales, blk, &sc, &mn);
+                    p.sc[blk][j] = static_cast<uint8_t>(sc);
+                    p.mn[blk][j] = static_cast<uint8_t>(mn);
+                    // value l of the block: low nibble of qs[32 (blk / 2) + l] for even blk, high for odd
+                    auto val = [&](int l) {
+                        const uint8_t q = x.qs[32 * (blk / 2) + l];
+                        return blk % 2 ? q >> 4 : q & 0xF;
+                    };
+                    for (int k = 0; k < 4; ++k)
+                        for (int i = 0; i < 4; ++i)
+                            p.q[blk][k][j][i] = static_cast<uint8_t>(val(4 * k + i) | val(4 * (k + 4) + i) << 4);
+                }
+            }
+        }
+}
+
+}  // namespace
+
+void pack_weights(const MatView& w, void* dst) {
+    STRATA_CHECK(packed_size(w) > 0, "pack_weights: type {} has no packed layout", type_info(w.type).name);
+    const int64_t groups = (w.n_out + kq::kPackRows - 1) / kq::kPackRows;
+    // Loading a model packs every matrix once: big ones on a few threads (each group is
+    // written by one of them, so the bytes are the same).
+    const auto n_threads = static_cast<int64_t>(std::min(4u, std::max(1u, std::thread::hardware_concurrency())));
+    if (packed_size(w) < (size_t{8} << 20) || n_threads == 1) return pack_groups(w, dst, 0, groups);
+    std::vector<std::thread> ts;
+    for (int64_t k = 1; k < n_threads; ++k)
+        ts.emplace_back(pack_groups, std::cref(w), dst, groups * k / n_threads, groups * (k + 1) / n_threads);
+    pack_groups(w, dst, 0, groups / n_threads);
+    for (auto& t : ts) t.join();
+}
+
+}  // namespace strata

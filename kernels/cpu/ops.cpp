@@ -1,6 +1,7 @@
 #include "kernels/cpu/ops.h"
 
 #include <cmath>
+#include <vector>
 
 #include "kernels/cpu/simd.h"
 
@@ -15,9 +16,7 @@ void rmsnorm(const float* x, const float* w, float eps, int64_t n, float* y) {
         for (int64_t i = 0; i < n; ++i) y[i] = x[i] * scale;
 }
 
-void rope(float* x, int64_t head_dim, int64_t n_rot, bool neox, int64_t pos, float freq_base,
-          float freq_scale, const float* freq_factors) {
-    (void)head_dim;
+void rope_angles(int64_t n_rot, int64_t pos, float freq_base, float freq_scale, const float* freq_factors, float* cs) {
     const int64_t half = n_rot / 2;
     // theta_i = pos * base^(-2i/n_rot), computed as ggml does by repeated multiplication
     // would drift; a direct pow per pair is exact enough and independent of the window.
@@ -25,13 +24,35 @@ void rope(float* x, int64_t head_dim, int64_t n_rot, bool neox, int64_t pos, flo
         float theta = static_cast<float>(pos) * std::pow(freq_base, -2.0f * static_cast<float>(i) / static_cast<float>(n_rot));
         theta *= freq_scale;
         if (freq_factors) theta /= freq_factors[i];
-        const float c = std::cos(theta), s = std::sin(theta);
+        cs[2 * i] = std::cos(theta);
+        cs[2 * i + 1] = std::sin(theta);
+    }
+}
+
+void rope_apply(float* x, int64_t n_rot, bool neox, const float* cs) {
+    const int64_t half = n_rot / 2;
+    for (int64_t i = 0; i < half; ++i) {
+        const float c = cs[2 * i], s = cs[2 * i + 1];
         float* a = neox ? &x[i] : &x[2 * i];
         float* b = neox ? &x[i + half] : &x[2 * i + 1];
         const float x0 = *a, x1 = *b;
         *a = x0 * c - x1 * s;
         *b = x0 * s + x1 * c;
     }
+}
+
+void rope(float* x, int64_t head_dim, int64_t n_rot, bool neox, int64_t pos, float freq_base, float freq_scale,
+          const float* freq_factors) {
+    (void)head_dim;
+    float cs[512];
+    if (n_rot <= 512) {
+        rope_angles(n_rot, pos, freq_base, freq_scale, freq_factors, cs);
+        rope_apply(x, n_rot, neox, cs);
+        return;
+    }
+    std::vector<float> big(static_cast<size_t>(n_rot));
+    rope_angles(n_rot, pos, freq_base, freq_scale, freq_factors, big.data());
+    rope_apply(x, n_rot, neox, big.data());
 }
 
 void softmax(float* x, int64_t n) {

@@ -14,6 +14,12 @@ void rmsnorm(const float* x, const float* w, float eps, int64_t n, float* y);
 void rope(float* x, int64_t head_dim, int64_t n_rot, bool neox, int64_t pos, float freq_base,
           float freq_scale, const float* freq_factors);
 
+// The same rotation split in two: rope_angles writes the n_rot / 2 pairs (cos, sin) of
+// position pos once (cs: n_rot floats), rope_apply rotates a head with them. rope(x, ...)
+// equals rope_angles then rope_apply, bit for bit; a token's heads share the angles.
+void rope_angles(int64_t n_rot, int64_t pos, float freq_base, float freq_scale, const float* freq_factors, float* cs);
+void rope_apply(float* x, int64_t n_rot, bool neox, const float* cs);
+
 void softmax(float* x, int64_t n);  // in place, max-subtracted
 float silu(float x);
 float sigmoid(float x);

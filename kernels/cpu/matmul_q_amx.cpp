@@ -1,0 +1,124 @@
+// The AMX path of the integer-dot matmul, for packed Q8_0 weights and windows of at least
+// 16 tokens (the prompt): the tile unit computes each block's exact integer sums P for
+// 16 tokens x 16 rows, and AVX-512 does the canonical float part of matmul_q.h, so the
+// results are those of every other path, bit for bit (tests force each path).
+//
+// A packed block (matmul_q.h) is already an AMX B tile: 8 rows of 64 bytes, row k holding
+// the 16 rows' four bytes of column k, as w + 128 (unsigned). The A tile is the window's
+// 16 tokens x 32 bytes of one digit (signed); TDPBSUD gives C = sum x (w + 128) =
+// sum w x + 128 S(x) per digit, so P = 128 C_q + C_r - 128 s_b, s_b the block's sum of
+// 128 q + r (ActQ::s), exactly as the VNNI kernel's bias correction.
+//
+// Enabled only when the CPU has AMX-TILE and AMX-INT8 and Linux grants the tile data
+// state (arch_prctl ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA). The tile configuration
+// lives in static storage: GCC 12 has been seen dropping the stores of a configuration
+// built on the stack before LDTILECFG reads it.
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "engine/core/error.h"
+#include "engine/quant/blocks.h"
+#include "kernels/cpu/matmul_q.h"
+
+namespace strata::kq {
+namespace {
+
+struct alignas(64) TileConfig {
+    uint8_t palette;
+    uint8_t start_row;
+    uint8_t reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+};
+static_assert(sizeof(TileConfig) == 64);
+
+// tmm0, tmm1: C of the two digits (16 tokens x 16 rows of int32); tmm2, tmm3: A, the two
+// digits of 16 tokens (32 bytes each); tmm4: B, one packed block (8 x 64 bytes).
+constexpr TileConfig make_config() {
+    TileConfig c{};
+    c.palette = 1;
+    c.colsb[0] = c.colsb[1] = 64;
+    c.rows[0] = c.rows[1] = 16;
+    c.colsb[2] = c.colsb[3] = 32;
+    c.rows[2] = c.rows[3] = 16;
+    c.colsb[4] = 64;
+    c.rows[4] = 8;
+    return c;
+}
+alignas(64) constexpr TileConfig kConfig = make_config();  // static storage, not the stack
+
+}  // namespace
+
+bool amx_usable() {
+    static const bool ok = [] {
+#if defined(__x86_64__) && defined(__linux__)
+        __builtin_cpu_init();
+        if (!__builtin_cpu_supports("amx-tile") || !__builtin_cpu_supports("amx-int8") ||
+            !__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512bw") ||
+            !__builtin_cpu_supports("avx512vl") || !__builtin_cpu_supports("f16c"))
+            return false;
+        constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+        return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+#else
+        return false;
+#endif
+    }();
+    return ok;
+}
+
+}  // namespace strata::kq
+
+#pragma GCC push_options
+#pragma GCC optimize("fp-contract=off")  // the canonical order: a multiply, then an add
+// GCC 12's 512-bit intrinsics start from _mm512_undefined_*() (`__m512 __Y = __Y;`),
+// which -Wmaybe-uninitialized reports at -O3 wherever they inline.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC target("amx-tile,amx-int8,avx2,f16c,avx512f,avx512bw,avx512vl,avx512dq")
+#include <immintrin.h>
+
+namespace strata::kq {
+
+void amx_packed_q8(const Job& job, int64_t g, int64_t t0, int64_t r_end) {
+    const ActQ& x = *job.x;
+    const int64_t nb = x.nb;
+    const auto* base = static_cast<const PackedQ8*>(job.w->packed) + g * nb;
+    _tile_loadconfig(&kConfig);
+    __m512 acc[16];
+    for (int t = 0; t < 16; ++t) acc[t] = _mm512_setzero_ps();
+    alignas(64) int32_t cq[16][16], cr[16][16];
+    const int8_t* aq = x.qt(t0);
+    const int8_t* ar = x.rt(t0);
+    for (int64_t b = 0; b < nb; ++b) {
+        const PackedQ8& p = base[b];
+        _tile_zero(0);
+        _tile_zero(1);
+        _tile_loadd(2, aq + 32 * b, x.n);
+        _tile_loadd(3, ar + 32 * b, x.n);
+        _tile_loadd(4, p.u, 64);
+        _tile_dpbsud(0, 2, 4);
+        _tile_dpbsud(1, 3, 4);
+        _tile_stored(0, cq, 64);
+        _tile_stored(1, cr, 64);
+        const __m512 ws = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p.d)));
+#pragma GCC unroll 16
+        for (int t = 0; t < 16; ++t) {
+            const __m512i c = _mm512_add_epi32(_mm512_slli_epi32(_mm512_load_si512(cq[t]), 7), _mm512_load_si512(cr[t]));
+            const __m512i P = _mm512_sub_epi32(c, _mm512_set1_epi32(128 * x.st(t0 + t)[b]));
+            const __m512 s = _mm512_mul_ps(ws, _mm512_set1_ps(x.dt(t0 + t)[b]));
+            acc[t] = _mm512_add_ps(acc[t], _mm512_mul_ps(s, _mm512_cvtepi32_ps(P)));
+        }
+    }
+    _tile_release();
+    const int64_t r0 = g * kPackRows;
+    const int nr = static_cast<int>(std::min<int64_t>(kPackRows, r_end - r0));
+    for (int t = 0; t < 16; ++t)
+        _mm512_mask_storeu_ps(job.y + (t0 + t) * job.ldy + r0, static_cast<__mmask16>((1u << nr) - 1), acc[t]);
+}
+
+}  // namespace strata::kq
+
+#pragma GCC pop_options
