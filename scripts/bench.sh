@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # One command: build Release, make the 1b llama presets at q8_0 and q4_K once (in
 # ~/.cache/strata/models), run bench/decode on each with 2 threads, and write
-# docs/benchmarks.md (tables, machine info from lscpu, the exact commands). Whatever
+# docs/benchmarks.md (tables, machine info from lscpu, the exact commands); then the
+# split and speculation comparison (scripts/bench-spec.sh: one device vs two stages,
+# serial and overlap, speculation off / serial / pipelined at MTP acceptance 0.3, 0.6,
+# 0.9; SKIP_SPEC=1 skips it) and the plot docs/benchmarks.png. Whatever
 # follows the line "<!-- end of the generated part -->" in docs/benchmarks.md (notes
-# written by hand) is kept. When a bench-spec.sh JSON exists (SPEC_JSON, default
-# $BUILD_DIR/bench-spec.json), scripts/plot-bench.sh draws docs/benchmarks.png from it and
-# the decode runs.
+# written by hand) is kept.
 #
 # The machine should be quiet: the script prints the load average and the busiest
 # processes before the runs (other compiles on the same cores halve the figures).
@@ -53,6 +54,16 @@ for type in q8_0 q4_K; do
     results+=("### llama 1b ${type}"$'\n\n'"\`${cmd[*]/#$HOME/~}\`"$'\n\n'"$text"$'\n')
 done
 
+spec_json="${SPEC_JSON:-$build/bench-spec.json}"
+spec_table=""
+if [[ "${SKIP_SPEC:-0}" != 1 ]]; then
+    spec_table="$(BUILD_DIR="$build" NO_BUILD=1 REPS="$reps" OUT_JSON="$spec_json" "$root/scripts/bench-spec.sh")"
+    echo "$spec_table"
+fi
+if [[ -f "$spec_json" && -n "$spec_table" ]]; then
+    "$root/scripts/plot-bench.sh" "$root/docs/benchmarks.png" "$spec_json" "$build"/bench-llama-1b-*.json
+fi
+
 {
     echo "# Benchmarks"
     echo
@@ -70,6 +81,18 @@ done
     echo "for reference (bench/decode.cpp explains all of them)."
     echo
     for r in "${results[@]}"; do echo "$r"; done
+    if [[ -n "$spec_table" ]]; then
+        echo "### Split and speculative decoding"
+        echo
+        echo "\`BUILD_DIR=${build/#$root\//} NO_BUILD=1 REPS=$reps scripts/bench-spec.sh\` (docs/spec.md explains the modes and the models)."
+        echo
+        echo "$spec_table"
+        echo
+    fi
+    if [[ -f "$root/docs/benchmarks.png" && -n "$spec_table" ]]; then
+        echo "![tok/s by mode](benchmarks.png)"
+        echo
+    fi
     echo "## Machine"
     echo
     echo '```'
@@ -85,7 +108,3 @@ done
 } >"$out"
 echo "wrote $out" >&2
 
-spec_json="${SPEC_JSON:-$build/bench-spec.json}"
-if [[ -f "$spec_json" ]]; then
-    "$root/scripts/plot-bench.sh" "$root/docs/benchmarks.png" "$spec_json" "$build"/bench-llama-1b-*.json
-fi
