@@ -749,3 +749,13 @@ TEST_CASE("unsupported types and bad lengths throw strata::Error", "[quant][erro
     CHECK_NOTHROW(dequantize_row(GgmlType::Q4_K, q.data(), x.data(), 0));
     CHECK_NOTHROW(quantize_row(GgmlType::F16, x.data(), q.data(), 0));
 }
+
+TEST_CASE("quant: an F16 row dequantizes every fp16 pattern exactly (the F16C path included)", "[quant][f16]") {
+    std::vector<uint16_t> h(65536 + 5);  // + 5: a tail shorter than one vector
+    for (size_t i = 0; i < h.size(); ++i) h[i] = static_cast<uint16_t>(i * 40503u);  // a permutation mod 2^16
+    std::vector<float> y(h.size());
+    dequantize_row(GgmlType::F16, h.data(), y.data(), static_cast<int64_t>(h.size()));
+    size_t bad = 0;
+    for (size_t i = 0; i < h.size(); ++i) bad += f32_to_bits(y[i]) != f32_to_bits(fp16_to_f32(h[i]));
+    CHECK(bad == 0);
+}
