@@ -4,6 +4,7 @@
 # chat completion with curl, prints the answer and the server's speed, and stops it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/lib/server.sh
 bash scripts/install-deps.sh
 jobs=${STRATA_JOBS:-2}
 build=${STRATA_BUILD_DIR:-build}
@@ -16,14 +17,7 @@ log=$(mktemp -t strata-demo.XXXXXX.log)
 pid=$!
 trap 'kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; rm -f "$log"' EXIT
 
-port=""
-for _ in $(seq 1 600); do  # the first run generates the demo model: a few seconds
-    kill -0 "$pid" 2>/dev/null || { cat "$log"; echo "demo: the server exited"; exit 1; }
-    [ -z "$port" ] && port=$(sed -n 's/.*listening on http:\/\/[^:]*:\([0-9]*\).*/\1/p' "$log" | head -n1)
-    if [ -n "$port" ] && curl -sf "http://127.0.0.1:$port/health" >/dev/null; then break; fi
-    sleep 0.2
-done
-curl -sf "http://127.0.0.1:$port/health" >/dev/null || { cat "$log"; echo "demo: the server did not get ready"; exit 1; }
+port=$(wait_for_server "$pid" "$log" 600 demo)  # the first run generates the demo model: a few seconds
 grep -E "load:|ready" "$log" | sed 's/^/  server: /'
 
 echo

@@ -5,6 +5,7 @@
 # the client. Usage: scripts/e2e-server.sh [BUILD_DIR]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/lib/server.sh
 build=${1:-build}
 npm_dir="${STRATA_NPM_DIR:-$HOME/.cache/strata/npm}"
 if ! command -v node >/dev/null || [ ! -f "$npm_dir/node_modules/openai/package.json" ]; then
@@ -22,14 +23,7 @@ trap cleanup EXIT
 "$build/bin/strata-server" -m "$tmp/tiny.gguf" --alias tiny --port 0 --parallel 2 -c 1024 -t 2 \
     --grace-ms 2000 >"$tmp/server.log" 2>&1 &
 pid=$!
-port=""
-for _ in $(seq 1 150); do  # 30 s at most
-    kill -0 "$pid" 2>/dev/null || { cat "$tmp/server.log"; echo "e2e: the server exited"; exit 1; }
-    [ -z "$port" ] && port=$(sed -n 's/.*listening on http:\/\/[^:]*:\([0-9]*\).*/\1/p' "$tmp/server.log" | head -n1)
-    if [ -n "$port" ] && curl -sf "http://127.0.0.1:$port/health" >/dev/null; then break; fi
-    sleep 0.2
-done
-curl -sf "http://127.0.0.1:$port/health" >/dev/null || { cat "$tmp/server.log"; echo "e2e: not ready"; exit 1; }
+port=$(wait_for_server "$pid" "$tmp/server.log" 150 e2e)  # 30 s at most
 rc=0
 STRATA_E2E_BASE_URL="http://127.0.0.1:$port/v1" STRATA_NPM_DIR="$npm_dir" \
     timeout 60 node --test --test-timeout=20000 tests/e2e/ || rc=$?

@@ -58,8 +58,9 @@ public:
 
     // --- host side, with the stages idle for seq ---
     // The output rows of buffer set `buf` after a Verify on the last stage: [rows, n_vocab]
-    // logits and [rows, n_embd] post-norm hiddens, valid until the set is used again.
-    virtual const float* logits(int buf) const = 0;
+    // logits (the host may edit them in place: the acceptance applies the penalties) and
+    // [rows, n_embd] post-norm hiddens, valid until the set is used again.
+    virtual float* logits(int buf) = 0;
     virtual const float* hidden(int buf) const = 0;
     // Every stage of seq now holds exactly n positions (after a commit).
     virtual void set_n_past(int seq, int64_t n) = 0;

@@ -94,16 +94,19 @@ int32_t Sampler::sample(std::span<float> logits) {
     std::vector<float> probs;
     probabilities(logits, probs);
     // One uniform draw against the cumulative distribution in id order: reproducible.
-    const double u = std::uniform_real_distribution<double>(0.0, 1.0)(rng_);
+    return sample_index(probs, std::uniform_real_distribution<double>(0.0, 1.0)(rng_));
+}
+
+int32_t sample_index(std::span<const float> p, double u) {
     double cum = 0;
     int32_t last = 0;
-    for (size_t i = 0; i < probs.size(); ++i) {
-        if (probs[i] <= 0) continue;
+    for (size_t i = 0; i < p.size(); ++i) {
+        if (p[i] <= 0) continue;
         last = static_cast<int32_t>(i);
-        cum += probs[i];
+        cum += p[i];
         if (u < cum) return last;
     }
-    return last;
+    return last;  // rounding left u just above the total: the last token with mass
 }
 
 }  // namespace strata

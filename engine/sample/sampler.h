@@ -52,4 +52,8 @@ private:
 
 int32_t argmax(std::span<const float> logits);
 
+// A draw from p by one uniform u in [0, 1) against the cumulative sum in id order, as
+// Sampler::sample draws (reproducible for a seed; the speculative acceptance uses it too).
+int32_t sample_index(std::span<const float> p, double u);
+
 }  // namespace strata

@@ -6,17 +6,6 @@
 
 namespace strata {
 
-int32_t sample_index(std::span<const float> p, double u) {
-    double cum = 0;
-    int32_t last = 0;
-    for (size_t i = 0; i < p.size(); ++i) {
-        if (p[i] <= 0) continue;
-        last = static_cast<int32_t>(i);
-        cum += p[i];
-        if (u < cum) return last;
-    }
-    return last;  // rounding left u just above the total: the last token with mass
-}
 
 SlotOutcome verify_slot(std::span<const float> p, std::span<const float> q, int32_t draft, std::mt19937_64& rng) {
     STRATA_CHECK(draft >= 0 && static_cast<size_t>(draft) < p.size(), "draft token {} outside the vocabulary", draft);

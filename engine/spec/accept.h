@@ -24,9 +24,7 @@ struct SlotOutcome {
 // acceptance, one more for a resample.
 SlotOutcome verify_slot(std::span<const float> p, std::span<const float> q, int32_t draft, std::mt19937_64& rng);
 
-// A draw from p by one uniform u in [0, 1) against the cumulative sum in id order, as
-// Sampler::sample draws (reproducible for a seed).
-int32_t sample_index(std::span<const float> p, double u);
+// sample_index (the draw by one uniform against the cumulative sum) is in sampler.h.
 
 // A whole verify window: logits rows [drafts.size() + 1, n_vocab] (modified in place by
 // the penalties), the drafts d_1..d_k. Slot i's target distribution comes from row i.

@@ -216,8 +216,7 @@ void PipelinedDecoder::run_step(int64_t max_emit, std::vector<int32_t>& out) {
 
     // --- W's verdict.
     pipe_.wait(ev_verify, 1);
-    logits_.assign(pipe_.logits(buf), pipe_.logits(buf) + (kd + 1) * V);
-    const WindowOutcome o = verify_window(sampler_, logits_.data(), V,
+    const WindowOutcome o = verify_window(sampler_, pipe_.logits(buf), V,
                                           std::span<const int32_t>(wtok.data() + 1, static_cast<size_t>(kd)), rng_,
                                           probs_);
     const int64_t m = o.accepted;

@@ -120,7 +120,7 @@ private:
     bool broken_ = false;   // an op failed; the sequence must be reset
 
     Draft draft_;
-    std::vector<float> logits_, probs_;
+    std::vector<float> probs_;
 };
 
 }  // namespace strata

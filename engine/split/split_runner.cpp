@@ -49,7 +49,7 @@ public:
     void restore(size_t stage, int seq, int slot) override;
     void mtp_here(int seq, const float* hidden, const int32_t* tokens, int64_t T, int64_t pos0, float* logits,
                   float* hidden_out) override;
-    const float* logits(int buf) const override { return sets_[check_buf(buf)].logits.data(); }
+    float* logits(int buf) override { return sets_[check_buf(buf)].logits.data(); }
     const float* hidden(int buf) const override { return sets_[check_buf(buf)].hidden.data(); }
     void set_n_past(int seq, int64_t n) override;
     void abort() override {

@@ -10,19 +10,13 @@
 
 #include "engine/generate.h"
 #include "engine/split/split_runner.h"
-#include "engine/synth/model_writer.h"
+#include "tests/model_helpers.h"
 
 using namespace strata;
 
 int main() {
-    synth::SynthOptions so;
-    so.arch = synth::Arch::Qwen3Next;
-    so.preset = synth::Preset::Tiny;
-    so.type = GgmlType::Q8_0;
-    so.seed = 7;
-    so.mtp = true;
-    const auto bytes = synth::make_writer(synth::build_model(so)).to_bytes();
-    std::shared_ptr<const Model> m = Model::load(GgufFile::from_bytes(bytes.data(), bytes.size(), "tiny.gguf"));
+    std::shared_ptr<const Model> m = Model::load(test::to_file(
+        test::tiny_model(synth::Arch::Qwen3Next, GgmlType::Q8_0, 7, synth::GdnLayout::Split, /*mtp=*/true)));
     const Tokenizer tok = Tokenizer::from_gguf(m->file());
     const std::vector<int32_t> prompt = tok.encode("The quick brown fox jumps", false);
     const auto quiet = [](std::string_view) { return true; };
