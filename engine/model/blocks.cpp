@@ -3,8 +3,8 @@
 #include <cmath>
 
 #include "engine/model/scratch_slots.h"
+#include "kernels/cpu/attention.h"
 #include "kernels/cpu/ops.h"
-#include "kernels/cpu/simd.h"
 
 namespace strata {
 
@@ -70,8 +70,6 @@ void attention_block(ForwardCtx& ctx, const HParams& hp, const AttnWeights& w, c
     while (span % 2 == 0 && T * hp.n_head_kv * (group / span) < 2 * ctx.pool.size()) span /= 2;
     const int64_t n_split = group / span;
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-    int64_t n_pos_max = 0;
-    for (const BatchSeq& bs : batch.seqs) n_pos_max = std::max(n_pos_max, bs.pos0 + bs.n);
     ctx.pool.run(T * hp.n_head_kv * n_split, [&](int64_t task) {
         const int64_t t = task / (hp.n_head_kv * n_split), kvh = task / n_split % hp.n_head_kv;
         const int64_t h0 = kvh * group + task % n_split * span;  // first query head of the task
@@ -79,36 +77,17 @@ void attention_block(ForwardCtx& ctx, const HParams& hp, const AttnWeights& w, c
         const KvCache& kv = *bs.state->kv;
         const int64_t kv_layer = bs.state->kv_slot[static_cast<size_t>(il)];
         const int64_t n_pos = bs.pos0 + (t - bs.row0) + 1;
-        thread_local std::vector<float> scores, kbuf, vbuf, acc;
-        scores.resize(static_cast<size_t>(span * n_pos_max));
-        kbuf.resize(static_cast<size_t>(hd));
-        vbuf.resize(static_cast<size_t>(hdv));
-        acc.assign(static_cast<size_t>(span * hdv), 0.0f);
+        const ops::KvRows k_rows{kv.type(), kv.k_head(kv_layer, kvh), kv.k_stride()};
+        const ops::KvRows v_rows{kv.type(), kv.v_head(kv_layer, kvh), kv.v_stride()};
         const float* q0 = q + t * q_rows + h0 * q_head_stride;
-        for (int64_t u = 0; u < n_pos; ++u) {
-            kv.read_k(kv_layer, u, kvh, hd, kbuf.data());
-            for (int64_t j = 0; j < span; ++j)
-                scores[static_cast<size_t>(j * n_pos_max + u)] = simd::dot(q0 + j * q_head_stride, kbuf.data(), hd) * scale;
-        }
-        for (int64_t j = 0; j < span; ++j) ops::softmax(scores.data() + j * n_pos_max, n_pos);
-        for (int64_t u = 0; u < n_pos; ++u) {
-            kv.read_v(kv_layer, u, kvh, hdv, vbuf.data());
+        float* o0 = attn + t * hp.n_head * hdv + h0 * hdv;
+        ops::attend(q0, q_head_stride, span, hd, hdv, scale, k_rows, v_rows, n_pos, o0, hdv);
+        if (w.gated)
             for (int64_t j = 0; j < span; ++j) {
-                const float a = scores[static_cast<size_t>(j * n_pos_max + u)];
-                float* aj = acc.data() + j * hdv;
-                for (int64_t i = 0; i < hdv; ++i) aj[i] += a * vbuf[i];
-            }
-        }
-        for (int64_t j = 0; j < span; ++j) {
-            const float* aj = acc.data() + j * hdv;
-            float* o = attn + t * hp.n_head * hdv + (h0 + j) * hdv;
-            if (w.gated) {
                 const float* gate = q0 + j * q_head_stride + hd;
-                for (int64_t i = 0; i < hdv; ++i) o[i] = aj[i] * ops::sigmoid(gate[i]);
-            } else {
-                for (int64_t i = 0; i < hdv; ++i) o[i] = aj[i];
+                float* o = o0 + j * hdv;
+                for (int64_t i = 0; i < hdv; ++i) o[i] = o[i] * ops::sigmoid(gate[i]);
             }
-        }
     });
     matmul(ctx.pool, w.wo, attn, hp.n_head * hdv, T, out, n_embd);
 }

@@ -55,7 +55,7 @@ SeqState Model::new_state(int64_t n_ctx, GgmlType cache_type, int64_t l0, int64_
     if (hp_.head_dim % bs != 0 || hp_.head_dim_v % bs != 0)
         fail("cache type {} needs a head size that is a multiple of {}, this model's is {}",
              type_info(cache_type).name, bs, hp_.head_dim);
-    s.kv = std::make_unique<KvCache>(n_attn, n_ctx, hp_.n_kv(), hp_.n_head_kv * hp_.head_dim_v, cache_type);
+    s.kv = std::make_unique<KvCache>(n_attn, n_ctx, hp_.n_head_kv, hp_.head_dim, hp_.head_dim_v, cache_type);
     return s;
 }
 

@@ -8,7 +8,6 @@
 namespace strata {
 namespace {
 
-using DequantFn = void (*)(const void*, float*, int64_t);
 using QuantFn = void (*)(const float*, void*, int64_t);
 
 struct Kernels {
@@ -63,6 +62,11 @@ void dequantize_row(GgmlType type, const void* src, float* dst, int64_t n) {
     int64_t nb = 0;
     const Kernels& k = lookup(type, n, &nb, "dequantize_row");
     if (nb > 0) k.dequant(src, dst, nb);
+}
+
+DequantFn dequantizer(GgmlType type) {
+    int64_t nb = 0;
+    return lookup(type, 0, &nb, "dequantizer").dequant;
 }
 
 void quantize_row(GgmlType type, const float* src, void* dst, int64_t n) {

@@ -1,6 +1,9 @@
 // KV cache of one sequence's attention layers. Rows are stored in a block format
-// (f16, q8_0 or q4_0: --cache-type), one row per position holding every KV head.
+// (f16, q8_0 or q4_0: --cache-type), head-major: for each layer and KV head, one row of
+// head_dim values per position, the positions side by side. Attention reads one head's
+// positions in order, so they are one run of memory (and one conversion call per chunk).
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -11,23 +14,32 @@ namespace strata {
 class KvCache {
 public:
     // n_layers: attention layers only (indexed 0..n_layers-1 by the caller's mapping).
-    KvCache(int64_t n_layers, int64_t n_ctx, int64_t n_kv_k, int64_t n_kv_v, GgmlType type);
+    // head_dim_k / head_dim_v must be whole blocks of the type.
+    KvCache(int64_t n_layers, int64_t n_ctx, int64_t n_head_kv, int64_t head_dim_k, int64_t head_dim_v, GgmlType type);
 
     int64_t n_ctx() const { return n_ctx_; }
     GgmlType type() const { return type_; }
     size_t bytes() const { return k_.size() + v_.size(); }
 
-    // Store position pos of layer l (k: n_kv_k floats, v: n_kv_v floats).
+    // Store position pos of layer l (k: n_head_kv * head_dim_k floats, v: n_head_kv *
+    // head_dim_v floats, heads side by side).
     void store(int64_t l, int64_t pos, const float* k, const float* v);
-    // Read head h (head_dim values starting at h * head_dim) of position pos.
-    void read_k(int64_t l, int64_t pos, int64_t h, int64_t head_dim, float* out) const;
-    void read_v(int64_t l, int64_t pos, int64_t h, int64_t head_dim, float* out) const;
+    // Position 0 of KV head h of layer l; position pos is pos * k_stride() (v_stride())
+    // bytes further.
+    const uint8_t* k_head(int64_t l, int64_t h) const;
+    const uint8_t* v_head(int64_t l, int64_t h) const;
+    size_t k_stride() const { return row_k_; }
+    size_t v_stride() const { return row_v_; }
 
 private:
-    int64_t n_layers_, n_ctx_, n_kv_k_, n_kv_v_;
+    size_t index(int64_t l, int64_t h, int64_t pos) const {
+        return static_cast<size_t>((l * n_head_kv_ + h) * n_ctx_ + pos);
+    }
+
+    int64_t n_layers_, n_ctx_, n_head_kv_, hd_k_, hd_v_;
     GgmlType type_;
-    size_t row_k_, row_v_;      // bytes per position row
-    std::vector<uint8_t> k_, v_;  // [n_layers][n_ctx][row]
+    size_t row_k_, row_v_;        // bytes per head and position
+    std::vector<uint8_t> k_, v_;  // [n_layers][n_head_kv][n_ctx][row]
 };
 
 }  // namespace strata

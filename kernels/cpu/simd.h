@@ -23,12 +23,17 @@ typedef float vf __attribute__((vector_size(kLanes * sizeof(float))));
 [[gnu::always_inline]] inline vf splat(float x) { return vf{} + x; }
 
 // Pairwise tree reduction: the order is fixed by the code, not by the compiler.
+//   a[i] += a[i + 8] (i < 8); a[i] += a[i + 4] (i < 4); a[i] += a[i + 2] (i < 2); a[0] + a[1]
+// in halves of the vector, so it stays in registers (a spill to memory and fifteen scalar
+// adds was most of a short dot product's time).
+static_assert(kLanes == 16, "hsum below is written for 16 lanes");
+typedef float vf8 __attribute__((vector_size(8 * sizeof(float))));
+typedef float vf4 __attribute__((vector_size(4 * sizeof(float))));
 [[gnu::always_inline]] inline float hsum(vf v) {
-    float a[kLanes];
-    store(a, v);
-    for (int w = kLanes / 2; w >= 1; w /= 2)
-        for (int i = 0; i < w; ++i) a[i] += a[i + w];
-    return a[0];
+    const vf8 a = __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7) +
+                  __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15);
+    const vf4 b = __builtin_shufflevector(a, a, 0, 1, 2, 3) + __builtin_shufflevector(a, a, 4, 5, 6, 7);
+    return (b[0] + b[2]) + (b[1] + b[3]);
 }
 
 // dot(a, b) over n values: lanes over the multiple-of-kLanes part, then a scalar tail

@@ -1,0 +1,91 @@
+#include "kernels/cpu/attention.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "engine/core/error.h"
+#include "engine/quant/quant.h"
+#include "kernels/cpu/ops.h"
+#include "kernels/cpu/simd.h"
+
+// The clones below must compute what the default one does: no a * b + c contracted into
+// an FMA (GCC does that by default where the target has FMA).
+#pragma GCC optimize("fp-contract=off")
+
+namespace strata::ops {
+namespace {
+
+constexpr int64_t kChunk = 32;  // cached rows converted to f32 at a time (they stay in L1)
+
+struct Rows {
+    DequantFn fn;
+    int64_t n_blocks;  // per row
+    bool packed;       // rows back to back (stride = a row's bytes): one call converts many
+    const KvRows* kv;
+    // Rows [u0, u0 + n) to dst, `width` floats apart (width = the row's values).
+    void get(int64_t u0, int64_t n, float* dst, int64_t width) const {
+        const uint8_t* src = kv->base + static_cast<size_t>(u0) * kv->stride;
+        if (packed) return fn(src, dst, n * n_blocks);
+        for (int64_t r = 0; r < n; ++r) fn(src + static_cast<size_t>(r) * kv->stride, dst + r * width, n_blocks);
+    }
+};
+
+// s[j * n_pos + u] = dot(q_j, k_u) * scale for every head j and position u.
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+void scores(const float* q, int64_t q_stride, int64_t n_heads, int64_t hd, float scale, const Rows& k,
+            int64_t n_pos, float* kbuf, float* s) {
+    for (int64_t u0 = 0; u0 < n_pos; u0 += kChunk) {
+        const int64_t n = std::min(kChunk, n_pos - u0);
+        k.get(u0, n, kbuf, hd);
+        for (int64_t r = 0; r < n; ++r)
+            for (int64_t j = 0; j < n_heads; ++j)
+                s[j * n_pos + u0 + r] = simd::dot(q + j * q_stride, kbuf + r * hd, hd) * scale;
+    }
+}
+
+// out_j = sum_u p[j][u] v_u, each element from 0 in position order.
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+void weighted_sum(const float* p, int64_t n_heads, int64_t hdv, const Rows& v, int64_t n_pos, float* vbuf,
+                  float* out, int64_t out_stride) {
+    using simd::vf;
+    const int64_t nv = hdv / simd::kLanes * simd::kLanes;
+    for (int64_t j = 0; j < n_heads; ++j) std::fill(out + j * out_stride, out + j * out_stride + hdv, 0.0f);
+    for (int64_t u0 = 0; u0 < n_pos; u0 += kChunk) {
+        const int64_t n = std::min(kChunk, n_pos - u0);
+        v.get(u0, n, vbuf, hdv);
+        for (int64_t j = 0; j < n_heads; ++j) {
+            float* o = out + j * out_stride;
+            const float* pj = p + j * n_pos + u0;
+            for (int64_t i = 0; i < nv; i += simd::kLanes) {
+                vf acc = simd::load(o + i);
+                for (int64_t r = 0; r < n; ++r) acc += simd::splat(pj[r]) * simd::load(vbuf + r * hdv + i);
+                simd::store(o + i, acc);
+            }
+            for (int64_t i = nv; i < hdv; ++i)
+                for (int64_t r = 0; r < n; ++r) o[i] += pj[r] * vbuf[r * hdv + i];
+        }
+    }
+}
+
+Rows rows_of(const KvRows& kv, int64_t n) {
+    const TypeInfo& ti = type_info(kv.type);
+    STRATA_CHECK(n % ti.block_size == 0, "attend: head size {} is not a multiple of the {} block size {}", n, ti.name,
+                 ti.block_size);
+    return {dequantizer(kv.type), n / ti.block_size, kv.stride == row_bytes(kv.type, n), &kv};
+}
+
+}  // namespace
+
+void attend(const float* q, int64_t q_stride, int64_t n_heads, int64_t head_dim, int64_t head_dim_v, float scale,
+            const KvRows& k, const KvRows& v, int64_t n_pos, float* out, int64_t out_stride) {
+    if (n_pos <= 0 || n_heads <= 0) return;
+    thread_local std::vector<float> s, kbuf, vbuf;  // grow-only: no allocation in steady state
+    if (s.size() < static_cast<size_t>(n_heads * n_pos)) s.resize(static_cast<size_t>(n_heads * n_pos));
+    if (kbuf.size() < static_cast<size_t>(kChunk * head_dim)) kbuf.resize(static_cast<size_t>(kChunk * head_dim));
+    if (vbuf.size() < static_cast<size_t>(kChunk * head_dim_v)) vbuf.resize(static_cast<size_t>(kChunk * head_dim_v));
+    scores(q, q_stride, n_heads, head_dim, scale, rows_of(k, head_dim), n_pos, kbuf.data(), s.data());
+    for (int64_t j = 0; j < n_heads; ++j) softmax(s.data() + j * n_pos, n_pos);
+    weighted_sum(s.data(), n_heads, head_dim_v, rows_of(v, head_dim_v), n_pos, vbuf.data(), out, out_stride);
+}
+
+}  // namespace strata::ops

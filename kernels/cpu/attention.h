@@ -1,0 +1,29 @@
+// Attention of one token against a KV cache: the query heads that share one KV head,
+// over that head's cached rows. The result is the same fixed sequence of float
+// operations on every instruction set and whatever the window or thread count:
+//   s[j][u] = simd::dot(q_j, k_u, head_dim) * scale            (u in position order)
+//   p[j]    = ops::softmax(s[j])
+//   o_j[i]  = sum_u p[j][u] * v_u[i]   (a multiply then an add, from 0, in position order)
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "engine/quant/types.h"
+
+namespace strata::ops {
+
+// The cached rows of one KV head: position u's head_dim values at base + u * stride, in
+// block format `type` (f32, f16, q8_0, q4_0). Rows back to back (stride = one row's
+// bytes) are converted many at a time.
+struct KvRows {
+    GgmlType type = GgmlType::F16;
+    const uint8_t* base = nullptr;
+    size_t stride = 0;
+};
+
+// n_heads query heads (head j at q + j * q_stride, head_dim values) against positions
+// [0, n_pos) of k and v; head j's result (head_dim_v values) goes to out + j * out_stride.
+void attend(const float* q, int64_t q_stride, int64_t n_heads, int64_t head_dim, int64_t head_dim_v, float scale,
+            const KvRows& k, const KvRows& v, int64_t n_pos, float* out, int64_t out_stride);
+
+}  // namespace strata::ops

@@ -1,0 +1,141 @@
+// ops::attend (kernels/cpu/attention.h): agrees with a double-precision reference for
+// every KV cache type, computes exactly the canonical order its header states (so every
+// instruction set and layout gives the same bits), and reads the head-major KvCache.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "engine/quant/quant.h"
+#include "engine/state/kv_cache.h"
+#include "kernels/cpu/attention.h"
+#include "kernels/cpu/ops.h"
+#include "kernels/cpu/simd.h"
+
+using namespace strata;
+
+namespace {
+
+std::vector<float> randn(size_t n, uint32_t seed, float scale = 1.0f) {
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> nd(0.f, scale);
+    std::vector<float> v(n);
+    for (auto& x : v) x = nd(rng);
+    return v;
+}
+
+// n_pos rows of hd values in `type`, `stride` bytes apart (>= one row's bytes).
+std::vector<uint8_t> rows(GgmlType type, const std::vector<float>& f, int64_t n_pos, int64_t hd, size_t stride) {
+    std::vector<uint8_t> b(stride * static_cast<size_t>(n_pos), 0xAB);
+    for (int64_t u = 0; u < n_pos; ++u) quantize_row(type, f.data() + u * hd, b.data() + stride * static_cast<size_t>(u), hd);
+    return b;
+}
+
+std::vector<float> dequant(GgmlType type, const std::vector<uint8_t>& b, int64_t n_pos, int64_t hd, size_t stride) {
+    std::vector<float> f(static_cast<size_t>(n_pos * hd));
+    for (int64_t u = 0; u < n_pos; ++u) dequantize_row(type, b.data() + stride * static_cast<size_t>(u), f.data() + u * hd, hd);
+    return f;
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+}  // namespace
+
+TEST_CASE("simd::hsum is the fixed pairwise tree", "[attention][determinism]") {
+    std::mt19937 rng(7);
+    std::uniform_real_distribution<float> ud(-1e4f, 1e4f);
+    for (int it = 0; it < 20000; ++it) {
+        float a[simd::kLanes];
+        for (auto& x : a) x = ud(rng) * (rng() % 5 == 0 ? 1e-30f : 1.0f);
+        const float got = simd::hsum(simd::load(a));
+        for (int w = simd::kLanes / 2; w >= 1; w /= 2)
+            for (int i = 0; i < w; ++i) a[i] += a[i + w];
+        REQUIRE(std::memcmp(&got, &a[0], sizeof got) == 0);
+    }
+}
+
+TEST_CASE("ops::attend: the canonical order, the reference, any row layout", "[attention][determinism]") {
+    const int64_t hd = 64, hdv = 64, n_heads = 8;
+    for (GgmlType type : {GgmlType::F32, GgmlType::F16, GgmlType::Q8_0, GgmlType::Q4_0})
+        for (int64_t n_pos : {1, 5, 31, 32, 33, 100}) {
+            CAPTURE(type_info(type).name, n_pos);
+            const int64_t q_stride = 2 * hd;  // as a gated model's [query | gate] rows
+            const std::vector<float> q = randn(static_cast<size_t>(n_heads * q_stride), 1);
+            const std::vector<float> kf = randn(static_cast<size_t>(n_pos * hd), 2);
+            const std::vector<float> vf = randn(static_cast<size_t>(n_pos * hdv), 3);
+            const size_t rk = row_bytes(type, hd), rv = row_bytes(type, hdv);
+            const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+
+            // back to back, and interleaved with three other heads (the old position-major cache)
+            const auto kb = rows(type, kf, n_pos, hd, rk), vb = rows(type, vf, n_pos, hdv, rv);
+            const auto ks = rows(type, kf, n_pos, hd, 4 * rk), vs = rows(type, vf, n_pos, hdv, 4 * rv);
+            std::vector<float> out(static_cast<size_t>(n_heads * hdv)), out_s(out.size());
+            ops::attend(q.data(), q_stride, n_heads, hd, hdv, scale, {type, kb.data(), rk}, {type, vb.data(), rv}, n_pos,
+                        out.data(), hdv);
+            ops::attend(q.data(), q_stride, n_heads, hd, hdv, scale, {type, ks.data(), 4 * rk}, {type, vs.data(), 4 * rv},
+                        n_pos, out_s.data(), hdv);
+            REQUIRE(same_bits(out, out_s));
+
+            // the canonical order, written plainly
+            const std::vector<float> k = dequant(type, kb, n_pos, hd, rk), v = dequant(type, vb, n_pos, hdv, rv);
+            std::vector<float> canon(out.size(), 0.0f);
+            for (int64_t j = 0; j < n_heads; ++j) {
+                std::vector<float> s(static_cast<size_t>(n_pos));
+                for (int64_t u = 0; u < n_pos; ++u) s[u] = simd::dot(q.data() + j * q_stride, k.data() + u * hd, hd) * scale;
+                ops::softmax(s.data(), n_pos);
+                for (int64_t u = 0; u < n_pos; ++u)
+                    for (int64_t i = 0; i < hdv; ++i) canon[j * hdv + i] += s[u] * v[u * hdv + i];
+            }
+            REQUIRE(same_bits(out, canon));
+
+            // the mathematical result, in double precision
+            for (int64_t j = 0; j < n_heads; ++j) {
+                std::vector<double> s(static_cast<size_t>(n_pos));
+                double mx = -1e300, sum = 0;
+                for (int64_t u = 0; u < n_pos; ++u) {
+                    double d = 0;
+                    for (int64_t i = 0; i < hd; ++i) d += static_cast<double>(q[j * q_stride + i]) * k[u * hd + i];
+                    s[u] = d * scale;
+                    mx = std::max(mx, s[u]);
+                }
+                for (auto& x : s) sum += (x = std::exp(x - mx));
+                for (int64_t i = 0; i < hdv; ++i) {
+                    double o = 0;
+                    for (int64_t u = 0; u < n_pos; ++u) o += s[u] / sum * v[u * hdv + i];
+                    REQUIRE(std::abs(out[j * hdv + i] - o) < 1e-4 * (1.0 + std::abs(o)));
+                }
+            }
+        }
+}
+
+TEST_CASE("KvCache: head-major rows, each the quantized head", "[attention]") {
+    const int64_t n_layers = 2, n_ctx = 40, n_head_kv = 3, hdk = 64, hdv = 32;
+    for (GgmlType type : {GgmlType::F16, GgmlType::Q8_0, GgmlType::Q4_0}) {
+        CAPTURE(type_info(type).name);
+        KvCache kv(n_layers, n_ctx, n_head_kv, hdk, hdv, type);
+        const size_t rk = row_bytes(type, hdk), rv = row_bytes(type, hdv);
+        REQUIRE(kv.k_stride() == rk);
+        REQUIRE(kv.v_stride() == rv);
+        REQUIRE(kv.bytes() == static_cast<size_t>(n_layers * n_head_kv * n_ctx) * (rk + rv));
+        for (int64_t l = 0; l < n_layers; ++l)
+            for (int64_t pos = 0; pos < n_ctx; ++pos) {
+                const auto k = randn(static_cast<size_t>(n_head_kv * hdk), static_cast<uint32_t>(100 * l + pos));
+                const auto v = randn(static_cast<size_t>(n_head_kv * hdv), static_cast<uint32_t>(5000 + 100 * l + pos));
+                kv.store(l, pos, k.data(), v.data());
+                for (int64_t h = 0; h < n_head_kv; ++h) {
+                    std::vector<uint8_t> want_k(rk), want_v(rv);
+                    quantize_row(type, k.data() + h * hdk, want_k.data(), hdk);
+                    quantize_row(type, v.data() + h * hdv, want_v.data(), hdv);
+                    REQUIRE(std::memcmp(kv.k_head(l, h) + pos * rk, want_k.data(), rk) == 0);
+                    REQUIRE(std::memcmp(kv.v_head(l, h) + pos * rv, want_v.data(), rv) == 0);
+                }
+            }
+        REQUIRE_THROWS(kv.k_head(n_layers, 0));
+        REQUIRE_THROWS(kv.v_head(0, n_head_kv));
+        REQUIRE_THROWS(kv.store(0, n_ctx, nullptr, nullptr));
+    }
+}
