@@ -78,7 +78,10 @@ fi
     echo "system gives them): **decode is compared with the read figure**, the best of several"
     echo "read-only loops (one or four streams per thread, SSE2 or AVX-512, with and without"
     echo "prefetch), since decode only reads weights; copy and triad are STREAM's figures,"
-    echo "for reference (bench/decode.cpp explains all of them)."
+    echo "for reference (bench/decode.cpp explains all of them). The host's bandwidth drifts"
+    echo "within minutes, so each repetition's decode is compared with the read loops run right"
+    echo "before and after it (\"read GB/s around each decode\"); the first table is the"
+    echo "bandwidth measured before the model loads."
     echo
     for r in "${results[@]}"; do echo "$r"; done
     if [[ -n "$spec_table" ]]; then

@@ -41,7 +41,7 @@ let d = "";  // model, tok/s, % of bandwidth
 for (const f of decodes) {
     const j = JSON.parse(fs.readFileSync(f, "utf8"));
     const name = j.model.split("/").pop().replace(/\.gguf$/, "");
-    const frac = j.bandwidth_gb_s ? 100 * j.bandwidth_gb_s.decode_fraction : NaN;
+    const frac = j.decode_fraction ? 100 * j.decode_fraction.median : NaN;
     d += `"${name}" ${j.decode_tok_s.median} ${frac}\n`;
 }
 fs.writeFileSync(`${dir}/decode.dat`, d);
