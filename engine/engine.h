@@ -48,6 +48,9 @@ struct Request {
     // default (EngineOptions::spec_draft), 0 = off. Off anyway without an MTP head or
     // with penalties.
     int64_t spec_draft = -1;
+    // Keep generating past end-of-generation tokens (they are emitted as text) until
+    // max_tokens, a stop string or the context ends it: fixed-length runs for benchmarks.
+    bool ignore_eos = false;
 };
 
 enum class FinishReason { Stop, Length, Cancelled, Error };

@@ -118,6 +118,7 @@ void common(const json& j, ApiRequest& r, const SamplingParams& defaults) {
     if (auto* v = field(j, "penalty_last_n")) s.penalty_last_n = static_cast<int32_t>(integer(*v, "penalty_last_n", -1, big));
     // Drafts per speculative window (0 = off); absent: the server's --spec-draft.
     if (auto* v = field(j, "spec_draft")) r.engine.spec_draft = integer(*v, "spec_draft", 0, 64);
+    if (auto* v = field(j, "ignore_eos")) r.engine.ignore_eos = boolean(*v, "ignore_eos");
 }
 
 std::string message_content(const json& m, size_t i) {
@@ -155,7 +156,7 @@ ApiRequest parse_chat(const std::string& body, const SamplingParams& defaults) {
     check_fields(j, {"model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "seed",
                      "stop", "presence_penalty", "frequency_penalty", "stream", "stream_options", "logprobs",
                      "top_logprobs", "n", "user", "top_k", "min_p", "repeat_penalty", "penalty_last_n", "spec_draft",
-                     "chat_template_kwargs"});
+                     "ignore_eos", "chat_template_kwargs"});
     ApiRequest r;
     r.chat = true;
     common(j, r, defaults);
@@ -198,7 +199,7 @@ ApiRequest parse_completion(const std::string& body, const SamplingParams& defau
     const json j = parse_body(body);
     check_fields(j, {"model", "prompt", "max_tokens", "temperature", "top_p", "seed", "stop", "presence_penalty",
                      "frequency_penalty", "stream", "stream_options", "logprobs", "n", "user", "top_k", "min_p",
-                     "repeat_penalty", "penalty_last_n", "spec_draft"});
+                     "repeat_penalty", "penalty_last_n", "spec_draft", "ignore_eos"});
     ApiRequest r;
     common(j, r, defaults);
     auto* p = field(j, "prompt");

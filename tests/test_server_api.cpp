@@ -124,6 +124,25 @@ TEST_CASE("server: max_tokens ends with length, stop strings end early and are n
     }
 }
 
+TEST_CASE("server: ignore_eos runs past end-of-generation tokens to max_tokens", "[server]") {
+    // The tiny qwen3next model's greedy answer to this prompt ends with an end-of-generation
+    // token well inside the context (if a model change stops that, pick another prompt).
+    TestServer s({.n_ctx = 512});
+    const Reply stops = post(s, "/v1/completions", R"({"prompt":"Tell me everything"})");
+    REQUIRE(stops.status == 200);
+    REQUIRE(stops.j["choices"][0]["finish_reason"] == "stop");
+    const int64_t n = stops.j["usage"]["completion_tokens"];
+    const Reply runs = post(s, "/v1/completions", json{{"prompt", "Tell me everything"}, {"max_tokens", n + 20}, {"ignore_eos", true}}.dump());
+    REQUIRE(runs.status == 200);
+    CHECK(runs.j["choices"][0]["finish_reason"] == "length");
+    CHECK(runs.j["usage"]["completion_tokens"] == n + 20);
+    const std::string before = stops.j["choices"][0]["text"], after = runs.j["choices"][0]["text"];
+    CHECK(after.substr(0, before.size()) == before);
+    const Reply bad = post(s, "/v1/completions", R"({"prompt":"x","ignore_eos":1})");
+    CHECK(bad.status == 400);
+    CHECK(bad.j["error"]["param"] == "ignore_eos");
+}
+
 TEST_CASE("server: logprobs from the post-penalty distribution", "[server]") {
     TestServer s;
     json body = json::parse(kChat);

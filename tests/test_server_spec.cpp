@@ -384,7 +384,7 @@ TEST_CASE("server spec: a client that disconnects cancels a speculative stream",
         httplib::Request req;
         req.method = "POST";
         req.path = "/v1/completions";
-        req.body = R"({"prompt":"Tell me everything","max_tokens":100000,"stream":true,"spec_draft":3})";
+        req.body = R"({"prompt":"Tell me everything","max_tokens":100000,"stream":true,"spec_draft":3,"ignore_eos":true})";
         req.set_header("Content-Type", "application/json");
         int seen = 0;
         req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {

@@ -36,7 +36,7 @@ void stream_then_disconnect(const TestServer& s, int chunks, const std::atomic<b
     httplib::Request req;
     req.method = "POST";
     req.path = "/v1/completions";
-    req.body = R"({"prompt":"Tell me everything","max_tokens":100000,"stream":true})";
+    req.body = R"({"prompt":"Tell me everything","max_tokens":100000,"stream":true,"ignore_eos":true})";
     req.set_header("Content-Type", "application/json");
     int seen = 0;
     req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
@@ -105,7 +105,7 @@ TEST_CASE("server: a non-streamed client that disconnects cancels its generation
     a.sin_port = htons(static_cast<uint16_t>(s.port()));
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-    const std::string body = R"({"prompt":"Tell me everything","max_tokens":100000})";
+    const std::string body = R"({"prompt":"Tell me everything","max_tokens":100000,"ignore_eos":true})";
     const std::string msg = "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                             "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
     REQUIRE(::send(fd, msg.data(), msg.size(), 0) == static_cast<ssize_t>(msg.size()));
@@ -139,7 +139,7 @@ TEST_CASE("server: shutdown refuses new requests with 503 and lets running ones 
     // running when the shutdown comes, however fast the machine.
     TestServer s({.parallel = 1, .n_ctx = 1024});
     auto running = std::async(std::launch::async, [&] {
-        return post(s, "/v1/completions", R"({"prompt":"Hi","max_tokens":100000,"stream":true})");
+        return post(s, "/v1/completions", R"({"prompt":"Hi","max_tokens":100000,"stream":true,"ignore_eos":true})");
     });
     REQUIRE(wait_metric(s, "strata_active_slots", 1));
     s.engine().shutdown(false);

@@ -368,7 +368,7 @@ bool Scheduler::commit(Slot& s, int32_t t, std::span<const float> row, int64_t n
     if (s.req.top_logprobs >= 0) s.pending_lp.push_back(token_logprob(tok_, row, t, s.req.top_logprobs));
     s.sampler->accept(t);
     if (++s.n_gen == 1) s.first_token = clock::now();
-    if (tok_.is_eog(t)) {
+    if (!s.req.ignore_eos && tok_.is_eog(t)) {
         finish(s, FinishReason::Stop);
         return false;
     }
