@@ -1,6 +1,7 @@
 // ops::attend (kernels/cpu/attention.h): agrees with a double-precision reference for
 // every KV cache type, computes exactly the canonical order its header states (so every
 // instruction set and layout gives the same bits), and reads the head-major KvCache.
+#pragma GCC optimize("fp-contract=off")
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -80,15 +81,30 @@ TEST_CASE("ops::attend: the canonical order, the reference, any row layout", "[a
                         n_pos, out_s.data(), hdv);
             REQUIRE(same_bits(out, out_s));
 
-            // the canonical order, written plainly
+            // the canonical order, written plainly (compiled for the baseline instruction set,
+            // while the kernel runs its best clone)
             const std::vector<float> k = dequant(type, kb, n_pos, hd, rk), v = dequant(type, vb, n_pos, hdv, rv);
             std::vector<float> canon(out.size(), 0.0f);
+            const int64_t ld = (n_pos + 15) / 16 * 16;
             for (int64_t j = 0; j < n_heads; ++j) {
-                std::vector<float> s(static_cast<size_t>(n_pos));
+                std::vector<float> s(static_cast<size_t>(ld), -INFINITY);
                 for (int64_t u = 0; u < n_pos; ++u) s[u] = simd::dot(q.data() + j * q_stride, k.data() + u * hd, hd) * scale;
-                ops::softmax(s.data(), n_pos);
+                float m[16];
+                for (int l = 0; l < 16; ++l) {
+                    m[l] = -INFINITY;
+                    for (int64_t i = l; i < ld; i += 16) m[l] = s[i] > m[l] ? s[i] : m[l];
+                }
+                for (int w = 8; w >= 1; w /= 2)
+                    for (int i = 0; i < w; ++i) m[i] = m[i + w] > m[i] ? m[i + w] : m[i];
+                simd::vf sum = simd::zero();
+                for (int64_t i = 0; i < ld; i += 16) {
+                    const simd::vf e = simd::exp(simd::load(s.data() + i) - simd::splat(m[0]));
+                    simd::store(s.data() + i, e);
+                    sum += e;
+                }
+                const float inv = 1.0f / simd::hsum(sum);
                 for (int64_t u = 0; u < n_pos; ++u)
-                    for (int64_t i = 0; i < hdv; ++i) canon[j * hdv + i] += s[u] * v[u * hdv + i];
+                    for (int64_t i = 0; i < hdv; ++i) canon[j * hdv + i] += (s[u] * inv) * v[u * hdv + i];
             }
             REQUIRE(same_bits(out, canon));
 
@@ -110,6 +126,55 @@ TEST_CASE("ops::attend: the canonical order, the reference, any row layout", "[a
                 }
             }
         }
+}
+
+TEST_CASE("simd::hsum8 is eight simd::hsum", "[attention][determinism]") {
+    std::mt19937 rng(9);
+    std::uniform_real_distribution<float> ud(-1e4f, 1e4f);
+    for (int it = 0; it < 5000; ++it) {
+        simd::vf a[8];
+        float want[8], got[8];
+        for (int j = 0; j < 8; ++j) {
+            float x[simd::kLanes];
+            for (auto& v : x) v = ud(rng) * (rng() % 5 == 0 ? 1e-30f : 1.0f);
+            a[j] = simd::load(x);
+            want[j] = simd::hsum(a[j]);
+        }
+        simd::hsum8(a, got);
+        REQUIRE(std::memcmp(want, got, sizeof want) == 0);
+    }
+}
+
+TEST_CASE("simd::exp: within 2 ulp of exp, the same bits in every lane position", "[attention][determinism]") {
+    double worst = 0;
+    for (float x = -87.0f; x < 88.5f; x += 0.0137f) {
+        float a[16], y[16];
+        for (int l = 0; l < 16; ++l) a[l] = x + 1e-4f * static_cast<float>(l);
+        simd::store(y, simd::exp(simd::load(a)));
+        for (int l = 0; l < 16; ++l) {
+            const double ref = std::exp(static_cast<double>(a[l]));
+            worst = std::max(worst, std::abs(y[l] - ref) / ref);
+            float one[16] = {};
+            one[(l * 7) % 16] = a[l];
+            float z[16];
+            simd::store(z, simd::exp(simd::load(one)));
+            REQUIRE(std::memcmp(&z[(l * 7) % 16], &y[l], sizeof(float)) == 0);
+        }
+    }
+    CHECK(worst < 2.5 * 5.97e-8);
+    float sp[16] = {-INFINITY, INFINITY, NAN, -100.f, 100.f, 0.f, -0.f, 88.72f, -87.33f, 1.f, -1.f, 1e-30f, -1e-30f, 50.f, -50.f, 88.8f};
+    float y[16];
+    simd::store(y, simd::exp(simd::load(sp)));
+    CHECK(y[0] == 0.0f);
+    CHECK(std::isinf(y[1]));
+    CHECK(std::isnan(y[2]));
+    CHECK(y[3] == 0.0f);
+    CHECK(std::isinf(y[4]));
+    CHECK(y[5] == 1.0f);
+    CHECK(y[6] == 1.0f);
+    CHECK(std::isfinite(y[7]));
+    CHECK(y[7] > 3.3e38f);
+    CHECK(std::isinf(y[15]));
 }
 
 TEST_CASE("KvCache: head-major rows, each the quantized head", "[attention]") {

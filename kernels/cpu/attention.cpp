@@ -5,7 +5,6 @@
 
 #include "engine/core/error.h"
 #include "engine/quant/quant.h"
-#include "kernels/cpu/ops.h"
 #include "kernels/cpu/simd.h"
 
 // The clones below must compute what the default one does: no a * b + c contracted into
@@ -30,23 +29,68 @@ struct Rows {
     }
 };
 
-// s[j * n_pos + u] = dot(q_j, k_u) * scale for every head j and position u.
+// s[j * ld + u] = dot(q_j, k_u) * scale for every head j and position u.
 __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 void scores(const float* q, int64_t q_stride, int64_t n_heads, int64_t hd, float scale, const Rows& k,
-            int64_t n_pos, float* kbuf, float* s) {
+            int64_t n_pos, float* kbuf, float* s, int64_t ld) {
     for (int64_t u0 = 0; u0 < n_pos; u0 += kChunk) {
         const int64_t n = std::min(kChunk, n_pos - u0);
         k.get(u0, n, kbuf, hd);
-        for (int64_t r = 0; r < n; ++r)
-            for (int64_t j = 0; j < n_heads; ++j)
-                s[j * n_pos + u0 + r] = simd::dot(q + j * q_stride, kbuf + r * hd, hd) * scale;
+        for (int64_t r = 0; r < n; ++r) {
+            const float* kr = kbuf + r * hd;
+            int64_t j = 0;
+            if (hd % simd::kLanes == 0)  // eight heads at a time: simd::dot's lanes, one joint hsum
+                for (; j + 8 <= n_heads; j += 8) {
+                    simd::vf acc[8];
+                    for (int h = 0; h < 8; ++h) acc[h] = simd::zero();
+                    for (int64_t i = 0; i < hd; i += simd::kLanes) {
+                        const simd::vf kv = simd::load(kr + i);
+                        for (int h = 0; h < 8; ++h) acc[h] += simd::load(q + (j + h) * q_stride + i) * kv;
+                    }
+                    float d[8];
+                    simd::hsum8(acc, d);
+                    for (int h = 0; h < 8; ++h) s[(j + h) * ld + u0 + r] = d[h] * scale;
+                }
+            for (; j < n_heads; ++j) s[j * ld + u0 + r] = simd::dot(q + j * q_stride, kr, hd) * scale;
+        }
+    }
+}
+
+// Each head's row of s (ld >= n_pos values, a multiple of simd::kLanes) becomes its
+// softmax over [0, n_pos): m = the lanes' maximum (a fixed tree), e = simd::exp(s - m),
+// sum = simd::hsum of the lanes' sums (positions n_pos .. ld - 1 are -inf, so e = 0 and add
+// nothing), then e * (1 / sum).
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+void softmax_rows(float* s, int64_t n_heads, int64_t ld, int64_t n_pos) {
+    using simd::vf;
+    for (int64_t j = 0; j < n_heads; ++j) {
+        float* row = s + j * ld;
+        std::fill(row + n_pos, row + ld, -__builtin_inff());
+        vf m = simd::splat(-__builtin_inff());
+        for (int64_t i = 0; i < ld; i += simd::kLanes) {
+            const vf x = simd::load(row + i);
+            m = x > m ? x : m;
+        }
+        float lanes[simd::kLanes];
+        simd::store(lanes, m);
+        for (int w = simd::kLanes / 2; w >= 1; w /= 2)
+            for (int i = 0; i < w; ++i) lanes[i] = lanes[i + w] > lanes[i] ? lanes[i + w] : lanes[i];
+        const vf mx = simd::splat(lanes[0]);
+        vf sum = simd::zero();
+        for (int64_t i = 0; i < ld; i += simd::kLanes) {
+            const vf e = simd::exp(simd::load(row + i) - mx);
+            simd::store(row + i, e);
+            sum += e;
+        }
+        const vf inv = simd::splat(1.0f / simd::hsum(sum));
+        for (int64_t i = 0; i < ld; i += simd::kLanes) simd::store(row + i, simd::load(row + i) * inv);
     }
 }
 
 // out_j = sum_u p[j][u] v_u, each element from 0 in position order.
 __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-void weighted_sum(const float* p, int64_t n_heads, int64_t hdv, const Rows& v, int64_t n_pos, float* vbuf,
-                  float* out, int64_t out_stride) {
+void weighted_sum(const float* p, int64_t ld, int64_t n_heads, int64_t hdv, const Rows& v, int64_t n_pos,
+                  float* vbuf, float* out, int64_t out_stride) {
     using simd::vf;
     const int64_t nv = hdv / simd::kLanes * simd::kLanes;
     for (int64_t j = 0; j < n_heads; ++j) std::fill(out + j * out_stride, out + j * out_stride + hdv, 0.0f);
@@ -55,7 +99,7 @@ void weighted_sum(const float* p, int64_t n_heads, int64_t hdv, const Rows& v, i
         v.get(u0, n, vbuf, hdv);
         for (int64_t j = 0; j < n_heads; ++j) {
             float* o = out + j * out_stride;
-            const float* pj = p + j * n_pos + u0;
+            const float* pj = p + j * ld + u0;
             for (int64_t i = 0; i < nv; i += simd::kLanes) {
                 vf acc = simd::load(o + i);
                 for (int64_t r = 0; r < n; ++r) acc += simd::splat(pj[r]) * simd::load(vbuf + r * hdv + i);
@@ -80,12 +124,13 @@ void attend(const float* q, int64_t q_stride, int64_t n_heads, int64_t head_dim,
             const KvRows& k, const KvRows& v, int64_t n_pos, float* out, int64_t out_stride) {
     if (n_pos <= 0 || n_heads <= 0) return;
     thread_local std::vector<float> s, kbuf, vbuf;  // grow-only: no allocation in steady state
-    if (s.size() < static_cast<size_t>(n_heads * n_pos)) s.resize(static_cast<size_t>(n_heads * n_pos));
+    const int64_t ld = (n_pos + simd::kLanes - 1) / simd::kLanes * simd::kLanes;
+    if (s.size() < static_cast<size_t>(n_heads * ld)) s.resize(static_cast<size_t>(n_heads * ld));
     if (kbuf.size() < static_cast<size_t>(kChunk * head_dim)) kbuf.resize(static_cast<size_t>(kChunk * head_dim));
     if (vbuf.size() < static_cast<size_t>(kChunk * head_dim_v)) vbuf.resize(static_cast<size_t>(kChunk * head_dim_v));
-    scores(q, q_stride, n_heads, head_dim, scale, rows_of(k, head_dim), n_pos, kbuf.data(), s.data());
-    for (int64_t j = 0; j < n_heads; ++j) softmax(s.data() + j * n_pos, n_pos);
-    weighted_sum(s.data(), n_heads, head_dim_v, rows_of(v, head_dim_v), n_pos, vbuf.data(), out, out_stride);
+    scores(q, q_stride, n_heads, head_dim, scale, rows_of(k, head_dim), n_pos, kbuf.data(), s.data(), ld);
+    softmax_rows(s.data(), n_heads, ld, n_pos);
+    weighted_sum(s.data(), ld, n_heads, head_dim_v, rows_of(v, head_dim_v), n_pos, vbuf.data(), out, out_stride);
 }
 
 }  // namespace strata::ops

@@ -2,7 +2,7 @@
 // over that head's cached rows. The result is the same fixed sequence of float
 // operations on every instruction set and whatever the window or thread count:
 //   s[j][u] = simd::dot(q_j, k_u, head_dim) * scale            (u in position order)
-//   p[j]    = ops::softmax(s[j])
+//   p[j]    = softmax of s[j] with simd::exp, in 16 lanes (attention.cpp: softmax_rows)
 //   o_j[i]  = sum_u p[j][u] * v_u[i]   (a multiply then an add, from 0, in position order)
 #pragma once
 #include <cstddef>
