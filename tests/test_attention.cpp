@@ -1,6 +1,8 @@
 // ops::attend (kernels/cpu/attention.h): agrees with a double-precision reference for
 // every KV cache type, computes exactly the canonical order its header states (so every
 // instruction set and layout gives the same bits), and reads the head-major KvCache.
+// Also the vector helpers it is built from (simd::hsum, hsum8, exp) and ops::swiglu,
+// which uses simd::exp too.
 #pragma GCC optimize("fp-contract=off")
 #include <catch2/catch.hpp>
 
@@ -175,6 +177,24 @@ TEST_CASE("simd::exp: within 2 ulp of exp, the same bits in every lane position"
     CHECK(std::isfinite(y[7]));
     CHECK(y[7] > 3.3e38f);
     CHECK(std::isinf(y[15]));
+}
+
+TEST_CASE("ops::swiglu: silu(g) * u to 3 ulp, each element on its own", "[attention][determinism]") {
+    const int64_t n = 1000;
+    const auto g = randn(static_cast<size_t>(n), 21, 4.0f), u = randn(static_cast<size_t>(n), 22);
+    std::vector<float> y(static_cast<size_t>(n));
+    ops::swiglu(g.data(), u.data(), n, y.data());
+    for (int64_t i = 0; i < n; ++i) {
+        const double want = g[i] / (1.0 + std::exp(-static_cast<double>(g[i]))) * u[i];
+        REQUIRE(std::abs(y[i] - want) <= 3 * 5.97e-8 * std::abs(want) + 1e-30);
+    }
+    // any split into pieces (the threads' shares) gives the same bits; y may alias g
+    for (int64_t cut : {1, 7, 16, 17, 500, 999}) {
+        std::vector<float> z = g;
+        ops::swiglu(z.data(), u.data(), cut, z.data());
+        ops::swiglu(z.data() + cut, u.data() + cut, n - cut, z.data() + cut);
+        REQUIRE(same_bits(z, y));
+    }
 }
 
 TEST_CASE("KvCache: head-major rows, each the quantized head", "[attention]") {

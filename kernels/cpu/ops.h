@@ -25,7 +25,8 @@ float silu(float x);
 float sigmoid(float x);
 float softplus(float x);
 
-// y[i] = silu(g[i]) * u[i]
+// y[i] = g[i] / (1 + e^-g[i]) * u[i], e^x from simd::exp (so not bit-equal to silu(g[i]) * u[i]);
+// each element depends only on g[i] and u[i]. y may alias g.
 void swiglu(const float* g, const float* u, int64_t n, float* y);
 void add(float* y, const float* x, int64_t n);  // y += x
 
