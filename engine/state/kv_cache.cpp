@@ -17,8 +17,8 @@ KvCache::KvCache(int64_t n_layers, int64_t n_ctx, int64_t n_head_kv, int64_t hea
     row_k_ = row_bytes(type, head_dim_k);
     row_v_ = row_bytes(type, head_dim_v);
     const auto rows = static_cast<size_t>(n_layers * n_head_kv * n_ctx);
-    k_.resize(row_k_ * rows);
-    v_.resize(row_v_ * rows);
+    k_ = HugeBuffer(row_k_ * rows);
+    v_ = HugeBuffer(row_v_ * rows);
 }
 
 void KvCache::store(int64_t l, int64_t pos, const float* k, const float* v) {

@@ -5,8 +5,8 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
-#include <vector>
 
+#include "engine/core/huge_buffer.h"
 #include "engine/quant/types.h"
 
 namespace strata {
@@ -19,7 +19,7 @@ public:
 
     int64_t n_ctx() const { return n_ctx_; }
     GgmlType type() const { return type_; }
-    size_t bytes() const { return k_.size() + v_.size(); }
+    size_t bytes() const { return k_.size() + v_.size(); }  // (2 MiB pages when large: engine/core/huge_buffer.h)
 
     // Store position pos of layer l (k: n_head_kv * head_dim_k floats, v: n_head_kv *
     // head_dim_v floats, heads side by side).
@@ -39,7 +39,7 @@ private:
     int64_t n_layers_, n_ctx_, n_head_kv_, hd_k_, hd_v_;
     GgmlType type_;
     size_t row_k_, row_v_;        // bytes per head and position
-    std::vector<uint8_t> k_, v_;  // [n_layers][n_head_kv][n_ctx][row]
+    HugeBuffer k_, v_;  // [n_layers][n_head_kv][n_ctx][row]
 };
 
 }  // namespace strata

@@ -1,5 +1,7 @@
 #include "kernels/cpu/attention.h"
 
+#include <xmmintrin.h>
+
 #include <algorithm>
 #include <vector>
 
@@ -27,15 +29,28 @@ struct Rows {
         if (packed) return fn(src, dst, n * n_blocks);
         for (int64_t r = 0; r < n; ++r) fn(src + static_cast<size_t>(r) * kv->stride, dst + r * width, n_blocks);
     }
+    // Asks for rows [u0, u0 + n) (clamped to n_pos) ahead of their get(): a decode step finds
+    // the cache in memory, evicted by the weights that streamed since the last step.
+    void prefetch(int64_t u0, int64_t n, int64_t n_pos) const {
+        n = std::min(n, n_pos - u0);
+        if (n <= 0) return;
+        const auto* p = reinterpret_cast<const char*>(kv->base + static_cast<size_t>(u0) * kv->stride);
+        const size_t row = row_bytes_, span = packed ? static_cast<size_t>(n) * row : row;
+        for (int64_t r = 0; r < (packed ? 1 : n); ++r, p += kv->stride)
+            for (size_t o = 0; o < span; o += 64) _mm_prefetch(p + o, _MM_HINT_T0);
+    }
+    size_t row_bytes_;
 };
 
 // s[j * ld + u] = dot(q_j, k_u) * scale for every head j and position u.
 __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 void scores(const float* q, int64_t q_stride, int64_t n_heads, int64_t hd, float scale, const Rows& k,
-            int64_t n_pos, float* kbuf, float* s, int64_t ld) {
+            const Rows& v, int64_t n_pos, float* kbuf, float* s, int64_t ld) {
     for (int64_t u0 = 0; u0 < n_pos; u0 += kChunk) {
         const int64_t n = std::min(kChunk, n_pos - u0);
         k.get(u0, n, kbuf, hd);
+        if (u0 + kChunk < n_pos) k.prefetch(u0 + kChunk, kChunk, n_pos);
+        else v.prefetch(0, kChunk, n_pos);  // the weighted sum's first rows
         for (int64_t r = 0; r < n; ++r) {
             const float* kr = kbuf + r * hd;
             int64_t j = 0;
@@ -97,6 +112,7 @@ void weighted_sum(const float* p, int64_t ld, int64_t n_heads, int64_t hdv, cons
     for (int64_t u0 = 0; u0 < n_pos; u0 += kChunk) {
         const int64_t n = std::min(kChunk, n_pos - u0);
         v.get(u0, n, vbuf, hdv);
+        v.prefetch(u0 + kChunk, kChunk, n_pos);
         for (int64_t j = 0; j < n_heads; ++j) {
             float* o = out + j * out_stride;
             const float* pj = p + j * ld + u0;
@@ -115,7 +131,7 @@ Rows rows_of(const KvRows& kv, int64_t n) {
     const TypeInfo& ti = type_info(kv.type);
     STRATA_CHECK(n % ti.block_size == 0, "attend: head size {} is not a multiple of the {} block size {}", n, ti.name,
                  ti.block_size);
-    return {dequantizer(kv.type), n / ti.block_size, kv.stride == row_bytes(kv.type, n), &kv};
+    return {dequantizer(kv.type), n / ti.block_size, kv.stride == row_bytes(kv.type, n), &kv, row_bytes(kv.type, n)};
 }
 
 }  // namespace
@@ -128,9 +144,11 @@ void attend(const float* q, int64_t q_stride, int64_t n_heads, int64_t head_dim,
     if (s.size() < static_cast<size_t>(n_heads * ld)) s.resize(static_cast<size_t>(n_heads * ld));
     if (kbuf.size() < static_cast<size_t>(kChunk * head_dim)) kbuf.resize(static_cast<size_t>(kChunk * head_dim));
     if (vbuf.size() < static_cast<size_t>(kChunk * head_dim_v)) vbuf.resize(static_cast<size_t>(kChunk * head_dim_v));
-    scores(q, q_stride, n_heads, head_dim, scale, rows_of(k, head_dim), n_pos, kbuf.data(), s.data(), ld);
+    const Rows kr = rows_of(k, head_dim), vr = rows_of(v, head_dim_v);
+    kr.prefetch(0, kChunk, n_pos);
+    scores(q, q_stride, n_heads, head_dim, scale, kr, vr, n_pos, kbuf.data(), s.data(), ld);
     softmax_rows(s.data(), n_heads, ld, n_pos);
-    weighted_sum(s.data(), ld, n_heads, head_dim_v, rows_of(v, head_dim_v), n_pos, vbuf.data(), out, out_stride);
+    weighted_sum(s.data(), ld, n_heads, head_dim_v, vr, n_pos, vbuf.data(), out, out_stride);
 }
 
 }  // namespace strata::ops
