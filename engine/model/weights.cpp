@@ -3,36 +3,22 @@
 #include <algorithm>
 #include <cstdlib>
 
-#include <sys/mman.h>
-
 #include "engine/core/error.h"
 #include "engine/quant/quant.h"
 
 namespace strata {
 
 namespace {
-constexpr size_t kHuge = size_t{2} << 20;
 constexpr size_t kChunk = size_t{64} << 20;
 }  // namespace
 
-WeightStore::~WeightStore() {
-    for (const Chunk& c : chunks_) munmap(c.base, c.size);
-}
-
 void* WeightStore::alloc(size_t bytes) {
     bytes = (bytes + 63) / 64 * 64;
-    if (chunks_.empty() || used_ + bytes > chunks_.back().size - kHuge) {
-        // Room for the request (or a standard chunk), plus one huge page of slack to align
-        // the start; untouched pages cost nothing.
-        const size_t size = std::max(kChunk, (bytes + kHuge - 1) / kHuge * kHuge) + kHuge;
-        void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (p == MAP_FAILED) fail("cannot map {} MiB for packed weights", size >> 20);
-        madvise(p, size, MADV_HUGEPAGE);  // a hint: without THP the pages are simply small
-        chunks_.push_back({p, size});
-        const auto addr = reinterpret_cast<uintptr_t>(p);
-        used_ = (kHuge - addr % kHuge) % kHuge;
+    if (chunks_.empty() || used_ + bytes > chunks_.back().size()) {
+        chunks_.emplace_back(std::max(kChunk, bytes));  // untouched pages cost nothing
+        used_ = 0;
     }
-    void* out = static_cast<uint8_t*>(chunks_.back().base) + used_;
+    void* out = chunks_.back().data() + used_;
     used_ += bytes;
     used_total_ += bytes;
     return out;

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/core/huge_buffer.h"
 #include "engine/gguf/reader.h"
 #include "kernels/cpu/matmul.h"
 
@@ -21,7 +22,6 @@ namespace strata {
 class WeightStore {
 public:
     WeightStore() = default;
-    ~WeightStore();
     WeightStore(const WeightStore&) = delete;
     WeightStore& operator=(const WeightStore&) = delete;
 
@@ -29,11 +29,7 @@ public:
     size_t bytes() const { return used_total_; }
 
 private:
-    struct Chunk {
-        void* base;
-        size_t size;
-    };
-    std::vector<Chunk> chunks_;
+    std::vector<HugeBuffer> chunks_;  // 64 MiB, or one large matrix each
     size_t used_ = 0;  // in the last chunk
     size_t used_total_ = 0;
 };
