@@ -21,7 +21,8 @@ constexpr int64_t kChunk = 32;  // cached rows converted to f32 at a time (they 
 struct Rows {
     DequantFn fn;
     int64_t n_blocks;  // per row
-    bool packed;       // rows back to back (stride = a row's bytes): one call converts many
+    size_t row_size;   // bytes per row
+    bool packed;       // rows back to back (stride = row_size): one call converts many
     const KvRows* kv;
     // Rows [u0, u0 + n) to dst, `width` floats apart (width = the row's values).
     void get(int64_t u0, int64_t n, float* dst, int64_t width) const {
@@ -35,11 +36,10 @@ struct Rows {
         n = std::min(n, n_pos - u0);
         if (n <= 0) return;
         const auto* p = reinterpret_cast<const char*>(kv->base + static_cast<size_t>(u0) * kv->stride);
-        const size_t row = row_bytes_, span = packed ? static_cast<size_t>(n) * row : row;
+        const size_t span = packed ? static_cast<size_t>(n) * row_size : row_size;
         for (int64_t r = 0; r < (packed ? 1 : n); ++r, p += kv->stride)
             for (size_t o = 0; o < span; o += 64) _mm_prefetch(p + o, _MM_HINT_T0);
     }
-    size_t row_bytes_;
 };
 
 // s[j * ld + u] = dot(q_j, k_u) * scale for every head j and position u.
@@ -131,7 +131,8 @@ Rows rows_of(const KvRows& kv, int64_t n) {
     const TypeInfo& ti = type_info(kv.type);
     STRATA_CHECK(n % ti.block_size == 0, "attend: head size {} is not a multiple of the {} block size {}", n, ti.name,
                  ti.block_size);
-    return {dequantizer(kv.type), n / ti.block_size, kv.stride == row_bytes(kv.type, n), &kv, row_bytes(kv.type, n)};
+    const size_t size = row_bytes(kv.type, n);
+    return {dequantizer(kv.type), n / ti.block_size, size, kv.stride == size, &kv};
 }
 
 }  // namespace
