@@ -16,18 +16,11 @@
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/simd.h"
+#include "random_helpers.h"
 
 using namespace strata;
 
 namespace {
-
-std::vector<float> randn(size_t n, uint32_t seed, float scale = 1.0f) {
-    std::mt19937 rng(seed);
-    std::normal_distribution<float> nd(0.f, scale);
-    std::vector<float> v(n);
-    for (auto& x : v) x = nd(rng);
-    return v;
-}
 
 // n_pos rows of hd values in `type`, `stride` bytes apart (>= one row's bytes).
 std::vector<uint8_t> rows(GgmlType type, const std::vector<float>& f, int64_t n_pos, int64_t hd, size_t stride) {
@@ -67,9 +60,9 @@ TEST_CASE("ops::attend: the canonical order, the reference, any row layout", "[a
         for (int64_t n_pos : {1, 5, 31, 32, 33, 100}) {
             CAPTURE(type_info(type).name, n_pos);
             const int64_t q_stride = 2 * hd;  // as a gated model's [query | gate] rows
-            const std::vector<float> q = randn(static_cast<size_t>(n_heads * q_stride), 1);
-            const std::vector<float> kf = randn(static_cast<size_t>(n_pos * hd), 2);
-            const std::vector<float> vf = randn(static_cast<size_t>(n_pos * hdv), 3);
+            const std::vector<float> q = test::gaussian(static_cast<size_t>(n_heads * q_stride), 1);
+            const std::vector<float> kf = test::gaussian(static_cast<size_t>(n_pos * hd), 2);
+            const std::vector<float> vf = test::gaussian(static_cast<size_t>(n_pos * hdv), 3);
             const size_t rk = row_bytes(type, hd), rv = row_bytes(type, hdv);
             const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
 
@@ -181,7 +174,7 @@ TEST_CASE("simd::exp: within 2 ulp of exp, the same bits in every lane position"
 
 TEST_CASE("ops::swiglu: silu(g) * u to 3 ulp, each element on its own", "[attention][determinism]") {
     const int64_t n = 1000;
-    const auto g = randn(static_cast<size_t>(n), 21, 4.0f), u = randn(static_cast<size_t>(n), 22);
+    const auto g = test::gaussian(static_cast<size_t>(n), 21, 4.0f), u = test::gaussian(static_cast<size_t>(n), 22);
     std::vector<float> y(static_cast<size_t>(n));
     ops::swiglu(g.data(), u.data(), n, y.data());
     for (int64_t i = 0; i < n; ++i) {
@@ -208,8 +201,8 @@ TEST_CASE("KvCache: head-major rows, each the quantized head", "[attention]") {
         REQUIRE(kv.bytes() == static_cast<size_t>(n_layers * n_head_kv * n_ctx) * (rk + rv));
         for (int64_t l = 0; l < n_layers; ++l)
             for (int64_t pos = 0; pos < n_ctx; ++pos) {
-                const auto k = randn(static_cast<size_t>(n_head_kv * hdk), static_cast<uint32_t>(100 * l + pos));
-                const auto v = randn(static_cast<size_t>(n_head_kv * hdv), static_cast<uint32_t>(5000 + 100 * l + pos));
+                const auto k = test::gaussian(static_cast<size_t>(n_head_kv * hdk), static_cast<uint32_t>(100 * l + pos));
+                const auto v = test::gaussian(static_cast<size_t>(n_head_kv * hdv), static_cast<uint32_t>(5000 + 100 * l + pos));
                 kv.store(l, pos, k.data(), v.data());
                 for (int64_t h = 0; h < n_head_kv; ++h) {
                     std::vector<uint8_t> want_k(rk), want_v(rv);

@@ -18,6 +18,7 @@
 #include "engine/quant/blocks.h"
 #include "engine/quant/iq_grids.h"
 #include "engine/quant/quant.h"
+#include "random_helpers.h"
 
 using namespace strata;
 
@@ -36,13 +37,7 @@ std::vector<float> deq(GgmlType t, const std::vector<uint8_t>& blk) {
     return y;
 }
 
-std::vector<float> gaussian(size_t n, uint32_t seed, float scale = 1.0f) {
-    std::mt19937 rng(seed);
-    std::normal_distribution<float> g(0.0f, scale);
-    std::vector<float> x(n);
-    for (float& v : x) v = g(rng);
-    return x;
-}
+using test::gaussian;
 
 double rel_rmse(const std::vector<float>& x, const std::vector<float>& y) {
     double err = 0, ss = 0;
