@@ -185,18 +185,19 @@ TEST_CASE("matmul: integer path bit-identical on every instruction set", "[matmu
     }
 }
 
-// Packed weights (pack_weights: Q8_0, Q4_K): bit-identical to the rows they were packed
-// from, on every instruction set (AMX included where the CPU has it), for decode (T = 1)
-// and windows, with a partial last group of 16 rows.
-TEST_CASE("matmul: packed Q8_0 and Q4_K give the unpacked results", "[matmul][determinism]") {
-    for (const GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_K}) {
-        const bool q8 = type == GgmlType::Q8_0;
+// Packed weights (pack_weights: Q8_0, Q4_0, Q4_K): bit-identical to the rows they were
+// packed from, on every instruction set (AMX included where the CPU has it), for decode
+// (T = 1) and windows, with a partial last group of 16 rows.
+TEST_CASE("matmul: packed Q8_0, Q4_0 and Q4_K give the unpacked results", "[matmul][determinism]") {
+    for (const GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_K}) {
+        const bool q8 = type == GgmlType::Q8_0, k = type == GgmlType::Q4_K;
         for (const int64_t n_out : {int64_t{16}, int64_t{21}, int64_t{130}}) {
-            for (const int64_t n_in : {q8 ? int64_t{352} : int64_t{512}, int64_t{2048}}) {
+            for (const int64_t n_in : {k ? int64_t{512} : int64_t{352}, int64_t{2048}}) {
                 Weights w = make_weights(type, n_in, n_out, 21);
                 if (q8) reinterpret_cast<block_q8_0*>(w.bytes.data())[1].qs[5] = -128;
-                const size_t unit = q8 ? sizeof(kq::PackedQ8) : sizeof(kq::PackedQ4K);
-                REQUIRE(packed_size(w.view) == static_cast<size_t>((n_out + 15) / 16 * (n_in / (q8 ? 32 : 256))) * unit);
+                if (type == GgmlType::Q4_0) reinterpret_cast<block_q4_0*>(w.bytes.data())[1].qs[5] = 0x0F;  // -8 and 7
+                const size_t unit = q8 ? sizeof(kq::PackedQ8) : k ? sizeof(kq::PackedQ4K) : sizeof(kq::PackedQ40);
+                REQUIRE(packed_size(w.view) == static_cast<size_t>((n_out + 15) / 16 * (n_in / (k ? 256 : 32))) * unit);
                 std::vector<uint8_t> buf(packed_size(w.view) + 64);
                 void* dst = buf.data() + (64 - reinterpret_cast<uintptr_t>(buf.data()) % 64) % 64;
                 pack_weights(w.view, dst);

@@ -9,7 +9,7 @@
 // two integer sub-scales m0, m1); the products with the activation's two-digit integers
 // x = 128 q + r are exact integers on every path, and s = ws * d_x[b].
 //
-// - Q8_0 and Q4_K (per-block sums): P = sum_{i<32} w[i] x[i] (|P| < 2^31, exact), then
+// - Q8_0, Q4_0 and Q4_K (per-block sums): P = sum_{i<32} w[i] x[i] (|P| < 2^31, exact), then
 //   acc = acc + s * float(P) (a multiply then an add, never fused), acc starting at 0,
 //   and for Q4_K  mn = mn + (wm * d_x[b]) * float(sum_x[b]);  y = acc [- mn for Q4_K].
 //   One sum per block lets a vector hold 16 rows (the packed layouts below) or 16
@@ -23,6 +23,10 @@
 // Group g, block b is the 544-byte PackedQ8 at index g * nb + b: the 16 rows' fp16 scales,
 // then value i of row j as u[i / 4][j][i % 4] = w + 128 (unsigned). A group's blocks are
 // contiguous, so a task streams one run of memory per group.
+// Packed Q4_0: the same grouping, one 288-byte PackedQ40 per block: the 16 rows' fp16
+// scales, then four 64-byte vectors: vector c holds, for row r, the block's bytes
+// qs[4c + i], i < 4 (low nibbles: values 4c + i, column c; high nibbles: values 16 + 4c + i,
+// column c + 4); a value is its nibble - 8.
 // Packed Q4_K: the same grouping by 16 rows, one 2368-byte PackedQ4K per super-block of
 // 256 values: the rows' fp16 d and dmin, their eight 6-bit scales and minimums as bytes
 // ([block][row]), then block j's 32 values of the 16 rows as four 64-byte vectors:
@@ -51,6 +55,11 @@ struct PackedQ8 {
     uint8_t u[8][16][4];
 };
 static_assert(sizeof(PackedQ8) == 544);
+struct PackedQ40 {
+    uint16_t d[16];
+    uint8_t q[4][16][4];  // [vector c][row][i]
+};
+static_assert(sizeof(PackedQ40) == 288);
 struct PackedQ4K {
     uint16_t d[16], dmin[16];
     uint8_t sc[8][16], mn[8][16];

@@ -160,7 +160,7 @@ void rows_scalar(const Job& job, int64_t r0, int64_t r1) {
     const MatView& w = *job.w;
     const ActQ& x = *job.x;
     const bool has_min = w.type == GgmlType::Q4_K;
-    const bool per_block = w.type == GgmlType::Q8_0 || w.type == GgmlType::Q4_K;
+    const bool per_block = w.type == GgmlType::Q8_0 || w.type == GgmlType::Q4_0 || w.type == GgmlType::Q4_K;
     const int64_t g_stride = x.nb / (w.type == GgmlType::Q4_K ? 8 : 1);  // packed units per group
     Blk k;
     for (int64_t r = r0; r < r1; ++r) {
@@ -174,6 +174,13 @@ void rows_scalar(const Job& job, int64_t r0, int64_t r1) {
                 if (w.packed && w.type == GgmlType::Q8_0) {
                     const PackedQ8& p = static_cast<const PackedQ8*>(w.packed)[(r / kPackRows) * g_stride + b];
                     for (int i = 0; i < 32; ++i) k.w[i] = static_cast<int8_t>(p.u[i / 4][j][i % 4] - 128);
+                    k.ws = half_to_float(p.d[j]);
+                } else if (w.packed && w.type == GgmlType::Q4_0) {
+                    const PackedQ40& p = static_cast<const PackedQ40*>(w.packed)[(r / kPackRows) * g_stride + b];
+                    for (int i = 0; i < 32; ++i) {
+                        const uint8_t v = p.q[i % 16 / 4][j][i % 4];
+                        k.w[i] = static_cast<int8_t>((i < 16 ? v & 0xF : v >> 4) - 8);
+                    }
                     k.ws = half_to_float(p.d[j]);
                 } else if (w.packed) {  // Q4_K
                     const PackedQ4K& p = static_cast<const PackedQ4K*>(w.packed)[(r / kPackRows) * g_stride + b / 8];
@@ -221,6 +228,7 @@ size_t packed_size(const MatView& w) {
     const int64_t groups = (w.n_out + kq::kPackRows - 1) / kq::kPackRows;
     switch (w.type) {
     case GgmlType::Q8_0: return static_cast<size_t>(groups * (w.n_in / 32)) * sizeof(kq::PackedQ8);
+    case GgmlType::Q4_0: return static_cast<size_t>(groups * (w.n_in / 32)) * sizeof(kq::PackedQ40);
     case GgmlType::Q4_K: return static_cast<size_t>(groups * (w.n_in / 256)) * sizeof(kq::PackedQ4K);
     default: return 0;
     }
@@ -251,6 +259,23 @@ void pack_groups(const MatView& w, void* dst, int64_t g0, int64_t g1) {
                         v ^= 0x80808080u;
                         std::memcpy(p.u[k][j], &v, 4);
                     }
+                }
+            }
+        return;
+    }
+    if (w.type == GgmlType::Q4_0) {
+        const int64_t nb = w.n_in / 32;
+        auto* out = static_cast<kq::PackedQ40*>(dst);
+        for (int64_t g = g0; g < g1; ++g)
+            for (int64_t b = 0; b < nb; ++b) {
+                kq::PackedQ40& p = out[g * nb + b];
+                std::memset(&p, 0, sizeof p);  // padding rows: zero scale
+                for (int j = 0; j < kq::kPackRows; ++j) {
+                    const int64_t r = g * kq::kPackRows + j;
+                    if (r >= w.n_out) continue;
+                    const auto& x = reinterpret_cast<const block_q4_0*>(w.row(r))[b];
+                    p.d[j] = x.d;
+                    for (int c = 0; c < 4; ++c) std::memcpy(p.q[c][j], x.qs + 4 * c, 4);
                 }
             }
         return;
