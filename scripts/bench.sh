@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One command: build Release, make the 1b llama presets at q8_0 and q4_K once (in
+# One command: build Release, make the 1b llama presets at q8_0, q4_K and q4_0 once (in
 # ~/.cache/strata/models), run bench/decode on each with 2 threads, and write
 # docs/benchmarks.md (tables, machine info from lscpu, the exact commands); then the
 # split and speculation comparison (scripts/bench-spec.sh: one device vs two stages,
@@ -41,7 +41,7 @@ extra=()
 if [[ -n "${LLAMA_BENCH:-}" ]]; then extra=(--llama-bench "$LLAMA_BENCH"); fi
 
 results=()
-for type in q8_0 q4_K; do
+for type in q8_0 q4_K q4_0; do
     file="$models/llama-1b-${type,,}.gguf"
     if [[ ! -f "$file" ]]; then
         "$build/bin/strata" make-model --arch llama --preset 1b --type "$type" --seed 1 --out "$file"
