@@ -236,78 +236,63 @@ size_t packed_size(const MatView& w) {
 
 namespace {
 
-// Groups [g0, g1) of pack_weights.
-void pack_groups(const MatView& w, void* dst, int64_t g0, int64_t g1) {
-    if (w.type == GgmlType::Q8_0) {
-        const int64_t nb = w.n_in / 32;
-        auto* out = static_cast<kq::PackedQ8*>(dst);
-        for (int64_t g = g0; g < g1; ++g)
-            for (int64_t b = 0; b < nb; ++b) {
-                kq::PackedQ8& p = out[g * nb + b];
-                for (int j = 0; j < kq::kPackRows; ++j) {
-                    const int64_t r = g * kq::kPackRows + j;
-                    if (r >= w.n_out) {  // padding: zero weights, zero scale
-                        p.d[j] = 0;
-                        for (int i = 0; i < 32; ++i) p.u[i / 4][j][i % 4] = 128;
-                        continue;
-                    }
-                    const auto& x = reinterpret_cast<const block_q8_0*>(w.row(r))[b];
-                    p.d[j] = x.d;
-                    for (int k = 0; k < 8; ++k) {  // four bytes at a time; q + 128 = q ^ 0x80 on a byte
-                        uint32_t v;
-                        std::memcpy(&v, x.qs + 4 * k, 4);
-                        v ^= 0x80808080u;
-                        std::memcpy(p.u[k][j], &v, 4);
-                    }
-                }
-            }
-        return;
-    }
-    if (w.type == GgmlType::Q4_0) {
-        const int64_t nb = w.n_in / 32;
-        auto* out = static_cast<kq::PackedQ40*>(dst);
-        for (int64_t g = g0; g < g1; ++g)
-            for (int64_t b = 0; b < nb; ++b) {
-                kq::PackedQ40& p = out[g * nb + b];
-                std::memset(&p, 0, sizeof p);  // padding rows: zero scale
-                for (int j = 0; j < kq::kPackRows; ++j) {
-                    const int64_t r = g * kq::kPackRows + j;
-                    if (r >= w.n_out) continue;
-                    const auto& x = reinterpret_cast<const block_q4_0*>(w.row(r))[b];
-                    p.d[j] = x.d;
-                    for (int c = 0; c < 4; ++c) std::memcpy(p.q[c][j], x.qs + 4 * c, 4);
-                }
-            }
-        return;
-    }
-    const int64_t ns = w.n_in / 256;
-    auto* out = static_cast<kq::PackedQ4K*>(dst);
+// Groups [g0, g1) of pack_weights, n packed units (blocks or super-blocks) per group:
+// each unit starts as `pad` (what a padding row holds), then put(unit, j, block) packs
+// row j's block into it.
+template <class P, class Block, class F>
+void pack_units(const MatView& w, void* dst, int64_t g0, int64_t g1, int64_t n, const P& pad, F&& put) {
+    auto* out = static_cast<P*>(dst);
     for (int64_t g = g0; g < g1; ++g)
-        for (int64_t sb = 0; sb < ns; ++sb) {
-            kq::PackedQ4K& p = out[g * ns + sb];
-            std::memset(&p, 0, sizeof p);  // padding rows: all zero (zero scales)
+        for (int64_t i = 0; i < n; ++i) {
+            P& p = out[g * n + i];
+            p = pad;
             for (int j = 0; j < kq::kPackRows; ++j) {
                 const int64_t r = g * kq::kPackRows + j;
-                if (r >= w.n_out) continue;
-                const auto& x = reinterpret_cast<const block_q4_K*>(w.row(r))[sb];
-                p.d[j] = x.d;
-                p.dmin[j] = x.dmin;
-                for (int blk = 0; blk < 8; ++blk) {
-                    int sc, mn;
-                    kq::q4k_scale_min(x.scales, blk, &sc, &mn);
-                    p.sc[blk][j] = static_cast<uint8_t>(sc);
-                    p.mn[blk][j] = static_cast<uint8_t>(mn);
-                    // value l of the block: low nibble of qs[32 (blk / 2) + l] for even blk, high for odd
-                    auto val = [&](int l) {
-                        const uint8_t q = x.qs[32 * (blk / 2) + l];
-                        return blk % 2 ? q >> 4 : q & 0xF;
-                    };
-                    for (int k = 0; k < 4; ++k)
-                        for (int i = 0; i < 4; ++i)
-                            p.q[blk][k][j][i] = static_cast<uint8_t>(val(4 * k + i) | val(4 * (k + 4) + i) << 4);
-                }
+                if (r < w.n_out) put(p, j, reinterpret_cast<const Block*>(w.row(r))[i]);
             }
         }
+}
+
+void pack_groups(const MatView& w, void* dst, int64_t g0, int64_t g1) {
+    if (w.type == GgmlType::Q8_0) {
+        kq::PackedQ8 pad{};  // zero scale, zero weights (u = w + 128)
+        std::memset(pad.u, 128, sizeof pad.u);
+        return pack_units<kq::PackedQ8, block_q8_0>(w, dst, g0, g1, w.n_in / 32, pad,
+                                                    [](kq::PackedQ8& p, int j, const block_q8_0& x) {
+            p.d[j] = x.d;
+            for (int k = 0; k < 8; ++k) {  // four bytes at a time; q + 128 = q ^ 0x80 on a byte
+                uint32_t v;
+                std::memcpy(&v, x.qs + 4 * k, 4);
+                v ^= 0x80808080u;
+                std::memcpy(p.u[k][j], &v, 4);
+            }
+        });
+    }
+    if (w.type == GgmlType::Q4_0)
+        return pack_units<kq::PackedQ40, block_q4_0>(w, dst, g0, g1, w.n_in / 32, kq::PackedQ40{},
+                                                     [](kq::PackedQ40& p, int j, const block_q4_0& x) {
+            p.d[j] = x.d;
+            for (int c = 0; c < 4; ++c) std::memcpy(p.q[c][j], x.qs + 4 * c, 4);
+        });
+    pack_units<kq::PackedQ4K, block_q4_K>(w, dst, g0, g1, w.n_in / 256, kq::PackedQ4K{},
+                                          [](kq::PackedQ4K& p, int j, const block_q4_K& x) {
+        p.d[j] = x.d;
+        p.dmin[j] = x.dmin;
+        for (int blk = 0; blk < 8; ++blk) {
+            int sc, mn;
+            kq::q4k_scale_min(x.scales, blk, &sc, &mn);
+            p.sc[blk][j] = static_cast<uint8_t>(sc);
+            p.mn[blk][j] = static_cast<uint8_t>(mn);
+            // value l of the block: low nibble of qs[32 (blk / 2) + l] for even blk, high for odd
+            auto val = [&](int l) {
+                const uint8_t q = x.qs[32 * (blk / 2) + l];
+                return blk % 2 ? q >> 4 : q & 0xF;
+            };
+            for (int k = 0; k < 4; ++k)
+                for (int i = 0; i < 4; ++i)
+                    p.q[blk][k][j][i] = static_cast<uint8_t>(val(4 * k + i) | val(4 * (k + 4) + i) << 4);
+        }
+    });
 }
 
 }  // namespace
