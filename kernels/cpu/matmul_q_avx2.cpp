@@ -4,6 +4,7 @@
 #include <array>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "engine/core/error.h"
 #include "engine/quant/blocks.h"
