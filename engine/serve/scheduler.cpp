@@ -252,8 +252,10 @@ void Scheduler::batch_window(const Slot* skip) {
     // Slots with speculation on also want their hidden rows: the MTP sees every
     // committed pair (SpecDecoder::start, ::advance).
     const size_t E = static_cast<size_t>(runner_.model().hp().n_embd);
-    std::vector<Runner::Item> items;
-    std::vector<Slot*> owner;
+    std::vector<Runner::Item>& items = items_;  // reused: no allocation per window
+    std::vector<Slot*>& owner = owner_;
+    items.clear();
+    owner.clear();
     int64_t budget = opt_.n_batch;
     for (Slot& s : slots_) {
         if (!s.busy() || s.in_prompt() || &s == skip) continue;

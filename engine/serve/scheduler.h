@@ -56,6 +56,8 @@ private:
     std::vector<Slot> slots_;
     std::vector<float> logits_;  // [rows, n_vocab], one row per window item
     std::vector<int32_t> spec_out_;  // tokens one speculative round committed
+    std::vector<Runner::Item> items_;  // a batched window's items and the slot of each
+    std::vector<Slot*> owner_;
     int spec_default_ = 0;           // drafts per window for requests without spec_draft
     bool said_no_mtp_ = false, said_penalties_ = false, said_spec_stopped_ = false;  // each logged once
 
