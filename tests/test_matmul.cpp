@@ -12,6 +12,7 @@
 #include <random>
 #include <vector>
 
+#include "engine/core/half.h"
 #include "engine/quant/blocks.h"
 #include "engine/quant/quant.h"
 #include "kernels/cpu/act_quant.h"
@@ -185,18 +186,23 @@ TEST_CASE("matmul: integer path bit-identical on every instruction set", "[matmu
     }
 }
 
-// Packed weights (pack_weights: Q8_0, Q4_0, Q4_K): bit-identical to the rows they were
-// packed from, on every instruction set (AMX included where the CPU has it), for decode
-// (T = 1) and windows, with a partial last group of 16 rows.
-TEST_CASE("matmul: packed Q8_0, Q4_0 and Q4_K give the unpacked results", "[matmul][determinism]") {
-    for (const GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_K}) {
-        const bool q8 = type == GgmlType::Q8_0, k = type == GgmlType::Q4_K;
+// Packed weights (pack_weights: Q8_0, Q4_0, Q4_K, Q6_K, IQ4_XS): bit-identical to the rows
+// they were packed from, on every instruction set (AMX included where the CPU has it), for
+// decode (T = 1) and windows, with a partial last group of 16 rows.
+TEST_CASE("matmul: packed layouts give the unpacked results", "[matmul][determinism]") {
+    for (const GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::IQ4_XS}) {
+        const bool q8 = type == GgmlType::Q8_0, k = type_info(type).block_size == 256;
         for (const int64_t n_out : {int64_t{16}, int64_t{21}, int64_t{130}}) {
             for (const int64_t n_in : {k ? int64_t{512} : int64_t{352}, int64_t{2048}}) {
                 Weights w = make_weights(type, n_in, n_out, 21);
                 if (q8) reinterpret_cast<block_q8_0*>(w.bytes.data())[1].qs[5] = -128;
                 if (type == GgmlType::Q4_0) reinterpret_cast<block_q4_0*>(w.bytes.data())[1].qs[5] = 0x0F;  // -8 and 7
-                const size_t unit = q8 ? sizeof(kq::PackedQ8) : k ? sizeof(kq::PackedQ4K) : sizeof(kq::PackedQ40);
+                if (type == GgmlType::Q6_K) reinterpret_cast<block_q6_K*>(w.bytes.data())[1].scales[3] = -128;
+                const size_t unit = q8                          ? sizeof(kq::PackedQ8)
+                                    : type == GgmlType::Q4_0    ? sizeof(kq::PackedQ40)
+                                    : type == GgmlType::Q4_K    ? sizeof(kq::PackedQ4K)
+                                    : type == GgmlType::Q6_K    ? sizeof(kq::PackedQ6K)
+                                                                : sizeof(kq::PackedIQ4XS);
                 REQUIRE(packed_size(w.view) == static_cast<size_t>((n_out + 15) / 16 * (n_in / (k ? 256 : 32))) * unit);
                 std::vector<uint8_t> buf(packed_size(w.view) + 64);
                 void* dst = buf.data() + (64 - reinterpret_cast<uintptr_t>(buf.data()) % 64) % 64;
@@ -228,6 +234,40 @@ TEST_CASE("matmul: packed Q8_0, Q4_0 and Q4_K give the unpacked results", "[matm
                     }
                 }
             }
+        }
+    }
+}
+
+// Q6_K's per-block sum m0 P0 + m1 P1 at its largest: every weight -32, every sub-scale
+// -128, every activation digit pair at 127 * 128 (x constant): 2^31 - 16777216, exact in
+// int32 on every path, packed or not, and equal to the reference.
+TEST_CASE("matmul: Q6_K at the int32 bound of its per-block sum", "[matmul][determinism]") {
+    const int64_t n_in = 512, n_out = 16;
+    std::vector<block_q6_K> blocks(static_cast<size_t>(n_out * n_in / 256));
+    for (auto& b : blocks) {
+        std::memset(b.ql, 0, sizeof b.ql);
+        std::memset(b.qh, 0, sizeof b.qh);  // six bits 0: w = -32
+        std::memset(b.scales, 0x80, sizeof b.scales);  // -128
+        b.d = f32_to_fp16(1.0f / 4096);
+    }
+    MatView w{GgmlType::Q6_K, blocks.data(), n_in, n_out, sizeof(block_q6_K) * (n_in / 256)};
+    std::vector<uint8_t> buf(packed_size(w) + 64);
+    void* dst = buf.data() + (64 - reinterpret_cast<uintptr_t>(buf.data()) % 64) % 64;
+    pack_weights(w, dst);
+    MatView pv = w;
+    pv.packed = dst;
+    const std::vector<float> x(static_cast<size_t>(n_in), 1.0f);
+    std::vector<float> ref(static_cast<size_t>(n_out));
+    matmul_ref(w, x.data(), n_in, 1, ref.data(), n_out);
+    REQUIRE(ref[0] == Approx(512.0 * 32 * 128 / 4096).epsilon(1e-6));
+    ThreadPool pool(2);
+    for (int isa = 0; isa <= static_cast<int>(kq::detected()); ++isa) {
+        ForceIsa f(static_cast<kq::Isa>(isa));
+        for (const MatView& v : {w, pv}) {
+            std::vector<float> y(static_cast<size_t>(n_out));
+            matmul(pool, v, x.data(), n_in, 1, y.data(), n_out);
+            INFO(kq::name(static_cast<kq::Isa>(isa)) << (v.packed ? " packed" : ""));
+            for (const float e : y) CHECK(e == Approx(ref[0]).epsilon(1e-6));
         }
     }
 }

@@ -9,14 +9,16 @@
 // two integer sub-scales m0, m1); the products with the activation's two-digit integers
 // x = 128 q + r are exact integers on every path, and s = ws * d_x[b].
 //
-// - Q8_0, Q4_0 and Q4_K (per-block sums): P = sum_{i<32} w[i] x[i] (|P| < 2^31, exact), then
+// - Q8_0, Q4_0, Q4_K, Q6_K and IQ4_XS (per-block sums): P = sum_{i<32} w[i] x[i], for
+//   Q6_K  P = m0 * sum_{i<16} w[i] x[i] + m1 * sum_{i>=16} w[i] x[i]  (exact int32: |x| <=
+//   127 * 128 + 64 = 16320, so |P| <= 2 * 128 * 16 * 32 * 16320 = 2139095040 < 2^31 for
+//   Q6_K, whose w is in [-32, 31] and m in [-128, 127]), then
 //   acc = acc + s * float(P) (a multiply then an add, never fused), acc starting at 0,
 //   and for Q4_K  mn = mn + (wm * d_x[b]) * float(sum_x[b]);  y = acc [- mn for Q4_K].
 //   One sum per block lets a vector hold 16 rows (the packed layouts below) or 16
 //   tokens, so the float work is one operation per 16 products of blocks.
-// - The other types (per-lane sums): eight int32 lane sums
-//   p[l] = sum_{i=4l}^{4l+3} w[i] x[i] (times m0 for l < 4, m1 for l >= 4 on Q6_K), then
-//   acc[l] = acc[l] + s * float(p[l]).
+// - IQ3_XXS (per-lane sums): eight int32 lane sums p[l] = sum_{i=4l}^{4l+3} w[i] x[i],
+//   then acc[l] = acc[l] + s * float(p[l]).
 //   Finally y = ((acc0+acc4) + (acc2+acc6)) + ((acc1+acc5) + (acc3+acc7)).
 //
 // Packed Q8_0 (pack_weights): rows in groups of 16, the last group padded with zero rows.
@@ -32,9 +34,21 @@
 // ([block][row]), then block j's 32 values of the 16 rows as four 64-byte vectors:
 // vector k holds, for row r, bytes q[32j + 4k + i] | q[32j + 4(k + 4) + i] << 4, i < 4 (the
 // low nibbles are four-value column k, the high nibbles column k + 4).
+// Packed Q6_K: the same grouping, one 3360-byte PackedQ6K per super-block (as many bytes as
+// the 16 rows' block_q6_K): the rows' fp16 d, their sixteen sub-scales ([sub-block][row]),
+// then for block j the low four bits of its values as Q4_K's nibbles are laid out
+// (lo[j][k][r][i]: value 4k + i in the low nibble, value 4(k + 4) + i in the high one) and
+// the high two bits as two 64-byte vectors: hi[j][h][r][i] holds, at bits 2c..2c+1, the
+// high bits of value 4(4h + c) + i (columns 4h .. 4h + 3). A value is its six bits - 32.
+// Packed IQ4_XS: the same grouping, one 2176-byte PackedIQ4XS per super-block (as many
+// bytes as the rows' block_iq4_xs): the rows' fp16 d, their scales_h, their four
+// scales_l bytes as one little-endian word (block j's 6-bit scale is bits 4j..4j+3 of
+// that word | bits 2j..2j+1 of scales_h << 4, minus 32), then the nibble indices into
+// kValuesIq4nl laid out as Q4_K's nibbles.
 #pragma once
 #include <cstdint>
 
+#include "engine/quant/blocks.h"
 #include "kernels/cpu/act_quant.h"
 #include "kernels/cpu/matmul.h"
 
@@ -66,6 +80,19 @@ struct PackedQ4K {
     uint8_t q[8][4][16][4];  // [block][k][row][i]
 };
 static_assert(sizeof(PackedQ4K) == 2368);
+struct PackedQ6K {
+    uint16_t d[16];
+    int8_t sc[16][16];            // [sub-block][row]
+    uint8_t lo[8][4][16][4];      // [block][k][row][i]
+    uint8_t hi[8][2][16][4];      // [block][h][row][i]
+};
+static_assert(sizeof(PackedQ6K) == 16 * sizeof(block_q6_K));
+struct PackedIQ4XS {
+    uint16_t d[16], sh[16];
+    uint32_t sl[16];
+    uint8_t q[8][4][16][4];  // [block][k][row][i]
+};
+static_assert(sizeof(PackedIQ4XS) == 16 * sizeof(block_iq4_xs));
 constexpr int kPackRows = 16;
 
 struct Job {

@@ -160,8 +160,9 @@ void rows_scalar(const Job& job, int64_t r0, int64_t r1) {
     const MatView& w = *job.w;
     const ActQ& x = *job.x;
     const bool has_min = w.type == GgmlType::Q4_K;
-    const bool per_block = w.type == GgmlType::Q8_0 || w.type == GgmlType::Q4_0 || w.type == GgmlType::Q4_K;
-    const int64_t g_stride = x.nb / (w.type == GgmlType::Q4_K ? 8 : 1);  // packed units per group
+    const bool per_block = w.type != GgmlType::IQ3_XXS;
+    const bool super = type_info(w.type).block_size == 256;
+    const int64_t g_stride = x.nb / (super ? 8 : 1);  // packed units per group
     Blk k;
     for (int64_t r = r0; r < r1; ++r) {
         for (int64_t t = 0; t < x.T; ++t) {
@@ -182,7 +183,7 @@ void rows_scalar(const Job& job, int64_t r0, int64_t r1) {
                         k.w[i] = static_cast<int8_t>((i < 16 ? v & 0xF : v >> 4) - 8);
                     }
                     k.ws = half_to_float(p.d[j]);
-                } else if (w.packed) {  // Q4_K
+                } else if (w.packed && w.type == GgmlType::Q4_K) {
                     const PackedQ4K& p = static_cast<const PackedQ4K*>(w.packed)[(r / kPackRows) * g_stride + b / 8];
                     const int blk = static_cast<int>(b % 8);
                     for (int i = 0; i < 32; ++i) {
@@ -191,14 +192,39 @@ void rows_scalar(const Job& job, int64_t r0, int64_t r1) {
                     }
                     k.ws = half_to_float(p.d[j]) * static_cast<float>(p.sc[blk][j]);
                     k.wm = half_to_float(p.dmin[j]) * static_cast<float>(p.mn[blk][j]);
+                } else if (w.packed && w.type == GgmlType::Q6_K) {
+                    const PackedQ6K& p = static_cast<const PackedQ6K*>(w.packed)[(r / kPackRows) * g_stride + b / 8];
+                    const int blk = static_cast<int>(b % 8);
+                    for (int i = 0; i < 32; ++i) {
+                        const int col = i / 4, v = i % 4;  // four-value column, value in it
+                        const uint8_t lo = p.lo[blk][col % 4][j][v];
+                        const int hi = (p.hi[blk][col / 4][j][v] >> (2 * (col % 4))) & 3;
+                        k.w[i] = static_cast<int8_t>(((col < 4 ? lo & 0xF : lo >> 4) | hi << 4) - 32);
+                    }
+                    k.m0 = p.sc[2 * blk][j];
+                    k.m1 = p.sc[2 * blk + 1][j];
+                    k.ws = half_to_float(p.d[j]);
+                } else if (w.packed && w.type == GgmlType::IQ4_XS) {
+                    const PackedIQ4XS& p = static_cast<const PackedIQ4XS*>(w.packed)[(r / kPackRows) * g_stride + b / 8];
+                    const int blk = static_cast<int>(b % 8);
+                    for (int i = 0; i < 32; ++i) {
+                        const uint8_t v = p.q[blk][i / 4 % 4][j][i % 4];
+                        k.w[i] = kValuesIq4nl[i < 16 ? v & 0xF : v >> 4];
+                    }
+                    const int ls = static_cast<int>((p.sl[j] >> (4 * blk)) & 0xF) | ((p.sh[j] >> (2 * blk)) & 3) << 4;
+                    k.ws = half_to_float(p.d[j]) * static_cast<float>(ls - 32);
+                } else if (w.packed) {
+                    fail("kq: type {} has no packed layout", type_info(w.type).name);
                 } else {
                     decode(w.type, w.row(r), b, k);
                 }
                 const float dx = x.dt(t)[b];
                 const float s = k.ws * dx;
                 if (per_block) {
-                    int32_t p = 0;
-                    for (int i = 0; i < 32; ++i) p += int32_t{k.w[i]} * (128 * xq[32 * b + i] + xr[32 * b + i]);
+                    int32_t p0 = 0, p1 = 0;  // the block's two halves (Q6_K's sub-blocks)
+                    for (int i = 0; i < 16; ++i) p0 += int32_t{k.w[i]} * (128 * xq[32 * b + i] + xr[32 * b + i]);
+                    for (int i = 16; i < 32; ++i) p1 += int32_t{k.w[i]} * (128 * xq[32 * b + i] + xr[32 * b + i]);
+                    const int32_t p = k.m0 * p0 + k.m1 * p1;  // m0 = m1 = 1 but for Q6_K
                     acc[0] = acc[0] + s * static_cast<float>(p);
                     if (has_min) mn = mn + (k.wm * dx) * static_cast<float>(x.st(t)[b]);
                     continue;
@@ -207,10 +233,8 @@ void rows_scalar(const Job& job, int64_t r0, int64_t r1) {
                     int32_t p = 0;
                     for (int i = 4 * l; i < 4 * l + 4; ++i)
                         p += int32_t{k.w[i]} * (128 * xq[32 * b + i] + xr[32 * b + i]);
-                    p *= l < 4 ? k.m0 : k.m1;
                     acc[l] = acc[l] + s * static_cast<float>(p);
                 }
-                if (has_min) mn = mn + (k.wm * dx) * static_cast<float>(x.st(t)[b]);
             }
             float y = per_block ? acc[0]
                                 : ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
@@ -230,6 +254,8 @@ size_t packed_size(const MatView& w) {
     case GgmlType::Q8_0: return static_cast<size_t>(groups * (w.n_in / 32)) * sizeof(kq::PackedQ8);
     case GgmlType::Q4_0: return static_cast<size_t>(groups * (w.n_in / 32)) * sizeof(kq::PackedQ40);
     case GgmlType::Q4_K: return static_cast<size_t>(groups * (w.n_in / 256)) * sizeof(kq::PackedQ4K);
+    case GgmlType::Q6_K: return static_cast<size_t>(groups * (w.n_in / 256)) * sizeof(kq::PackedQ6K);
+    case GgmlType::IQ4_XS: return static_cast<size_t>(groups * (w.n_in / 256)) * sizeof(kq::PackedIQ4XS);
     default: return 0;
     }
 }
@@ -273,6 +299,37 @@ void pack_groups(const MatView& w, void* dst, int64_t g0, int64_t g1) {
                                                      [](kq::PackedQ40& p, int j, const block_q4_0& x) {
             p.d[j] = x.d;
             for (int c = 0; c < 4; ++c) std::memcpy(p.q[c][j], x.qs + 4 * c, 4);
+        });
+    if (w.type == GgmlType::Q6_K)
+        return pack_units<kq::PackedQ6K, block_q6_K>(w, dst, g0, g1, w.n_in / 256, kq::PackedQ6K{},
+                                                     [](kq::PackedQ6K& p, int j, const block_q6_K& x) {
+            p.d[j] = x.d;
+            for (int sub = 0; sub < 16; ++sub) p.sc[sub][j] = x.scales[sub];
+            for (int blk = 0; blk < 8; ++blk) {
+                // value l of block blk: ggml's 128-value halves, each four 32-value quarters
+                const int h = blk / 4, c = blk % 4;
+                auto lo = [&](int l) {
+                    const uint8_t q = x.ql[64 * h + 32 * (c % 2) + l];
+                    return c < 2 ? q & 0xF : q >> 4;
+                };
+                auto hi = [&](int l) { return (x.qh[32 * h + l] >> (2 * c)) & 3; };
+                for (int k = 0; k < 4; ++k)
+                    for (int i = 0; i < 4; ++i) {
+                        p.lo[blk][k][j][i] = static_cast<uint8_t>(lo(4 * k + i) | lo(4 * (k + 4) + i) << 4);
+                        p.hi[blk][0][j][i] |= static_cast<uint8_t>(hi(4 * k + i) << (2 * k));
+                        p.hi[blk][1][j][i] |= static_cast<uint8_t>(hi(4 * (k + 4) + i) << (2 * k));
+                    }
+            }
+        });
+    if (w.type == GgmlType::IQ4_XS)
+        return pack_units<kq::PackedIQ4XS, block_iq4_xs>(w, dst, g0, g1, w.n_in / 256, kq::PackedIQ4XS{},
+                                                         [](kq::PackedIQ4XS& p, int j, const block_iq4_xs& x) {
+            p.d[j] = x.d;
+            p.sh[j] = x.scales_h;
+            std::memcpy(&p.sl[j], x.scales_l, 4);
+            for (int blk = 0; blk < 8; ++blk)
+                for (int k = 0; k < 4; ++k)
+                    std::memcpy(p.q[blk][k][j], x.qs + 16 * blk + 4 * k, 4);
         });
     pack_units<kq::PackedQ4K, block_q4_K>(w, dst, g0, g1, w.n_in / 256, kq::PackedQ4K{},
                                           [](kq::PackedQ4K& p, int j, const block_q4_K& x) {
