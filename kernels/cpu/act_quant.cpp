@@ -33,14 +33,14 @@ inline float clamp(float v, float lim) { return v > lim ? lim : (v < -lim ? -lim
 inline float block_step(float amax) { return amax / 127.0f; }
 
 #if defined(__x86_64__)
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) void quantize_avx512(const float* x, int64_t t,
-                                                                                    ActQ& a) {
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) void quantize_avx512(const float* x, int64_t t, int64_t b0,
+                                                                                    int64_t b1, ActQ& a) {
     int8_t* q = a.q.data() + t * a.n;
     int8_t* r = a.r.data() + t * a.n;
     int32_t* c = a.c.data() + t * a.nb * 8;
     const __m512 lim_q = _mm512_set1_ps(127.0f), lim_r = _mm512_set1_ps(64.0f), magic = _mm512_set1_ps(12582912.0f);
     const __m512i gidx = _mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 28, 24, 20, 16, 12, 8, 4, 0);
-    for (int64_t b = 0; b < a.nb; ++b) {
+    for (int64_t b = b0; b < b1; ++b) {
         const float* xb = x + 32 * b;
         __m512 xv[2] = {_mm512_loadu_ps(xb), _mm512_loadu_ps(xb + 16)};
         // amax with NaN lanes as 0: the scalar loop's "NaN never wins" (max is exact and
@@ -94,11 +94,13 @@ bool has_avx512() {
 
 }  // namespace
 
-void quantize_act_token_scalar(const float* x, int64_t t, ActQ& a) {
+namespace {
+
+void quantize_scalar(const float* x, int64_t t, int64_t b0, int64_t b1, ActQ& a) {
     int8_t* q = a.q.data() + t * a.n;
     int8_t* r = a.r.data() + t * a.n;
     int32_t* c = a.c.data() + t * a.nb * 8;
-    for (int64_t b = 0; b < a.nb; ++b) {
+    for (int64_t b = b0; b < b1; ++b) {
         const float* xb = x + 32 * b;
         float amax = 0.0f;
         for (int i = 0; i < 32; ++i) {
@@ -128,11 +130,17 @@ void quantize_act_token_scalar(const float* x, int64_t t, ActQ& a) {
     }
 }
 
-void quantize_act_token(const float* x, int64_t t, ActQ& a) {
+}  // namespace
+
+void quantize_act_token_scalar(const float* x, int64_t t, ActQ& a) { quantize_scalar(x, t, 0, a.nb, a); }
+
+void quantize_act_blocks(const float* x, int64_t t, int64_t b0, int64_t b1, ActQ& a) {
 #if defined(__x86_64__)
-    if (has_avx512()) return quantize_avx512(x, t, a);
+    if (has_avx512()) return quantize_avx512(x, t, b0, b1, a);
 #endif
-    quantize_act_token_scalar(x, t, a);
+    quantize_scalar(x, t, b0, b1, a);
 }
+
+void quantize_act_token(const float* x, int64_t t, ActQ& a) { quantize_act_blocks(x, t, 0, a.nb, a); }
 
 }  // namespace strata

@@ -44,6 +44,9 @@ struct ActQ {
 // instruction set: the AVX-512 version does the same IEEE operations per value as the
 // scalar one (and max is order-independent), and tests compare the two.
 void quantize_act_token(const float* x, int64_t t, ActQ& a);
+// Blocks [b0, b1) of token t only (x: the token's first value): a block's bytes depend
+// on its own 32 values, so a token may be quantized in parts, by several threads.
+void quantize_act_blocks(const float* x, int64_t t, int64_t b0, int64_t b1, ActQ& a);
 // The plain scalar version (tests).
 void quantize_act_token_scalar(const float* x, int64_t t, ActQ& a);
 

@@ -48,6 +48,12 @@ void tile_dot(const float* rows, int nr, int64_t n, const float* x, int64_t ldx,
         }
 }
 
+inline void cpu_relax() {
+#if defined(__x86_64__)
+    __builtin_ia32_pause();
+#endif
+}
+
 // Integer-dot path (matmul_q.h): quantize each token of x on its own, once for all the
 // weights, then give each task a fixed range of rows of one weight, for all tokens.
 constexpr size_t kMaxOuts = 8;
@@ -61,6 +67,7 @@ struct alignas(64) Share {
 
     static uint64_t pack(int64_t f, int64_t b) { return static_cast<uint64_t>(f) | static_cast<uint64_t>(b) << 32; }
     void set(int64_t f, int64_t b) { fb.store(pack(f, b), std::memory_order_relaxed); }
+    int64_t front_now() const { return static_cast<int64_t>(fb.load(std::memory_order_relaxed) & 0xFFFFFFFFu); }
     int64_t left() const {
         const uint64_t v = fb.load(std::memory_order_relaxed);
         return static_cast<int64_t>(v >> 32) - static_cast<int64_t>(v & 0xFFFFFFFFu);
@@ -94,6 +101,10 @@ struct alignas(64) Share {
 
 constexpr int kMaxShares = 64;
 
+// Activation blocks quantized per claim: a decode step's token of 2048 values is four
+// claims, so both threads share it.
+constexpr int64_t kQuantBlocks = 16;
+
 void matmul_q(ThreadPool& pool, std::span<const MatOut> outs, const float* x, int64_t ldx, int64_t T) {
     // Grow-only, per calling thread: no allocation once the largest shape has been seen.
     thread_local ActQ act;
@@ -108,6 +119,9 @@ void matmul_q(ThreadPool& pool, std::span<const MatOut> outs, const float* x, in
         kq::Job jobs[kMaxOuts];
         int64_t first[kMaxOuts + 1];  // first unit of each output
         void (*fn)(const kq::Job&, int64_t, int64_t);
+        int64_t q_per_tok, n_q;  // quantization claims: per token, in all
+        alignas(64) std::atomic<int64_t> q_next{0};
+        alignas(64) std::atomic<int64_t> q_done{0};
         Share shares[kMaxShares];
         // Units [u0, u1), which may span several outputs.
         void rows(int64_t u0, int64_t u1) const {
@@ -120,6 +134,38 @@ void matmul_q(ThreadPool& pool, std::span<const MatOut> outs, const float* x, in
                 u0 = stop;
             }
         }
+        // The first bytes of unit u's two streams (packed: its two groups; else its first
+        // rows), asked for before the activation is quantized so that the weights are on
+        // their way meanwhile.
+        void prime(int64_t u) const {
+            if (u >= first[n]) return;  // the share was taken whole by a faster thread
+            size_t i = 0;
+            while (u >= first[i + 1]) ++i;
+            const MatView& w = *jobs[i].w;
+            const int64_t r = (u - first[i]) * unit;
+            const int64_t groups = (w.n_out + kq::kPackRows - 1) / kq::kPackRows;
+            const size_t bytes = w.packed ? packed_size(w) / static_cast<size_t>(groups) : w.row_stride;
+            const char* p0 = static_cast<const char*>(w.packed ? w.packed : w.data) +
+                             static_cast<size_t>(w.packed ? r / kq::kPackRows : r) * bytes;
+            const int64_t next = w.packed ? 1 : 4;  // the second stream: the next group, the next row tile
+            const char* p1 = (r + (w.packed ? kq::kPackRows : 4) < w.n_out) ? p0 + next * bytes : nullptr;
+            for (size_t o = 0; o < std::min<size_t>(bytes, 2048); o += 64) {
+                __builtin_prefetch(p0 + o);
+                if (p1) __builtin_prefetch(p1 + o);
+            }
+        }
+        // Claims quantization chunks until none are left, then waits for the ones other
+        // threads claimed. A claimed chunk is always being done by a running thread that
+        // waits for nothing before it finishes it, so this never deadlocks, however the
+        // pool hands out the tasks.
+        void quantize() {
+            for (int64_t i; (i = q_next.fetch_add(1, std::memory_order_relaxed)) < n_q;) {
+                const int64_t t = i / q_per_tok, b0 = i % q_per_tok * kQuantBlocks;
+                quantize_act_blocks(x + t * ldx, t, b0, std::min(a->nb, b0 + kQuantBlocks), *a);
+                q_done.fetch_add(1, std::memory_order_release);
+            }
+            while (q_done.load(std::memory_order_acquire) < n_q) cpu_relax();
+        }
     };
     thread_local Ctx c;
     c.x = x;
@@ -127,10 +173,10 @@ void matmul_q(ThreadPool& pool, std::span<const MatOut> outs, const float* x, in
     c.a = &act;
     c.n = outs.size();
     c.unit = 16;
-    if (T >= 4 && pool.size() > 1)
-        pool.run(T, [p = &c](int64_t t) { quantize_act_token(p->x + t * p->ldx, t, *p->a); });
-    else
-        for (int64_t t = 0; t < T; ++t) quantize_act_token(x + t * ldx, t, act);
+    c.q_per_tok = (act.nb + kQuantBlocks - 1) / kQuantBlocks;
+    c.n_q = T * c.q_per_tok;
+    c.q_next.store(0, std::memory_order_relaxed);
+    c.q_done.store(0, std::memory_order_relaxed);
     switch (kq::active()) {
     case kq::Isa::Amx:
     case kq::Isa::Avx512Vnni: c.fn = kq::rows_avx512; break;
@@ -153,6 +199,8 @@ void matmul_q(ThreadPool& pool, std::span<const MatOut> outs, const float* x, in
     for (int k = 0; k < c.n_shares; ++k) c.shares[k].set(total * k / c.n_shares, total * (k + 1) / c.n_shares);
     pool.run(c.n_shares, [p = &c](int64_t k) {
         Share& own = p->shares[k];
+        p->prime(p->shares[k].front_now());
+        p->quantize();
         int64_t u0, u1;
         while (own.front(own.left() / 4, &u0, &u1)) p->rows(u0, u1);
         for (;;) {
