@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# One command: build Release, make the 1b llama presets at q8_0, q4_K and q4_0 once (in
-# ~/.cache/strata/models), run bench/decode on each with 2 threads, and write
-# docs/benchmarks.md (tables, machine info from lscpu, the exact commands); then the
+# One command: build Release, make the 1b llama presets at q8_0, q4_K, q6_K, q4_0, iq4_xs
+# and iq3_xxs once (in ~/.cache/strata/models), run bench/decode on each with 2 threads,
+# and write docs/benchmarks.md (tables, machine info from lscpu, the exact commands); then the
 # split and speculation comparison (scripts/bench-spec.sh: one device vs two stages,
 # serial and overlap, speculation off / serial / pipelined at MTP acceptance 0.3, 0.6,
 # 0.9; SKIP_SPEC=1 skips it) and the plot docs/benchmarks.png. Whatever
@@ -12,6 +12,7 @@
 # processes before the runs (other compiles on the same cores halve the figures).
 #
 # Environment: BUILD_DIR (default build-bench), THREADS (2), PP (128), TG (64), REPS (3),
+# TYPES (the weight types above, space-separated),
 # MODELS_DIR (~/.cache/strata/models), LLAMA_BENCH (a llama-bench binary, optional;
 # one on PATH is used too), SPEC_JSON. Run from anywhere; paths are relative to the
 # repository.
@@ -22,6 +23,7 @@ threads="${THREADS:-2}"
 pp="${PP:-128}"
 tg="${TG:-64}"
 reps="${REPS:-3}"
+types="${TYPES:-q8_0 q4_K q6_K q4_0 iq4_xs iq3_xxs}"
 models="${MODELS_DIR:-$HOME/.cache/strata/models}"
 out="$root/docs/benchmarks.md"
 marker="<!-- end of the generated part -->"
@@ -41,7 +43,7 @@ extra=()
 if [[ -n "${LLAMA_BENCH:-}" ]]; then extra=(--llama-bench "$LLAMA_BENCH"); fi
 
 results=()
-for type in q8_0 q4_K q4_0; do
+for type in $types; do
     file="$models/llama-1b-${type,,}.gguf"
     if [[ ! -f "$file" ]]; then
         "$build/bin/strata" make-model --arch llama --preset 1b --type "$type" --seed 1 --out "$file"
