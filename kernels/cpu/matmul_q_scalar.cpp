@@ -107,6 +107,62 @@ void decode(GgmlType type, const uint8_t* row, int64_t b, Blk& k) {
     }
 }
 
+// Value i of row j of a block laid out as Q4_K's packed nibbles (matmul_q.h): four 64-byte
+// vectors, value 4c + i' in the low nibble of vector c, value 16 + 4c + i' in the high one.
+inline int packed_nibble(const uint8_t (&q)[4][16][4], int j, int i) {
+    const uint8_t v = q[i / 4 % 4][j][i % 4];
+    return i < 16 ? v & 0xF : v >> 4;
+}
+
+// Block b of row r from the packed copy (matmul_q.h): the same Blk as decode() gives.
+void decode_packed(const MatView& w, int64_t r, int64_t b, Blk& k) {
+    const int j = static_cast<int>(r % kPackRows);
+    const int64_t group = r / kPackRows, blk = b % 8;
+    const int64_t super_per_group = w.n_in / 256;  // units of the 256-value layouts
+    switch (w.type) {
+    case GgmlType::Q8_0: {
+        const PackedQ8& p = static_cast<const PackedQ8*>(w.packed)[group * (w.n_in / 32) + b];
+        for (int i = 0; i < 32; ++i) k.w[i] = static_cast<int8_t>(p.u[i / 4][j][i % 4] - 128);
+        k.ws = half_to_float(p.d[j]);
+        break;
+    }
+    case GgmlType::Q4_0: {
+        const PackedQ40& p = static_cast<const PackedQ40*>(w.packed)[group * (w.n_in / 32) + b];
+        for (int i = 0; i < 32; ++i) k.w[i] = static_cast<int8_t>(packed_nibble(p.q, j, i) - 8);
+        k.ws = half_to_float(p.d[j]);
+        break;
+    }
+    case GgmlType::Q4_K: {
+        const PackedQ4K& p = static_cast<const PackedQ4K*>(w.packed)[group * super_per_group + b / 8];
+        for (int i = 0; i < 32; ++i) k.w[i] = static_cast<int8_t>(packed_nibble(p.q[blk], j, i));
+        k.ws = half_to_float(p.d[j]) * static_cast<float>(p.sc[blk][j]);
+        k.wm = half_to_float(p.dmin[j]) * static_cast<float>(p.mn[blk][j]);
+        break;
+    }
+    case GgmlType::Q6_K: {
+        const PackedQ6K& p = static_cast<const PackedQ6K*>(w.packed)[group * super_per_group + b / 8];
+        for (int i = 0; i < 32; ++i) {
+            const int col = i / 4;  // four-value column; its high bits are field col % 4 of vector col / 4
+            const int hi = (p.hi[blk][col / 4][j][i % 4] >> (2 * (col % 4))) & 3;
+            k.w[i] = static_cast<int8_t>((packed_nibble(p.lo[blk], j, i) | hi << 4) - 32);
+        }
+        k.m0 = p.sc[2 * blk][j];
+        k.m1 = p.sc[2 * blk + 1][j];
+        k.ws = half_to_float(p.d[j]);
+        break;
+    }
+    case GgmlType::IQ4_XS: {
+        const PackedIQ4XS& p = static_cast<const PackedIQ4XS*>(w.packed)[group * super_per_group + b / 8];
+        for (int i = 0; i < 32; ++i) k.w[i] = kValuesIq4nl[packed_nibble(p.q[blk], j, i)];
+        const int ls = static_cast<int>((p.sl[j] >> (4 * blk)) & 0xF) | ((p.sh[j] >> (2 * blk)) & 3) << 4;
+        k.ws = half_to_float(p.d[j]) * static_cast<float>(ls - 32);
+        break;
+    }
+    default:
+        fail("kq: type {} has no packed layout", type_info(w.type).name);
+    }
+}
+
 }  // namespace
 
 bool supported(GgmlType t) {
@@ -161,8 +217,6 @@ void rows_scalar(const Job& job, int64_t r0, int64_t r1) {
     const ActQ& x = *job.x;
     const bool has_min = w.type == GgmlType::Q4_K;
     const bool per_block = w.type != GgmlType::IQ3_XXS;
-    const bool super = type_info(w.type).block_size == 256;
-    const int64_t g_stride = x.nb / (super ? 8 : 1);  // packed units per group
     Blk k;
     for (int64_t r = r0; r < r1; ++r) {
         for (int64_t t = 0; t < x.T; ++t) {
@@ -171,53 +225,10 @@ void rows_scalar(const Job& job, int64_t r0, int64_t r1) {
             float acc[8] = {};
             float mn = 0.0f;
             for (int64_t b = 0; b < x.nb; ++b) {
-                const int64_t j = r % kPackRows;
-                if (w.packed && w.type == GgmlType::Q8_0) {
-                    const PackedQ8& p = static_cast<const PackedQ8*>(w.packed)[(r / kPackRows) * g_stride + b];
-                    for (int i = 0; i < 32; ++i) k.w[i] = static_cast<int8_t>(p.u[i / 4][j][i % 4] - 128);
-                    k.ws = half_to_float(p.d[j]);
-                } else if (w.packed && w.type == GgmlType::Q4_0) {
-                    const PackedQ40& p = static_cast<const PackedQ40*>(w.packed)[(r / kPackRows) * g_stride + b];
-                    for (int i = 0; i < 32; ++i) {
-                        const uint8_t v = p.q[i % 16 / 4][j][i % 4];
-                        k.w[i] = static_cast<int8_t>((i < 16 ? v & 0xF : v >> 4) - 8);
-                    }
-                    k.ws = half_to_float(p.d[j]);
-                } else if (w.packed && w.type == GgmlType::Q4_K) {
-                    const PackedQ4K& p = static_cast<const PackedQ4K*>(w.packed)[(r / kPackRows) * g_stride + b / 8];
-                    const int blk = static_cast<int>(b % 8);
-                    for (int i = 0; i < 32; ++i) {
-                        const uint8_t v = p.q[blk][i / 4 % 4][j][i % 4];
-                        k.w[i] = static_cast<int8_t>(i < 16 ? v & 0xF : v >> 4);
-                    }
-                    k.ws = half_to_float(p.d[j]) * static_cast<float>(p.sc[blk][j]);
-                    k.wm = half_to_float(p.dmin[j]) * static_cast<float>(p.mn[blk][j]);
-                } else if (w.packed && w.type == GgmlType::Q6_K) {
-                    const PackedQ6K& p = static_cast<const PackedQ6K*>(w.packed)[(r / kPackRows) * g_stride + b / 8];
-                    const int blk = static_cast<int>(b % 8);
-                    for (int i = 0; i < 32; ++i) {
-                        const int col = i / 4, v = i % 4;  // four-value column, value in it
-                        const uint8_t lo = p.lo[blk][col % 4][j][v];
-                        const int hi = (p.hi[blk][col / 4][j][v] >> (2 * (col % 4))) & 3;
-                        k.w[i] = static_cast<int8_t>(((col < 4 ? lo & 0xF : lo >> 4) | hi << 4) - 32);
-                    }
-                    k.m0 = p.sc[2 * blk][j];
-                    k.m1 = p.sc[2 * blk + 1][j];
-                    k.ws = half_to_float(p.d[j]);
-                } else if (w.packed && w.type == GgmlType::IQ4_XS) {
-                    const PackedIQ4XS& p = static_cast<const PackedIQ4XS*>(w.packed)[(r / kPackRows) * g_stride + b / 8];
-                    const int blk = static_cast<int>(b % 8);
-                    for (int i = 0; i < 32; ++i) {
-                        const uint8_t v = p.q[blk][i / 4 % 4][j][i % 4];
-                        k.w[i] = kValuesIq4nl[i < 16 ? v & 0xF : v >> 4];
-                    }
-                    const int ls = static_cast<int>((p.sl[j] >> (4 * blk)) & 0xF) | ((p.sh[j] >> (2 * blk)) & 3) << 4;
-                    k.ws = half_to_float(p.d[j]) * static_cast<float>(ls - 32);
-                } else if (w.packed) {
-                    fail("kq: type {} has no packed layout", type_info(w.type).name);
-                } else {
+                if (w.packed)
+                    decode_packed(w, r, b, k);
+                else
                     decode(w.type, w.row(r), b, k);
-                }
                 const float dx = x.dt(t)[b];
                 const float s = k.ws * dx;
                 if (per_block) {
