@@ -186,11 +186,11 @@ TEST_CASE("matmul: integer path bit-identical on every instruction set", "[matmu
     }
 }
 
-// Packed weights (pack_weights: Q8_0, Q4_0, Q4_K, Q6_K, IQ4_XS): bit-identical to the rows
-// they were packed from, on every instruction set (AMX included where the CPU has it), for
+// Packed weights (pack_weights: every integer-path type): bit-identical to the rows they
+// were packed from, on every instruction set (AMX included where the CPU has it), for
 // decode (T = 1) and windows, with a partial last group of 16 rows.
 TEST_CASE("matmul: packed layouts give the unpacked results", "[matmul][determinism]") {
-    for (const GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::IQ4_XS}) {
+    for (const GgmlType type : kIntTypes) {
         const bool q8 = type == GgmlType::Q8_0, k = type_info(type).block_size == 256;
         for (const int64_t n_out : {int64_t{16}, int64_t{21}, int64_t{130}}) {
             for (const int64_t n_in : {k ? int64_t{512} : int64_t{352}, int64_t{2048}}) {
@@ -202,7 +202,8 @@ TEST_CASE("matmul: packed layouts give the unpacked results", "[matmul][determin
                                     : type == GgmlType::Q4_0    ? sizeof(kq::PackedQ40)
                                     : type == GgmlType::Q4_K    ? sizeof(kq::PackedQ4K)
                                     : type == GgmlType::Q6_K    ? sizeof(kq::PackedQ6K)
-                                                                : sizeof(kq::PackedIQ4XS);
+                                    : type == GgmlType::IQ4_XS  ? sizeof(kq::PackedIQ4XS)
+                                                                : sizeof(kq::PackedIQ3XXS);
                 REQUIRE(packed_size(w.view) == static_cast<size_t>((n_out + 15) / 16 * (n_in / (k ? 256 : 32))) * unit);
                 std::vector<uint8_t> buf(packed_size(w.view) + 64);
                 void* dst = buf.data() + (64 - reinterpret_cast<uintptr_t>(buf.data()) % 64) % 64;

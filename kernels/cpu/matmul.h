@@ -46,9 +46,9 @@ struct MatOut {
 // per weight).
 void matmul_multi(ThreadPool& pool, std::span<const MatOut> outs, const float* x, int64_t ldx, int64_t T);
 
-// Repacking at load time. Q8_0, Q4_0, Q4_K, Q6_K and IQ4_XS have packed layouts
-// (matmul_q.h): 16 rows interleaved in groups of four values, so one vector instruction
-// multiplies the same four activations into 16 rows. packed_size is 0 for the other types. pack_weights writes
+// Repacking at load time. The integer-path types have packed layouts (matmul_q.h): 16
+// rows interleaved in groups of four values, so one vector instruction multiplies the
+// same four activations into 16 rows. packed_size is 0 for the other types. pack_weights writes
 // packed_size(w) bytes to dst (64-byte aligned); a MatView with packed = dst gives the
 // same matmul results, bit for bit, as without.
 size_t packed_size(const MatView& w);

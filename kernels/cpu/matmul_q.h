@@ -9,7 +9,7 @@
 // two integer sub-scales m0, m1); the products with the activation's two-digit integers
 // x = 128 q + r are exact integers on every path, and s = ws * d_x[b].
 //
-// - Q8_0, Q4_0, Q4_K, Q6_K and IQ4_XS (per-block sums): P = sum_{i<32} w[i] x[i], for
+// Every type sums each block in one exact int32 (per-block sums): P = sum_{i<32} w[i] x[i], for
 //   Q6_K  P = m0 * sum_{i<16} w[i] x[i] + m1 * sum_{i>=16} w[i] x[i]  (exact int32: |x| <=
 //   127 * 128 + 64 = 16320, so |P| <= 2 * 128 * 16 * 32 * 16320 = 2139095040 < 2^31 for
 //   Q6_K, whose w is in [-32, 31] and m in [-128, 127]), then
@@ -17,9 +17,6 @@
 //   and for Q4_K  mn = mn + (wm * d_x[b]) * float(sum_x[b]);  y = acc [- mn for Q4_K].
 //   One sum per block lets a vector hold 16 rows (the packed layouts below) or 16
 //   tokens, so the float work is one operation per 16 products of blocks.
-// - IQ3_XXS (per-lane sums): eight int32 lane sums p[l] = sum_{i=4l}^{4l+3} w[i] x[i],
-//   then acc[l] = acc[l] + s * float(p[l]).
-//   Finally y = ((acc0+acc4) + (acc2+acc6)) + ((acc1+acc5) + (acc3+acc7)).
 //
 // Packed Q8_0 (pack_weights): rows in groups of 16, the last group padded with zero rows.
 // Group g, block b is the 544-byte PackedQ8 at index g * nb + b: the 16 rows' fp16 scales,
@@ -45,6 +42,12 @@
 // scales_l bytes as one little-endian word (block j's 6-bit scale is bits 4j..4j+3 of
 // that word | bits 2j..2j+1 of scales_h << 4, minus 32), then the nibble indices into
 // kValuesIq4nl laid out as Q4_K's nibbles.
+// Packed IQ3_XXS: the same grouping, one 1632-byte PackedIQ3XXS per super-block (4% more
+// than the rows' 1568: the sign of every value is stored, where the format keeps 7 of
+// each 8 and a parity rule): the rows' fp16 d, their eight 4-bit block scales as one
+// word (block j: bits 4j..4j+3), for each block and row the 32 values' signs as one word
+// (bit i: value i is negative), and the grid indices ([block][column][row]: column c
+// is the grid entry of values 4c .. 4c + 3).
 #pragma once
 #include <cstdint>
 
@@ -93,6 +96,13 @@ struct PackedIQ4XS {
     uint8_t q[8][4][16][4];  // [block][k][row][i]
 };
 static_assert(sizeof(PackedIQ4XS) == 16 * sizeof(block_iq4_xs));
+struct PackedIQ3XXS {
+    uint16_t d[16];
+    uint32_t sc[16];
+    uint32_t sg[8][16];   // [block][row]
+    uint8_t q[8][8][16];  // [block][column][row]
+};
+static_assert(sizeof(PackedIQ3XXS) == 1632);
 constexpr int kPackRows = 16;
 
 struct Job {

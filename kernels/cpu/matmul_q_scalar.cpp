@@ -158,6 +158,15 @@ void decode_packed(const MatView& w, int64_t r, int64_t b, Blk& k) {
         k.ws = half_to_float(p.d[j]) * static_cast<float>(ls - 32);
         break;
     }
+    case GgmlType::IQ3_XXS: {
+        const PackedIQ3XXS& p = static_cast<const PackedIQ3XXS*>(w.packed)[group * super_per_group + b / 8];
+        for (int i = 0; i < 32; ++i) {
+            const int m = static_cast<int>((iq::kIq3xxsGrid[p.q[blk][i / 4][j]] >> (8 * (i % 4))) & 0xFF);
+            k.w[i] = static_cast<int8_t>((p.sg[blk][j] >> i) & 1 ? -m : m);
+        }
+        k.ws = half_to_float(p.d[j]) * (0.5f + static_cast<float>((p.sc[j] >> (4 * blk)) & 0xF)) * 0.5f;
+        break;
+    }
     default:
         fail("kq: type {} has no packed layout", type_info(w.type).name);
     }
@@ -216,39 +225,26 @@ void rows_scalar(const Job& job, int64_t r0, int64_t r1) {
     const MatView& w = *job.w;
     const ActQ& x = *job.x;
     const bool has_min = w.type == GgmlType::Q4_K;
-    const bool per_block = w.type != GgmlType::IQ3_XXS;
     Blk k;
     for (int64_t r = r0; r < r1; ++r) {
         for (int64_t t = 0; t < x.T; ++t) {
             const int8_t* xq = x.qt(t);
             const int8_t* xr = x.rt(t);
-            float acc[8] = {};
-            float mn = 0.0f;
+            float acc = 0.0f, mn = 0.0f;
             for (int64_t b = 0; b < x.nb; ++b) {
                 if (w.packed)
                     decode_packed(w, r, b, k);
                 else
                     decode(w.type, w.row(r), b, k);
                 const float dx = x.dt(t)[b];
-                const float s = k.ws * dx;
-                if (per_block) {
-                    int32_t p0 = 0, p1 = 0;  // the block's two halves (Q6_K's sub-blocks)
-                    for (int i = 0; i < 16; ++i) p0 += int32_t{k.w[i]} * (128 * xq[32 * b + i] + xr[32 * b + i]);
-                    for (int i = 16; i < 32; ++i) p1 += int32_t{k.w[i]} * (128 * xq[32 * b + i] + xr[32 * b + i]);
-                    const int32_t p = k.m0 * p0 + k.m1 * p1;  // m0 = m1 = 1 but for Q6_K
-                    acc[0] = acc[0] + s * static_cast<float>(p);
-                    if (has_min) mn = mn + (k.wm * dx) * static_cast<float>(x.st(t)[b]);
-                    continue;
-                }
-                for (int l = 0; l < 8; ++l) {
-                    int32_t p = 0;
-                    for (int i = 4 * l; i < 4 * l + 4; ++i)
-                        p += int32_t{k.w[i]} * (128 * xq[32 * b + i] + xr[32 * b + i]);
-                    acc[l] = acc[l] + s * static_cast<float>(p);
-                }
+                int32_t p0 = 0, p1 = 0;  // the block's two halves (Q6_K's sub-blocks)
+                for (int i = 0; i < 16; ++i) p0 += int32_t{k.w[i]} * (128 * xq[32 * b + i] + xr[32 * b + i]);
+                for (int i = 16; i < 32; ++i) p1 += int32_t{k.w[i]} * (128 * xq[32 * b + i] + xr[32 * b + i]);
+                const int32_t p = k.m0 * p0 + k.m1 * p1;  // m0 = m1 = 1 but for Q6_K
+                acc = acc + (k.ws * dx) * static_cast<float>(p);
+                if (has_min) mn = mn + (k.wm * dx) * static_cast<float>(x.st(t)[b]);
             }
-            float y = per_block ? acc[0]
-                                : ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
+            float y = acc;
             if (has_min) y = y - mn;
             job.y[t * job.ldy + r] = y;
         }
@@ -267,6 +263,7 @@ size_t packed_size(const MatView& w) {
     case GgmlType::Q4_K: return static_cast<size_t>(groups * (w.n_in / 256)) * sizeof(kq::PackedQ4K);
     case GgmlType::Q6_K: return static_cast<size_t>(groups * (w.n_in / 256)) * sizeof(kq::PackedQ6K);
     case GgmlType::IQ4_XS: return static_cast<size_t>(groups * (w.n_in / 256)) * sizeof(kq::PackedIQ4XS);
+    case GgmlType::IQ3_XXS: return static_cast<size_t>(groups * (w.n_in / 256)) * sizeof(kq::PackedIQ3XXS);
     default: return 0;
     }
 }
@@ -341,6 +338,22 @@ void pack_groups(const MatView& w, void* dst, int64_t g0, int64_t g1) {
             for (int blk = 0; blk < 8; ++blk)
                 for (int k = 0; k < 4; ++k)
                     std::memcpy(p.q[blk][k][j], x.qs + 16 * blk + 4 * k, 4);
+        });
+    if (w.type == GgmlType::IQ3_XXS)
+        return pack_units<kq::PackedIQ3XXS, block_iq3_xxs>(w, dst, g0, g1, w.n_in / 256, kq::PackedIQ3XXS{},
+                                                           [](kq::PackedIQ3XXS& p, int j, const block_iq3_xxs& x) {
+            p.d[j] = x.d;
+            for (int blk = 0; blk < 8; ++blk) {
+                uint32_t aux;
+                std::memcpy(&aux, x.qs + 64 + 4 * blk, 4);
+                p.sc[j] |= (aux >> 28) << (4 * blk);
+                uint32_t sg = 0;
+                for (int g = 0; g < 8; ++g) {
+                    sg |= ((iq::kSignsIq2xs[(aux >> (7 * (g / 2))) & 127] >> (4 * (g % 2))) & 0xFu) << (4 * g);
+                    p.q[blk][g][j] = x.qs[8 * blk + g];
+                }
+                p.sg[blk][j] = sg;
+            }
         });
     pack_units<kq::PackedQ4K, block_q4_K>(w, dst, g0, g1, w.n_in / 256, kq::PackedQ4K{},
                                           [](kq::PackedQ4K& p, int j, const block_q4_K& x) {
