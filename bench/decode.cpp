@@ -27,8 +27,8 @@
 //   counts (8 and 12 B per f32 element) leave out the write-allocate traffic, so they
 //   are not comparable with a read-only load.
 //
-// Usage: decode MODEL.gguf [--pp N=128] [--tg N=64] [-r R=3] [-t THREADS=2] [--batch N=512]
-//                          [--json FILE] [--llama-bench PATH] [--no-stream]
+// Usage: decode MODEL.gguf [--pp N] [--tg N] [-r R] [-t THREADS] [--batch N] [--json FILE]
+//                          [--llama-bench PATH] [--no-stream] [--isa NAME]   (decode --help)
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -48,8 +48,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/core/flags.h"
 #include "engine/core/thread_pool.h"
 #include "engine/model/model.h"
+#include "kernels/cpu/matmul.h"
 
 namespace {
 
@@ -295,38 +297,53 @@ bool on_path(const std::string& exe) {
     return std::system(("command -v " + exe + " >/dev/null 2>&1").c_str()) == 0;
 }
 
-[[noreturn]] void usage() {
-    std::fprintf(stderr,
-                 "usage: decode MODEL.gguf [--pp N] [--tg N] [-r R] [-t THREADS] [--batch N] [--json FILE]\n"
-                 "                         [--llama-bench PATH] [--no-stream]\n");
-    std::exit(2);
+strata::Flags decode_flags() {
+    return strata::Flags(
+        "decode",
+        "decode MODEL.gguf [--pp N] [--tg N] [-r R] [-t THREADS] [--batch N] [--json FILE] [--llama-bench PATH]\n"
+        "              [--no-stream] [--isa NAME]",
+        {
+            {"--pp", "N", "128", "prompt tokens (one window of --batch at most)"},
+            {"--tg", "N", "64", "decode steps of one token"},
+            {"--reps", "R", "3", "repetitions after one warm-up", "-r"},
+            {"--threads", "N", "2", "threads", "-t"},
+            {"--batch", "N", "512", "tokens per prompt window"},
+            {"--json", "FILE", "", "also write the results as JSON"},
+            {"--llama-bench", "PATH", "", "run this llama-bench on the same file for a ratio (one on PATH is used too)"},
+            {"--no-stream", "", "", "skip the bandwidth loops (no % of bandwidth)"},
+            {"--isa", "NAME", "", "integer-matmul path: scalar, avx2, avx512-vnni or amx (default: the best this CPU runs)"},
+        });
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
     using namespace strata;
+    Flags flags = decode_flags();
     std::string path, json_path, llama_exe;
-    int pp = 128, tg = 64, reps = 3, threads = 2, batch = 512;
+    int pp = 0, tg = 0, reps = 0, threads = 0, batch = 0;
     bool stream = true;
-    for (int i = 1; i < argc; ++i) {
-        const std::string a = argv[i];
-        auto next = [&]() -> std::string {
-            if (i + 1 >= argc) usage();
-            return argv[++i];
-        };
-        if (a == "--pp") pp = std::atoi(next().c_str());
-        else if (a == "--tg") tg = std::atoi(next().c_str());
-        else if (a == "-r") reps = std::atoi(next().c_str());
-        else if (a == "-t") threads = std::atoi(next().c_str());
-        else if (a == "--batch") batch = std::atoi(next().c_str());
-        else if (a == "--json") json_path = next();
-        else if (a == "--llama-bench") llama_exe = next();
-        else if (a == "--no-stream") stream = false;
-        else if (a.size() > 1 && a[0] == '-') usage();
-        else path = a;
+    try {
+        flags.parse(argc, argv);
+        if (flags.help()) {
+            std::printf("%s", flags.help_text().c_str());
+            return 0;
+        }
+        if (flags.positional().size() != 1) throw UsageError("give one MODEL.gguf");
+        path = flags.positional()[0];
+        pp = static_cast<int>(flags.integer_in("--pp", 1, 1 << 20));
+        tg = static_cast<int>(flags.integer_in("--tg", 1, 1 << 20));
+        reps = static_cast<int>(flags.integer_in("--reps", 1, 1000));
+        threads = static_cast<int>(flags.integer_in("--threads", 1, 1024));
+        batch = static_cast<int>(flags.integer_in("--batch", 1, 1 << 20));
+        json_path = flags.str("--json");
+        llama_exe = flags.str("--llama-bench");
+        stream = !flags.on("--no-stream");
+        force_int_path(flags.str("--isa"));
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "decode: %s\n\n%s", e.what(), flags.help_text().c_str());
+        return 2;
     }
-    if (path.empty() || pp < 1 || tg < 1 || reps < 1 || threads < 1 || batch < 1) usage();
     if (llama_exe.empty() && on_path("llama-bench")) llama_exe = "llama-bench";
 
     try {
@@ -384,8 +401,8 @@ int main(int argc, char** argv) {
         if (!llama_exe.empty()) lb = run_llama_bench(llama_exe, path, threads, pp, tg, reps);
 
         std::printf("model: %s (%.1f MB of weights read per decoded token)\n", path.c_str(), bpt / 1e6);
-        std::printf("threads %d, prompt %d tokens (windows of %d), decode %d tokens, %d repetitions\n\n", threads,
-                    pp, batch, tg, reps);
+        std::printf("threads %d, prompt %d tokens (windows of %d), decode %d tokens, %d repetitions, integer path %s\n\n",
+                    threads, pp, batch, tg, reps, int_path_name());
         if (stream) {
             std::printf("| bandwidth (%d threads, %.0f MiB arrays) | read %.1f GB/s | copy %.1f GB/s | triad %.1f GB/s |\n"
                         "|---|---:|---:|---:|\n\n",
@@ -414,7 +431,7 @@ int main(int argc, char** argv) {
 
         if (!json_path.empty()) {
             nlohmann::json j = {
-                {"model", path}, {"threads", threads}, {"pp", pp}, {"tg", tg}, {"reps", reps}, {"batch", batch},
+                {"model", path}, {"threads", threads}, {"int_path", int_path_name()}, {"pp", pp}, {"tg", tg}, {"reps", reps}, {"batch", batch},
                 {"bytes_per_token", bpt},
                 {"prompt_tok_s", {{"median", sp.median}, {"min", sp.min}, {"max", sp.max}}},
                 {"decode_tok_s", {{"median", sd.median}, {"min", sd.min}, {"max", sd.max}}},

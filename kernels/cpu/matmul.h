@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string_view>
 
 #include "engine/core/thread_pool.h"
 #include "engine/quant/types.h"
@@ -53,6 +54,13 @@ void matmul_multi(ThreadPool& pool, std::span<const MatOut> outs, const float* x
 // same matmul results, bit for bit, as without.
 size_t packed_size(const MatView& w);
 void pack_weights(const MatView& w, void* dst);
+
+// The integer path's instruction set: the name of the one in use ("scalar", "avx2",
+// "avx512-vnni" or "amx"), and a way to choose a lower one (benchmarks; the results are
+// the same bits on every path). force_int_path throws strata::Error for an unknown name
+// or one this CPU does not run; "" goes back to the best the CPU runs.
+const char* int_path_name();
+void force_int_path(std::string_view name);
 
 // Plain reference: each element in double precision. For tests.
 void matmul_ref(const MatView& w, const float* x, int64_t ldx, int64_t T, float* y, int64_t ldy);

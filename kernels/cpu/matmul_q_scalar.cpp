@@ -255,6 +255,19 @@ void rows_scalar(const Job& job, int64_t r0, int64_t r1) {
 
 namespace strata {
 
+const char* int_path_name() { return kq::name(kq::active()); }
+
+void force_int_path(std::string_view name) {
+    if (name.empty()) return kq::force(-1);
+    for (int isa = 0; isa <= static_cast<int>(kq::Isa::Amx); ++isa)
+        if (name == kq::name(static_cast<kq::Isa>(isa))) {
+            STRATA_CHECK(isa <= static_cast<int>(kq::detected()), "integer path '{}' is not available on this CPU (best: {})",
+                         name, kq::name(kq::detected()));
+            return kq::force(isa);
+        }
+    fail("unknown integer path '{}' (expected scalar, avx2, avx512-vnni or amx)", name);
+}
+
 size_t packed_size(const MatView& w) {
     const int64_t groups = (w.n_out + kq::kPackRows - 1) / kq::kPackRows;
     switch (w.type) {
