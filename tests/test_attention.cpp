@@ -1,8 +1,8 @@
 // ops::attend (kernels/cpu/attention.h): agrees with a double-precision reference for
 // every KV cache type, computes exactly the canonical order its header states (so every
 // instruction set and layout gives the same bits), and reads the head-major KvCache.
-// Also the vector helpers it is built from (simd::hsum, hsum8, exp) and ops::swiglu,
-// which uses simd::exp too.
+// Also the vector helpers it is built from (simd::hsum, hsum8, exp), ops::swiglu, which
+// uses simd::exp too, and the fused GDN step (ops::gdn_step).
 #pragma GCC optimize("fp-contract=off")
 #include <catch2/catch.hpp>
 
@@ -14,6 +14,7 @@
 #include "engine/quant/quant.h"
 #include "engine/state/kv_cache.h"
 #include "kernels/cpu/attention.h"
+#include "kernels/cpu/gdn_step.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/simd.h"
 #include "random_helpers.h"
@@ -215,5 +216,32 @@ TEST_CASE("KvCache: head-major rows, each the quantized head", "[attention]") {
         REQUIRE_THROWS(kv.k_head(n_layers, 0));
         REQUIRE_THROWS(kv.v_head(0, n_head_kv));
         REQUIRE_THROWS(kv.store(0, n_ctx, nullptr, nullptr));
+    }
+}
+
+// The fused GDN step: the floats of the plain per-row loops it replaced (decay, simd::dot
+// with k, delta, update, simd::dot with q), bit for bit, with and without a tail past the
+// last 16 lanes.
+TEST_CASE("ops::gdn_step: the plain per-row loops, bit for bit", "[attention][determinism]") {
+    for (const int64_t dk : {int64_t{128}, int64_t{20}, int64_t{7}}) {
+        const int64_t dv = 9;
+        const auto q = test::gaussian(static_cast<size_t>(dk), 1), k = test::gaussian(static_cast<size_t>(dk), 2);
+        const auto v = test::gaussian(static_cast<size_t>(dv), 3);
+        auto M = test::gaussian(static_cast<size_t>(dv * dk), 4), R = M;
+        const float e = 0.93f, b = 0.61f;
+        std::vector<float> out(static_cast<size_t>(dv)), ref(out.size());
+        for (int step = 0; step < 3; ++step) {  // the state carries over
+            ops::gdn_step(M.data(), dv, dk, q.data(), k.data(), v.data(), e, b, out.data());
+            for (int64_t j = 0; j < dv; ++j) {
+                float* row = R.data() + j * dk;
+                for (int64_t i = 0; i < dk; ++i) row[i] *= e;
+                const float delta = b * (v[j] - simd::dot(row, k.data(), dk));
+                for (int64_t i = 0; i < dk; ++i) row[i] += k[i] * delta;
+                ref[j] = simd::dot(row, q.data(), dk);
+            }
+            INFO("dk " << dk << " step " << step);
+            CHECK(out == ref);
+            CHECK(M == R);
+        }
     }
 }

@@ -6,6 +6,7 @@
 
 #include "engine/core/error.h"
 #include "engine/model/scratch_slots.h"
+#include "kernels/cpu/gdn_step.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/simd.h"
 
@@ -68,16 +69,8 @@ void gdn_recurrent(ThreadPool& pool, const GdnDims& d, const float* u, const flo
             const float* v = u + t * cd + 2 * d.key_dim() + h * dv;
             const float e = std::exp(g[t * d.nv + h]), b = beta[t * d.nv + h];
             float* out = o + t * d.value_dim() + h * dv;
-            // Row j of the transposed state only meets v[j], so decay -> m = S^T k ->
-            // delta -> S += k delta^T -> o = S^T q (MODEL_SPEC 8.1 item 8) runs row by row
-            // with the same per-element operations as the whole-matrix order.
-            for (int64_t j = 0; j < dv; ++j) {
-                float* row = M + j * dk;
-                for (int64_t i = 0; i < dk; ++i) row[i] *= e;
-                const float delta = b * (v[j] - simd::dot(row, k, dk));
-                for (int64_t i = 0; i < dk; ++i) row[i] += k[i] * delta;
-                out[j] = simd::dot(row, q, dk);
-            }
+            // decay -> m = S^T k -> delta -> S += k delta^T -> o = S^T q, row by row
+            ops::gdn_step(M, dv, dk, q, k, v, e, b, out);
         }
     });
 }
