@@ -66,11 +66,15 @@ if [[ -f "$spec_json" && -n "$spec_table" ]]; then
     "$root/scripts/plot-bench.sh" "$root/docs/benchmarks.png" "$spec_json" "$build"/bench-llama-1b-*.json
 fi
 
+# The tree's state, leaving out the two files this script writes (the redirection below
+# has already emptied the first when its commands run).
+tree="with local changes"
+if git -C "$root" diff --quiet HEAD -- . ':!docs/benchmarks.md' ':!docs/benchmarks.png' 2>/dev/null; then tree=clean; fi
 {
     echo "# Benchmarks"
     echo
     echo "Written by \`scripts/bench.sh\` on $(date -u '+%Y-%m-%d %H:%M UTC') at commit $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?')"
-    echo "(working tree $(git -C "$root" diff --quiet 2>/dev/null && echo clean || echo 'with local changes'))."
+    echo "(working tree $tree)."
     echo "Synthetic models (\`strata make-model --arch llama --preset 1b --seed 1\`), single sequence,"
     echo "$threads threads; prompt: one window of $pp tokens; decode: $tg steps of one token;"
     echo "median and range over $reps repetitions after one warm-up. Decode GB/s counts the"
