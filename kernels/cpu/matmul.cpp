@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <thread>
 #include <vector>
 
 #include "engine/core/error.h"
@@ -164,7 +165,11 @@ void matmul_q(ThreadPool& pool, std::span<const MatOut> outs, const float* x, in
                 quantize_act_blocks(x + t * ldx, t, b0, std::min(a->nb, b0 + kQuantBlocks), *a);
                 q_done.fetch_add(1, std::memory_order_release);
             }
-            while (q_done.load(std::memory_order_acquire) < n_q) cpu_relax();
+            // A claim takes about a microsecond; past that, the thread that holds one may
+            // have lost its core (more threads than cores), so give the core away.
+            for (int spins = 0; q_done.load(std::memory_order_acquire) < n_q; ++spins)
+                if (spins < 2000) cpu_relax();
+                else std::this_thread::yield();
         }
     };
     thread_local Ctx c;
