@@ -8,10 +8,12 @@
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
+#include <string>
 #include <thread>
 #include <random>
 #include <vector>
 
+#include "engine/core/error.h"
 #include "engine/core/half.h"
 #include "engine/quant/blocks.h"
 #include "engine/quant/quant.h"
@@ -385,4 +387,20 @@ TEST_CASE("ThreadPool: back-to-back runs, runs after sleeping, exceptions", "[ma
         pool.run(10, [&](int64_t) { ++after; });
         CHECK(after.load() == 10);
     }
+}
+
+// The integer path chosen by name (bench/decode --isa): unknown names and paths the CPU
+// does not run are errors; "" goes back to the best one; the choice is what runs.
+TEST_CASE("matmul: force_int_path by name", "[matmul]") {
+    struct Reset {
+        ~Reset() { force_int_path(""); }
+    } reset;  // detection again when the test ends, even on failure
+    const std::string best = int_path_name();
+    CHECK_THROWS_AS(force_int_path("avx1024"), Error);
+    CHECK(std::string(int_path_name()) == best);
+    force_int_path("scalar");
+    CHECK(std::string(int_path_name()) == "scalar");
+    if (kq::detected() < kq::Isa::Amx) CHECK_THROWS_AS(force_int_path("amx"), Error);
+    force_int_path("");
+    CHECK(std::string(int_path_name()) == best);
 }
