@@ -116,7 +116,21 @@ void weighted_sum(const float* p, int64_t ld, int64_t n_heads, int64_t hdv, cons
         for (int64_t j = 0; j < n_heads; ++j) {
             float* o = out + j * out_stride;
             const float* pj = p + j * ld + u0;
-            for (int64_t i = 0; i < nv; i += simd::kLanes) {
+            int64_t i = 0;
+            // Four vectors of the row at a time: four independent chains of adds (one chain
+            // alone waits on the add's latency at every position). Each element still sums
+            // its positions in order.
+            for (; i + 4 * simd::kLanes <= nv; i += 4 * simd::kLanes) {
+                vf acc[4];
+                for (int c = 0; c < 4; ++c) acc[c] = simd::load(o + i + c * simd::kLanes);
+                for (int64_t r = 0; r < n; ++r) {
+                    const vf pr = simd::splat(pj[r]);
+                    const float* vr = vbuf + r * hdv + i;
+                    for (int c = 0; c < 4; ++c) acc[c] += pr * simd::load(vr + c * simd::kLanes);
+                }
+                for (int c = 0; c < 4; ++c) simd::store(o + i + c * simd::kLanes, acc[c]);
+            }
+            for (; i < nv; i += simd::kLanes) {
                 vf acc = simd::load(o + i);
                 for (int64_t r = 0; r < n; ++r) acc += simd::splat(pj[r]) * simd::load(vbuf + r * hdv + i);
                 simd::store(o + i, acc);
