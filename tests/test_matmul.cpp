@@ -241,6 +241,39 @@ TEST_CASE("matmul: packed layouts give the unpacked results", "[matmul][determin
     }
 }
 
+// Windows over packed weights go through blocks of 16-row groups (as many as fit in about
+// 1 MiB) and, per token tile, every group of a block: with long rows a block holds only a
+// few groups, so a matrix has several blocks and a partial last one. Same bits as the
+// unpacked rows and the scalar path, on every instruction set (AMX's 16-token tiles too).
+TEST_CASE("matmul: packed windows in blocks of groups", "[matmul][determinism]") {
+    const int64_t n_in = 16384, n_out = 130, T = 21;  // Q8_0: 3 groups per block, 9 groups
+    for (const GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_K}) {
+        Weights w = make_weights(type, n_in, n_out, 31);
+        std::vector<uint8_t> buf(packed_size(w.view) + 64);
+        void* dst = buf.data() + (64 - reinterpret_cast<uintptr_t>(buf.data()) % 64) % 64;
+        pack_weights(w.view, dst);
+        MatView pv = w.view;
+        pv.packed = dst;
+        auto x = randn(static_cast<size_t>(T * n_in), 32);
+        std::vector<float> ref(static_cast<size_t>(T * n_out));
+        {
+            ThreadPool p1(1);
+            ForceIsa f(kq::Isa::Scalar);
+            matmul(p1, w.view, x.data(), n_in, T, ref.data(), n_out);
+        }
+        for (int isa = 1; isa <= static_cast<int>(kq::detected()); ++isa) {
+            ForceIsa f(static_cast<kq::Isa>(isa));
+            for (int threads : {1, 2}) {
+                ThreadPool pool(threads);
+                std::vector<float> y(ref.size(), -1.0f);
+                matmul(pool, pv, x.data(), n_in, T, y.data(), n_out);
+                INFO(type_info(type).name << " threads " << threads << " on " << kq::name(static_cast<kq::Isa>(isa)));
+                CHECK(y == ref);
+            }
+        }
+    }
+}
+
 // Q6_K's per-block sum m0 P0 + m1 P1 at its largest: every weight -32, every sub-scale
 // -128, every activation digit pair at 127 * 128 (x constant): 2^31 - 16777216, exact in
 // int32 on every path, packed or not, and equal to the reference.

@@ -1,6 +1,7 @@
 // The avx2 path of the integer-dot matmul; the code is matmul_q_simd.inc. Every header
 // is included before the target pragma so no inline function from them is compiled
 // for avx2 (the linker could otherwise pick that copy for the whole program).
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <cstring>
