@@ -133,5 +133,8 @@ void rows_avx512(const Job& job, int64_t r0, int64_t r1);
 // once), and packed Q8_0 group g for tokens [t0, t0 + 16).
 bool amx_usable();
 void amx_packed_q8(const Job& job, int64_t g, int64_t t0, int64_t r_end);
+// Groups g and g + 1 (both with rows below r_end) at once: one load of the tokens' tiles
+// for both.
+void amx_packed_q8_2(const Job& job, int64_t g, int64_t t0, int64_t r_end);
 
 }  // namespace strata::kq

@@ -36,17 +36,20 @@ struct alignas(64) TileConfig {
 };
 static_assert(sizeof(TileConfig) == 64);
 
-// tmm0, tmm1: C of the two digits (16 tokens x 16 rows of int32); tmm2, tmm3: A, the two
-// digits of 16 tokens (32 bytes each); tmm4: B, one packed block (8 x 64 bytes).
+// tmm0, tmm1: C of the two digits (16 tokens x 16 rows of int32) for the first group;
+// tmm2, tmm3: A, the two digits of 16 tokens (32 bytes each); tmm4: B, one packed block
+// (8 x 64 bytes) of the first group; tmm5: B of the second group; tmm6, tmm7: its C.
 constexpr TileConfig make_config() {
     TileConfig c{};
     c.palette = 1;
-    c.colsb[0] = c.colsb[1] = 64;
-    c.rows[0] = c.rows[1] = 16;
+    for (int i : {0, 1, 6, 7}) {
+        c.colsb[i] = 64;
+        c.rows[i] = 16;
+    }
     c.colsb[2] = c.colsb[3] = 32;
     c.rows[2] = c.rows[3] = 16;
-    c.colsb[4] = 64;
-    c.rows[4] = 8;
+    c.colsb[4] = c.colsb[5] = 64;
+    c.rows[4] = c.rows[5] = 8;
     return c;
 }
 alignas(64) constexpr TileConfig kConfig = make_config();  // static storage, not the stack
@@ -117,6 +120,63 @@ void amx_packed_q8(const Job& job, int64_t g, int64_t t0, int64_t r_end) {
     const int nr = static_cast<int>(std::min<int64_t>(kPackRows, r_end - r0));
     for (int t = 0; t < 16; ++t)
         _mm512_mask_storeu_ps(job.y + (t0 + t) * job.ldy + r0, static_cast<__mmask16>((1u << nr) - 1), acc[t]);
+}
+
+// Two groups share each load of the tokens' A tiles (the eight tiles: two C per group,
+// the two A, one B per group). Q8_0 pp512 went from 165 to 193 tok/s with it.
+void amx_packed_q8_2(const Job& job, int64_t g, int64_t t0, int64_t r_end) {
+    const ActQ& x = *job.x;
+    const int64_t nb = x.nb;
+    const auto* base0 = static_cast<const PackedQ8*>(job.w->packed) + g * nb;
+    const auto* base1 = base0 + nb;
+    _tile_loadconfig(&kConfig);
+    __m512 acc[2][16];
+    for (int t = 0; t < 16; ++t) acc[0][t] = acc[1][t] = _mm512_setzero_ps();
+    // C goes through memory; blocks alternate between two buffers so that a block's tile
+    // stores never wait on the previous block's vector loads (3% in pp512).
+    alignas(64) int32_t cqb[2][2][16][16], crb[2][2][16][16];
+    const int8_t* aq = x.qt(t0);
+    const int8_t* ar = x.rt(t0);
+    for (int64_t b = 0; b < nb; ++b) {
+        int32_t(*cq)[16][16] = cqb[b & 1];
+        int32_t(*cr)[16][16] = crb[b & 1];
+        const PackedQ8& p0 = base0[b];
+        const PackedQ8& p1 = base1[b];
+        _tile_zero(0);
+        _tile_zero(1);
+        _tile_zero(6);
+        _tile_zero(7);
+        _tile_loadd(2, aq + 32 * b, x.n);
+        _tile_loadd(3, ar + 32 * b, x.n);
+        _tile_loadd(4, p0.u, 64);
+        _tile_loadd(5, p1.u, 64);
+        _tile_dpbsud(0, 2, 4);
+        _tile_dpbsud(1, 3, 4);
+        _tile_dpbsud(6, 2, 5);
+        _tile_dpbsud(7, 3, 5);
+        _tile_stored(0, cq[0], 64);
+        _tile_stored(1, cr[0], 64);
+        _tile_stored(6, cq[1], 64);
+        _tile_stored(7, cr[1], 64);
+        const __m512 ws[2] = {_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p0.d))),
+                              _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p1.d)))};
+        for (int k = 0; k < 2; ++k) {
+#pragma GCC unroll 16
+            for (int t = 0; t < 16; ++t) {
+                const __m512i c = _mm512_add_epi32(_mm512_slli_epi32(_mm512_load_si512(cq[k][t]), 7), _mm512_load_si512(cr[k][t]));
+                const __m512i P = _mm512_sub_epi32(c, _mm512_set1_epi32(128 * x.st(t0 + t)[b]));
+                const __m512 sc = _mm512_mul_ps(ws[k], _mm512_set1_ps(x.dt(t0 + t)[b]));
+                acc[k][t] = _mm512_add_ps(acc[k][t], _mm512_mul_ps(sc, _mm512_cvtepi32_ps(P)));
+            }
+        }
+    }
+    _tile_release();
+    for (int k = 0; k < 2; ++k) {
+        const int64_t r0 = (g + k) * kPackRows;
+        const int nr = static_cast<int>(std::min<int64_t>(kPackRows, r_end - r0));
+        for (int t = 0; t < 16; ++t)
+            _mm512_mask_storeu_ps(job.y + (t0 + t) * job.ldy + r0, static_cast<__mmask16>((1u << nr) - 1), acc[k][t]);
+    }
 }
 
 }  // namespace strata::kq
