@@ -186,6 +186,7 @@ void matmul_q(ThreadPool& pool, std::span<const MatOut> outs, const float* x, in
     case kq::Isa::Amx:
     case kq::Isa::Avx512Vnni: c.fn = kq::rows_avx512; break;
     case kq::Isa::Avx2: c.fn = kq::rows_avx2; break;
+    case kq::Isa::AvxVnni: c.fn = kq::rows_avxvnni; break;
     default: c.fn = kq::rows_scalar; break;
     }
     for (const MatOut& o : outs)

@@ -57,13 +57,17 @@
 
 namespace strata::kq {
 
+// AvxVnni: the AVX2 kernels with AVX-VNNI's 256-bit vpdpbusd for their integer sums
+// (CPUs with AVX-VNNI but no AVX-512, such as Intel's client cores since Alder Lake).
 // Amx: Avx512Vnni, plus AMX tiles for packed Q8_0 in windows of 16 tokens or more.
-enum class Isa : int { Scalar = 0, Avx2 = 1, Avx512Vnni = 2, Amx = 3 };
+enum class Isa : int { Scalar = 0, Avx2 = 1, AvxVnni = 2, Avx512Vnni = 3, Amx = 4 };
+constexpr int kIsaCount = 5;
 
 bool supported(GgmlType t);
 Isa detected();          // the best path this CPU runs
+bool available(Isa isa); // whether this CPU runs it (an AVX-512 CPU may lack AVX-VNNI)
 Isa active();            // detected(), unless forced
-// Tests: force a path (must be <= detected()), or -1 to go back to detection.
+// Tests: force a path (must be available), or -1 to go back to detection.
 void force(int isa);
 const char* name(Isa isa);
 
@@ -127,6 +131,7 @@ inline void q4k_scale_min(const uint8_t* s, int j, int* sc, int* mn) {
 // kPackRows and r1 is too unless it is n_out.
 void rows_scalar(const Job& job, int64_t r0, int64_t r1);
 void rows_avx2(const Job& job, int64_t r0, int64_t r1);
+void rows_avxvnni(const Job& job, int64_t r0, int64_t r1);
 void rows_avx512(const Job& job, int64_t r0, int64_t r1);
 
 // AMX (matmul_q_amx.cpp): whether this CPU and OS run it (asks Linux for the tile state

@@ -188,6 +188,21 @@ bool supported(GgmlType t) {
     }
 }
 
+bool available(Isa isa) {
+    static const bool avx_vnni = [] {
+        __builtin_cpu_init();
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avxvnni");
+    }();
+    switch (isa) {
+    case Isa::Scalar: return true;
+    case Isa::AvxVnni: return avx_vnni;
+    case Isa::Avx2: return detected() >= Isa::Avx2;
+    case Isa::Avx512Vnni: return detected() >= Isa::Avx512Vnni;
+    case Isa::Amx: return detected() == Isa::Amx;
+    }
+    return false;
+}
+
 Isa detected() {
     static const Isa isa = [] {
         __builtin_cpu_init();
@@ -195,7 +210,8 @@ Isa detected() {
             __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni") &&
             __builtin_cpu_supports("f16c"))
             return amx_usable() ? Isa::Amx : Isa::Avx512Vnni;
-        if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c")) return Isa::Avx2;
+        if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c"))
+            return __builtin_cpu_supports("avxvnni") ? Isa::AvxVnni : Isa::Avx2;
         return Isa::Scalar;
     }();
     return isa;
@@ -207,7 +223,7 @@ Isa active() {
 }
 
 void force(int isa) {
-    STRATA_CHECK(isa < 0 || isa <= static_cast<int>(detected()), "kq::force: path {} not available", isa);
+    STRATA_CHECK(isa < 0 || (isa < kIsaCount && available(static_cast<Isa>(isa))), "kq::force: path {} not available", isa);
     g_forced.store(isa, std::memory_order_relaxed);
 }
 
@@ -215,6 +231,7 @@ const char* name(Isa isa) {
     switch (isa) {
     case Isa::Scalar: return "scalar";
     case Isa::Avx2: return "avx2";
+    case Isa::AvxVnni: return "avx-vnni";
     case Isa::Avx512Vnni: return "avx512-vnni";
     case Isa::Amx: return "amx";
     }
@@ -259,13 +276,13 @@ const char* int_path_name() { return kq::name(kq::active()); }
 
 void force_int_path(std::string_view name) {
     if (name.empty()) return kq::force(-1);
-    for (int isa = 0; isa <= static_cast<int>(kq::Isa::Amx); ++isa)
+    for (int isa = 0; isa < kq::kIsaCount; ++isa)
         if (name == kq::name(static_cast<kq::Isa>(isa))) {
-            STRATA_CHECK(isa <= static_cast<int>(kq::detected()), "integer path '{}' is not available on this CPU (best: {})",
+            STRATA_CHECK(kq::available(static_cast<kq::Isa>(isa)), "integer path '{}' is not available on this CPU (best: {})",
                          name, kq::name(kq::detected()));
             return kq::force(isa);
         }
-    fail("unknown integer path '{}' (expected scalar, avx2, avx512-vnni or amx)", name);
+    fail("unknown integer path '{}' (expected scalar, avx2, avx-vnni, avx512-vnni or amx)", name);
 }
 
 size_t packed_size(const MatView& w) {
