@@ -67,6 +67,7 @@ bool supported(GgmlType t);
 Isa detected();          // the best path this CPU runs
 bool available(Isa isa); // whether this CPU runs it (an AVX-512 CPU may lack AVX-VNNI)
 Isa active();            // detected(), unless forced
+bool forced();           // whether a path is forced
 // Tests: force a path (must be available), or -1 to go back to detection.
 void force(int isa);
 const char* name(Isa isa);

@@ -222,6 +222,8 @@ Isa active() {
     return f < 0 ? detected() : static_cast<Isa>(f);
 }
 
+bool forced() { return g_forced.load(std::memory_order_relaxed) >= 0; }
+
 void force(int isa) {
     STRATA_CHECK(isa < 0 || (isa < kIsaCount && available(static_cast<Isa>(isa))), "kq::force: path {} not available", isa);
     g_forced.store(isa, std::memory_order_relaxed);
