@@ -43,6 +43,34 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
 
 }  // namespace
 
+// A prompt's tokens attend in runs (ops::attend_tokens): every token's result must be the
+// floats attend() gives it alone, whatever the run's length, its first token's position
+// (chunk edges at 32) or the head count (a partial group of 8 heads).
+TEST_CASE("ops::attend_tokens: each token as attend gives it alone", "[attention][determinism]") {
+    const int64_t hd = 64, hdv = 96;
+    for (GgmlType type : {GgmlType::F16, GgmlType::Q8_0})
+        for (const int64_t n_heads : {int64_t{8}, int64_t{6}})
+            for (const int64_t n_tok : {1, 3, 4})
+                for (const int64_t n_pos0 : {1, 30, 31, 32, 33, 70}) {
+                    CAPTURE(type_info(type).name, n_heads, n_tok, n_pos0);
+                    const int64_t n_pos = n_pos0 + n_tok - 1, q_stride = 2 * hd, q_tok = n_heads * q_stride + 16;
+                    const std::vector<float> q = test::gaussian(static_cast<size_t>(n_tok * q_tok), 11);
+                    const std::vector<float> kf = test::gaussian(static_cast<size_t>(n_pos * hd), 12);
+                    const std::vector<float> vf = test::gaussian(static_cast<size_t>(n_pos * hdv), 13);
+                    const size_t rk = row_bytes(type, hd), rv = row_bytes(type, hdv);
+                    const auto kb = rows(type, kf, n_pos, hd, rk), vb = rows(type, vf, n_pos, hdv, rv);
+                    const ops::KvRows k{type, kb.data(), rk}, v{type, vb.data(), rv};
+                    const int64_t out_tok = n_heads * hdv + 8;
+                    std::vector<float> run(static_cast<size_t>(n_tok * out_tok), 7.0f), alone(run.size(), 7.0f);
+                    ops::attend_tokens(q.data(), q_tok, q_stride, n_tok, n_heads, hd, hdv, 0.125f, k, v, n_pos0, run.data(),
+                                       out_tok, hdv);
+                    for (int64_t t = 0; t < n_tok; ++t)
+                        ops::attend(q.data() + t * q_tok, q_stride, n_heads, hd, hdv, 0.125f, k, v, n_pos0 + t,
+                                    alone.data() + t * out_tok, hdv);
+                    REQUIRE(same_bits(run, alone));
+                }
+}
+
 TEST_CASE("simd::hsum is the fixed pairwise tree", "[attention][determinism]") {
     std::mt19937 rng(7);
     std::uniform_real_distribution<float> ud(-1e4f, 1e4f);

@@ -61,33 +61,45 @@ void attention_block(ForwardCtx& ctx, const HParams& hp, const AttnWeights& w, c
 
     // Causal attention. Each query head's result is the same fixed sequence as ever (scores
     // in position order, softmax, weighted sum of V in position order) and depends only on
-    // its token's query and the cache, never on the rest of the window. A task takes a
-    // token and `span` query heads of one KV head's group, so each cached K/V row is read
-    // and converted once for all of them; the group is split only as far as needed to give
-    // every thread work (a decode step has one token).
+    // its token's query and the cache, never on the rest of the window. A task takes a run
+    // of up to kRun consecutive tokens of one sequence and `span` query heads of one KV
+    // head's group, so each cached K/V row is read and converted once for all of them
+    // (ops::attend_tokens); the group is split only as far as needed to give every thread
+    // work (a decode step has one token).
+    constexpr int64_t kRun = 4;
+    thread_local std::vector<int64_t> runs_buf;
+    std::vector<int64_t>& runs = runs_buf;  // first token of each run, then T (the workers see this thread's)
+    runs.clear();
+    for (int64_t t = 0; t < T; ++t)
+        if (runs.empty() || t - runs.back() == kRun || row_seq[t] != row_seq[runs.back()]) runs.push_back(t);
+    const int64_t n_runs = static_cast<int64_t>(runs.size());
+    runs.push_back(T);
     const int64_t group = hp.n_head / hp.n_head_kv;
     int64_t span = group;
-    while (span % 2 == 0 && T * hp.n_head_kv * (group / span) < 2 * ctx.pool.size()) span /= 2;
+    while (span % 2 == 0 && n_runs * hp.n_head_kv * (group / span) < 2 * ctx.pool.size()) span /= 2;
     const int64_t n_split = group / span;
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-    ctx.pool.run(T * hp.n_head_kv * n_split, [&](int64_t task) {
-        const int64_t t = task / (hp.n_head_kv * n_split), kvh = task / n_split % hp.n_head_kv;
+    ctx.pool.run(n_runs * hp.n_head_kv * n_split, [&](int64_t task) {
+        const int64_t ri = task / (hp.n_head_kv * n_split), kvh = task / n_split % hp.n_head_kv;
+        const int64_t t0 = runs[static_cast<size_t>(ri)], n_tok = runs[static_cast<size_t>(ri) + 1] - t0;
         const int64_t h0 = kvh * group + task % n_split * span;  // first query head of the task
-        const BatchSeq& bs = batch.seqs[static_cast<size_t>(row_seq[t])];
+        const BatchSeq& bs = batch.seqs[static_cast<size_t>(row_seq[t0])];
         const KvCache& kv = *bs.state->kv;
         const int64_t kv_layer = bs.state->kv_slot[static_cast<size_t>(il)];
-        const int64_t n_pos = bs.pos0 + (t - bs.row0) + 1;
+        const int64_t n_pos0 = bs.pos0 + (t0 - bs.row0) + 1;
         const ops::KvRows k_rows{kv.type(), kv.k_head(kv_layer, kvh), kv.k_stride()};
         const ops::KvRows v_rows{kv.type(), kv.v_head(kv_layer, kvh), kv.v_stride()};
-        const float* q0 = q + t * q_rows + h0 * q_head_stride;
-        float* o0 = attn + t * hp.n_head * hdv + h0 * hdv;
-        ops::attend(q0, q_head_stride, span, hd, hdv, scale, k_rows, v_rows, n_pos, o0, hdv);
+        const float* q0 = q + t0 * q_rows + h0 * q_head_stride;
+        float* o0 = attn + t0 * hp.n_head * hdv + h0 * hdv;
+        ops::attend_tokens(q0, q_rows, q_head_stride, n_tok, span, hd, hdv, scale, k_rows, v_rows, n_pos0, o0,
+                           hp.n_head * hdv, hdv);
         if (w.gated)
-            for (int64_t j = 0; j < span; ++j) {
-                const float* gate = q0 + j * q_head_stride + hd;
-                float* o = o0 + j * hdv;
-                for (int64_t i = 0; i < hdv; ++i) o[i] = o[i] * ops::sigmoid(gate[i]);
-            }
+            for (int64_t tk = 0; tk < n_tok; ++tk)
+                for (int64_t j = 0; j < span; ++j) {
+                    const float* gate = q0 + tk * q_rows + j * q_head_stride + hd;
+                    float* o = o0 + tk * hp.n_head * hdv + j * hdv;
+                    for (int64_t i = 0; i < hdv; ++i) o[i] = o[i] * ops::sigmoid(gate[i]);
+                }
     });
     matmul(ctx.pool, w.wo, attn, hp.n_head * hdv, T, out, n_embd);
 }

@@ -42,31 +42,39 @@ struct Rows {
     }
 };
 
-// s[j * ld + u] = dot(q_j, k_u) * scale for every head j and position u.
+// Token i of n_tok (queries at q + i * q_tok, positions [0, n_pos0 + i)):
+// s[(i * n_heads + j) * ld + u] = dot(q_j, k_u) * scale for every head j and position u.
+// Each cached row is converted once for all the tokens.
 __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-void scores(const float* q, int64_t q_stride, int64_t n_heads, int64_t hd, float scale, const Rows& k,
-            const Rows& v, int64_t n_pos, float* kbuf, float* s, int64_t ld) {
+void scores(const float* q, int64_t q_tok, int64_t q_stride, int64_t n_tok, int64_t n_heads, int64_t hd, float scale,
+            const Rows& k, const Rows& v, int64_t n_pos0, float* kbuf, float* s, int64_t ld) {
+    const int64_t n_pos = n_pos0 + n_tok - 1;  // the last token's
     for (int64_t u0 = 0; u0 < n_pos; u0 += kChunk) {
         const int64_t n = std::min(kChunk, n_pos - u0);
         k.get(u0, n, kbuf, hd);
         if (u0 + kChunk < n_pos) k.prefetch(u0 + kChunk, kChunk, n_pos);
         else v.prefetch(0, kChunk, n_pos);  // the weighted sum's first rows
-        for (int64_t r = 0; r < n; ++r) {
-            const float* kr = kbuf + r * hd;
-            int64_t j = 0;
-            if (hd % simd::kLanes == 0)  // eight heads at a time: simd::dot's lanes, one joint hsum
-                for (; j + 8 <= n_heads; j += 8) {
-                    simd::vf acc[8];
-                    for (int h = 0; h < 8; ++h) acc[h] = simd::zero();
-                    for (int64_t i = 0; i < hd; i += simd::kLanes) {
-                        const simd::vf kv = simd::load(kr + i);
-                        for (int h = 0; h < 8; ++h) acc[h] += simd::load(q + (j + h) * q_stride + i) * kv;
+        for (int64_t tk = 0; tk < n_tok; ++tk) {
+            const float* qt = q + tk * q_tok;
+            float* st = s + tk * n_heads * ld;
+            const int64_t nt = std::min(n, n_pos0 + tk - u0);  // this token's rows of the chunk
+            for (int64_t r = 0; r < nt; ++r) {
+                const float* kr = kbuf + r * hd;
+                int64_t j = 0;
+                if (hd % simd::kLanes == 0)  // eight heads at a time: simd::dot's lanes, one joint hsum
+                    for (; j + 8 <= n_heads; j += 8) {
+                        simd::vf acc[8];
+                        for (int h = 0; h < 8; ++h) acc[h] = simd::zero();
+                        for (int64_t i = 0; i < hd; i += simd::kLanes) {
+                            const simd::vf kv = simd::load(kr + i);
+                            for (int h = 0; h < 8; ++h) acc[h] += simd::load(qt + (j + h) * q_stride + i) * kv;
+                        }
+                        float d[8];
+                        simd::hsum8(acc, d);
+                        for (int h = 0; h < 8; ++h) st[(j + h) * ld + u0 + r] = d[h] * scale;
                     }
-                    float d[8];
-                    simd::hsum8(acc, d);
-                    for (int h = 0; h < 8; ++h) s[(j + h) * ld + u0 + r] = d[h] * scale;
-                }
-            for (; j < n_heads; ++j) s[j * ld + u0 + r] = simd::dot(q + j * q_stride, kr, hd) * scale;
+                for (; j < n_heads; ++j) st[j * ld + u0 + r] = simd::dot(qt + j * q_stride, kr, hd) * scale;
+            }
         }
     }
 }
@@ -102,41 +110,47 @@ void softmax_rows(float* s, int64_t n_heads, int64_t ld, int64_t n_pos) {
     }
 }
 
-// out_j = sum_u p[j][u] v_u, each element from 0 in position order.
+// Token i's out_j = sum_u p[i][j][u] v_u over its positions, each element from 0 in
+// position order (p as scores() lays s out). Each cached row is converted once for all the
+// tokens.
 __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-void weighted_sum(const float* p, int64_t ld, int64_t n_heads, int64_t hdv, const Rows& v, int64_t n_pos,
-                  float* vbuf, float* out, int64_t out_stride) {
+void weighted_sum(const float* p, int64_t ld, int64_t n_tok, int64_t n_heads, int64_t hdv, const Rows& v, int64_t n_pos0,
+                  float* vbuf, float* out, int64_t out_tok, int64_t out_stride) {
     using simd::vf;
-    const int64_t nv = hdv / simd::kLanes * simd::kLanes;
-    for (int64_t j = 0; j < n_heads; ++j) std::fill(out + j * out_stride, out + j * out_stride + hdv, 0.0f);
+    const int64_t nv = hdv / simd::kLanes * simd::kLanes, n_pos = n_pos0 + n_tok - 1;
+    for (int64_t tk = 0; tk < n_tok; ++tk)
+        for (int64_t j = 0; j < n_heads; ++j) std::fill(out + tk * out_tok + j * out_stride, out + tk * out_tok + j * out_stride + hdv, 0.0f);
     for (int64_t u0 = 0; u0 < n_pos; u0 += kChunk) {
         const int64_t n = std::min(kChunk, n_pos - u0);
         v.get(u0, n, vbuf, hdv);
         v.prefetch(u0 + kChunk, kChunk, n_pos);
-        for (int64_t j = 0; j < n_heads; ++j) {
-            float* o = out + j * out_stride;
-            const float* pj = p + j * ld + u0;
-            int64_t i = 0;
-            // Four vectors of the row at a time: four independent chains of adds (one chain
-            // alone waits on the add's latency at every position). Each element still sums
-            // its positions in order.
-            for (; i + 4 * simd::kLanes <= nv; i += 4 * simd::kLanes) {
-                vf acc[4];
-                for (int c = 0; c < 4; ++c) acc[c] = simd::load(o + i + c * simd::kLanes);
-                for (int64_t r = 0; r < n; ++r) {
-                    const vf pr = simd::splat(pj[r]);
-                    const float* vr = vbuf + r * hdv + i;
-                    for (int c = 0; c < 4; ++c) acc[c] += pr * simd::load(vr + c * simd::kLanes);
+        for (int64_t tk = 0; tk < n_tok; ++tk) {
+            const int64_t nt = std::min(n, n_pos0 + tk - u0);  // this token's rows of the chunk
+            for (int64_t j = 0; j < n_heads; ++j) {
+                float* o = out + tk * out_tok + j * out_stride;
+                const float* pj = p + (tk * n_heads + j) * ld + u0;
+                int64_t i = 0;
+                // Four vectors of the row at a time: four independent chains of adds (one chain
+                // alone waits on the add's latency at every position). Each element still sums
+                // its positions in order.
+                for (; i + 4 * simd::kLanes <= nv; i += 4 * simd::kLanes) {
+                    vf acc[4];
+                    for (int c = 0; c < 4; ++c) acc[c] = simd::load(o + i + c * simd::kLanes);
+                    for (int64_t r = 0; r < nt; ++r) {
+                        const vf pr = simd::splat(pj[r]);
+                        const float* vr = vbuf + r * hdv + i;
+                        for (int c = 0; c < 4; ++c) acc[c] += pr * simd::load(vr + c * simd::kLanes);
+                    }
+                    for (int c = 0; c < 4; ++c) simd::store(o + i + c * simd::kLanes, acc[c]);
                 }
-                for (int c = 0; c < 4; ++c) simd::store(o + i + c * simd::kLanes, acc[c]);
+                for (; i < nv; i += simd::kLanes) {
+                    vf acc = simd::load(o + i);
+                    for (int64_t r = 0; r < nt; ++r) acc += simd::splat(pj[r]) * simd::load(vbuf + r * hdv + i);
+                    simd::store(o + i, acc);
+                }
+                for (int64_t i2 = nv; i2 < hdv; ++i2)
+                    for (int64_t r = 0; r < nt; ++r) o[i2] += pj[r] * vbuf[r * hdv + i2];
             }
-            for (; i < nv; i += simd::kLanes) {
-                vf acc = simd::load(o + i);
-                for (int64_t r = 0; r < n; ++r) acc += simd::splat(pj[r]) * simd::load(vbuf + r * hdv + i);
-                simd::store(o + i, acc);
-            }
-            for (int64_t i = nv; i < hdv; ++i)
-                for (int64_t r = 0; r < n; ++r) o[i] += pj[r] * vbuf[r * hdv + i];
         }
     }
 }
@@ -151,19 +165,28 @@ Rows rows_of(const KvRows& kv, int64_t n) {
 
 }  // namespace
 
-void attend(const float* q, int64_t q_stride, int64_t n_heads, int64_t head_dim, int64_t head_dim_v, float scale,
-            const KvRows& k, const KvRows& v, int64_t n_pos, float* out, int64_t out_stride) {
-    if (n_pos <= 0 || n_heads <= 0) return;
+void attend_tokens(const float* q, int64_t q_tok, int64_t q_stride, int64_t n_tok, int64_t n_heads, int64_t head_dim,
+                   int64_t head_dim_v, float scale, const KvRows& k, const KvRows& v, int64_t n_pos0, float* out,
+                   int64_t out_tok, int64_t out_stride) {
+    if (n_pos0 <= 0 || n_heads <= 0 || n_tok <= 0) return;
     thread_local std::vector<float> s, kbuf, vbuf;  // grow-only: no allocation in steady state
+    const int64_t n_pos = n_pos0 + n_tok - 1;
     const int64_t ld = (n_pos + simd::kLanes - 1) / simd::kLanes * simd::kLanes;
-    if (s.size() < static_cast<size_t>(n_heads * ld)) s.resize(static_cast<size_t>(n_heads * ld));
+    if (s.size() < static_cast<size_t>(n_tok * n_heads * ld)) s.resize(static_cast<size_t>(n_tok * n_heads * ld));
     if (kbuf.size() < static_cast<size_t>(kChunk * head_dim)) kbuf.resize(static_cast<size_t>(kChunk * head_dim));
     if (vbuf.size() < static_cast<size_t>(kChunk * head_dim_v)) vbuf.resize(static_cast<size_t>(kChunk * head_dim_v));
     const Rows kr = rows_of(k, head_dim), vr = rows_of(v, head_dim_v);
     kr.prefetch(0, kChunk, n_pos);
-    scores(q, q_stride, n_heads, head_dim, scale, kr, vr, n_pos, kbuf.data(), s.data(), ld);
-    softmax_rows(s.data(), n_heads, ld, n_pos);
-    weighted_sum(s.data(), ld, n_heads, head_dim_v, vr, n_pos, vbuf.data(), out, out_stride);
+    scores(q, q_tok, q_stride, n_tok, n_heads, head_dim, scale, kr, vr, n_pos0, kbuf.data(), s.data(), ld);
+    // A token's row past its own positions is -inf (softmax_rows fills it), so a wider ld
+    // than its own adds only zeros: the same floats as the token alone.
+    for (int64_t tk = 0; tk < n_tok; ++tk) softmax_rows(s.data() + tk * n_heads * ld, n_heads, ld, n_pos0 + tk);
+    weighted_sum(s.data(), ld, n_tok, n_heads, head_dim_v, vr, n_pos0, vbuf.data(), out, out_tok, out_stride);
+}
+
+void attend(const float* q, int64_t q_stride, int64_t n_heads, int64_t head_dim, int64_t head_dim_v, float scale,
+            const KvRows& k, const KvRows& v, int64_t n_pos, float* out, int64_t out_stride) {
+    attend_tokens(q, 0, q_stride, 1, n_heads, head_dim, head_dim_v, scale, k, v, n_pos, out, 0, out_stride);
 }
 
 }  // namespace strata::ops

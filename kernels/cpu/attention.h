@@ -26,4 +26,12 @@ struct KvRows {
 void attend(const float* q, int64_t q_stride, int64_t n_heads, int64_t head_dim, int64_t head_dim_v, float scale,
             const KvRows& k, const KvRows& v, int64_t n_pos, float* out, int64_t out_stride);
 
+// n_tok consecutive tokens of one sequence at once (a prompt): token i's head j at
+// q + i * q_tok + j * q_stride attends positions [0, n_pos0 + i), its result at
+// out + i * out_tok + j * out_stride. Each cached row is converted once for all of them;
+// every token's result is the same floats as attend() gives it alone.
+void attend_tokens(const float* q, int64_t q_tok, int64_t q_stride, int64_t n_tok, int64_t n_heads, int64_t head_dim,
+                   int64_t head_dim_v, float scale, const KvRows& k, const KvRows& v, int64_t n_pos0, float* out,
+                   int64_t out_tok, int64_t out_stride);
+
 }  // namespace strata::ops
