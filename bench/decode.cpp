@@ -401,8 +401,13 @@ int main(int argc, char** argv) {
         if (!llama_exe.empty()) lb = run_llama_bench(llama_exe, path, threads, pp, tg, reps);
 
         std::printf("model: %s (%.1f MB of weights read per decoded token)\n", path.c_str(), bpt / 1e6);
-        std::printf("threads %d, prompt %d tokens (windows of %d), decode %d tokens, %d repetitions, integer path %s\n\n",
+        // The decode kernel may differ from the window one for the same bits (matmul.h).
+        const auto* tq = model->file().find_tensor("blk.0.ffn_down.weight");
+        const std::string decode_path = tq ? int_decode_path_name(tq->type) : int_path_name();
+        std::printf("threads %d, prompt %d tokens (windows of %d), decode %d tokens, %d repetitions, integer path %s",
                     threads, pp, batch, tg, reps, int_path_name());
+        if (decode_path != int_path_name()) std::printf(" (decode: %s)", decode_path.c_str());
+        std::printf("\n\n");
         if (stream) {
             std::printf("| bandwidth (%d threads, %.0f MiB arrays) | read %.1f GB/s | copy %.1f GB/s | triad %.1f GB/s |\n"
                         "|---|---:|---:|---:|\n\n",
@@ -431,7 +436,7 @@ int main(int argc, char** argv) {
 
         if (!json_path.empty()) {
             nlohmann::json j = {
-                {"model", path}, {"threads", threads}, {"int_path", int_path_name()}, {"pp", pp}, {"tg", tg}, {"reps", reps}, {"batch", batch},
+                {"model", path}, {"threads", threads}, {"int_path", int_path_name()}, {"int_decode_path", decode_path}, {"pp", pp}, {"tg", tg}, {"reps", reps}, {"batch", batch},
                 {"bytes_per_token", bpt},
                 {"prompt_tok_s", {{"median", sp.median}, {"min", sp.min}, {"max", sp.max}}},
                 {"decode_tok_s", {{"median", sd.median}, {"min", sd.min}, {"max", sd.max}}},

@@ -106,6 +106,17 @@ constexpr int kMaxShares = 64;
 // claims, so both threads share it.
 constexpr int64_t kQuantBlocks = 16;
 
+// The integer path a product of T tokens runs. Decode of packed Q8_0 on a CPU with
+// AVX-512 VNNI and AVX-VNNI takes the 256-bit kernel: it streams 3-4% faster here (same
+// process, alternating; the 4-6 bit formats are 5-30% slower in 256 bits, so only Q8_0).
+// The same bits either way; a forced path is kept.
+kq::Isa path_for(int64_t T, bool packed_q8) {
+    const kq::Isa isa = kq::active();
+    if (T == 1 && packed_q8 && !kq::forced() && isa >= kq::Isa::Avx512Vnni && kq::available(kq::Isa::AvxVnni))
+        return kq::Isa::AvxVnni;
+    return isa;
+}
+
 void matmul_q(ThreadPool& pool, std::span<const MatOut> outs, const float* x, int64_t ldx, int64_t T) {
     // Grow-only, per calling thread: no allocation once the largest shape has been seen.
     thread_local ActQ act;
@@ -182,14 +193,9 @@ void matmul_q(ThreadPool& pool, std::span<const MatOut> outs, const float* x, in
     c.n_q = T * c.q_per_tok;
     c.q_next.store(0, std::memory_order_relaxed);
     c.q_done.store(0, std::memory_order_relaxed);
-    kq::Isa isa = kq::active();
-    // Decode of packed Q8_0 on a CPU with AVX-512 VNNI and AVX-VNNI: the 256-bit kernel
-    // streams 3-4% faster here (same process, alternating; the 4-6 bit formats are 5-30%
-    // slower in 256 bits, so only Q8_0). The same bits either way; a forced path is kept.
-    if (T == 1 && !kq::forced() && isa >= kq::Isa::Avx512Vnni && kq::available(kq::Isa::AvxVnni) &&
-        std::all_of(outs.begin(), outs.end(), [](const MatOut& o) { return o.w.packed && o.w.type == GgmlType::Q8_0; }))
-        isa = kq::Isa::AvxVnni;
-    switch (isa) {
+    const bool packed_q8 =
+        std::all_of(outs.begin(), outs.end(), [](const MatOut& o) { return o.w.packed && o.w.type == GgmlType::Q8_0; });
+    switch (path_for(T, packed_q8)) {
     case kq::Isa::Amx:
     case kq::Isa::Avx512Vnni: c.fn = kq::rows_avx512; break;
     case kq::Isa::Avx2: c.fn = kq::rows_avx2; break;
@@ -254,6 +260,10 @@ void matmul_f32(ThreadPool& pool, const MatView& w, const float* x, int64_t ldx,
 }
 
 }  // namespace
+
+const char* int_decode_path_name(GgmlType type) {
+    return kq::supported(type) ? kq::name(path_for(1, type == GgmlType::Q8_0)) : "none (f32 path)";
+}
 
 void matmul_multi(ThreadPool& pool, std::span<const MatOut> outs, const float* x, int64_t ldx, int64_t T) {
     if (outs.empty()) return;

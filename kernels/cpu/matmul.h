@@ -56,11 +56,15 @@ size_t packed_size(const MatView& w);
 void pack_weights(const MatView& w, void* dst);
 
 // The integer path's instruction set: the name of the one in use ("scalar", "avx2",
-// "avx512-vnni" or "amx"), and a way to choose a lower one (benchmarks; the results are
+// "avx-vnni", "avx512-vnni" or "amx"), and a way to choose a lower one (benchmarks; the results are
 // the same bits on every path). force_int_path throws strata::Error for an unknown name
 // or one this CPU does not run; "" goes back to the best the CPU runs.
 const char* int_path_name();
 void force_int_path(std::string_view name);
+// The path a decode step (one token) of packed weights of `type` runs: int_path_name(),
+// except where a faster one gives the same bits (packed Q8_0 decode takes "avx-vnni" on
+// CPUs that have it beside AVX-512 VNNI, unless a path is forced).
+const char* int_decode_path_name(GgmlType type);
 
 // Plain reference: each element in double precision. For tests.
 void matmul_ref(const MatView& w, const float* x, int64_t ldx, int64_t T, float* y, int64_t ldy);
