@@ -179,6 +179,92 @@ void amx_packed_q8_2(const Job& job, int64_t g, int64_t t0, int64_t r_end) {
     }
 }
 
+// Packed Q4_K, NG (1 or 2) groups for 16 tokens: each block's nibbles are unpacked into a
+// B tile in memory (row c of a block holds its column c: the low nibbles of vector c for
+// c < 4, the high ones for c >= 4, packed Q4_K's order), unsigned, so no bias; the float
+// part is packed_tile_q4k's (acc + (ws dx) P and mn + (wm dx) s, y = acc - mn).
+template <int NG>
+void amx_q4k(const Job& job, int64_t g, int64_t t0, int64_t r_end) {
+    const ActQ& x = *job.x;
+    const int64_t ns = x.nb / 8;
+    const auto* base = static_cast<const PackedQ4K*>(job.w->packed) + g * ns;
+    _tile_loadconfig(&kConfig);
+    __m512 acc[NG][16], mn[NG][16];
+    for (int k = 0; k < NG; ++k)
+        for (int t = 0; t < 16; ++t) acc[k][t] = mn[k][t] = _mm512_setzero_ps();
+    alignas(64) int32_t cqb[2][NG][16][16], crb[2][NG][16][16];
+    alignas(64) uint8_t bt[NG][8][64];
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    const int8_t* aq = x.qt(t0);
+    const int8_t* ar = x.rt(t0);
+    for (int64_t sb = 0; sb < ns; ++sb) {
+        __m512 dv[NG], dmv[NG];
+        for (int k = 0; k < NG; ++k) {
+            const PackedQ4K& p = base[k * ns + sb];
+            dv[k] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p.d)));
+            dmv[k] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p.dmin)));
+        }
+        for (int j = 0; j < 8; ++j) {
+            const int64_t b = 8 * sb + j;
+            int32_t(*cq)[16][16] = cqb[b & 1];
+            int32_t(*cr)[16][16] = crb[b & 1];
+            for (int k = 0; k < NG; ++k) {
+                const PackedQ4K& p = base[k * ns + sb];
+                for (int c = 0; c < 4; ++c) {
+                    const __m512i v = _mm512_loadu_si512(p.q[j][c]);
+                    _mm512_store_si512(bt[k][c], _mm512_and_si512(v, m4));
+                    _mm512_store_si512(bt[k][c + 4], _mm512_and_si512(_mm512_srli_epi16(v, 4), m4));
+                }
+            }
+            _tile_loadd(2, aq + 32 * b, x.n);
+            _tile_loadd(3, ar + 32 * b, x.n);
+            _tile_zero(0);
+            _tile_zero(1);
+            _tile_loadd(4, bt[0], 64);
+            _tile_dpbsud(0, 2, 4);
+            _tile_dpbsud(1, 3, 4);
+            _tile_stored(0, cq[0], 64);
+            _tile_stored(1, cr[0], 64);
+            if constexpr (NG == 2) {
+                _tile_zero(6);
+                _tile_zero(7);
+                _tile_loadd(5, bt[1], 64);
+                _tile_dpbsud(6, 2, 5);
+                _tile_dpbsud(7, 3, 5);
+                _tile_stored(6, cq[1], 64);
+                _tile_stored(7, cr[1], 64);
+            }
+            for (int k = 0; k < NG; ++k) {
+                const PackedQ4K& p = base[k * ns + sb];
+                // lane r: d * float(sc) and dmin * float(m), the scalar path's products
+                const __m512 ws = _mm512_mul_ps(dv[k], _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(
+                                                           _mm_loadu_si128(reinterpret_cast<const __m128i*>(p.sc[j])))));
+                const __m512 wm = _mm512_mul_ps(dmv[k], _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(
+                                                            _mm_loadu_si128(reinterpret_cast<const __m128i*>(p.mn[j])))));
+#pragma GCC unroll 16
+                for (int t = 0; t < 16; ++t) {
+                    const __m512i P = _mm512_add_epi32(_mm512_slli_epi32(_mm512_load_si512(cq[k][t]), 7), _mm512_load_si512(cr[k][t]));
+                    const __m512 dx = _mm512_set1_ps(x.dt(t0 + t)[b]);
+                    mn[k][t] = _mm512_add_ps(mn[k][t], _mm512_mul_ps(_mm512_mul_ps(wm, dx),
+                                                                     _mm512_set1_ps(static_cast<float>(x.st(t0 + t)[b]))));
+                    acc[k][t] = _mm512_add_ps(acc[k][t], _mm512_mul_ps(_mm512_mul_ps(ws, dx), _mm512_cvtepi32_ps(P)));
+                }
+            }
+        }
+    }
+    _tile_release();
+    for (int k = 0; k < NG; ++k) {
+        const int64_t r0 = (g + k) * kPackRows;
+        const int nr = static_cast<int>(std::min<int64_t>(kPackRows, r_end - r0));
+        for (int t = 0; t < 16; ++t)
+            _mm512_mask_storeu_ps(job.y + (t0 + t) * job.ldy + r0, static_cast<__mmask16>((1u << nr) - 1),
+                                  _mm512_sub_ps(acc[k][t], mn[k][t]));
+    }
+}
+
+void amx_packed_q4k(const Job& job, int64_t g, int64_t t0, int64_t r_end) { amx_q4k<1>(job, g, t0, r_end); }
+void amx_packed_q4k_2(const Job& job, int64_t g, int64_t t0, int64_t r_end) { amx_q4k<2>(job, g, t0, r_end); }
+
 }  // namespace strata::kq
 
 #pragma GCC pop_options
