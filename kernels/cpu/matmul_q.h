@@ -142,8 +142,8 @@ void amx_packed_q8(const Job& job, int64_t g, int64_t t0, int64_t r_end);
 // Groups g and g + 1 (both with rows below r_end) at once: one load of the tokens' tiles
 // for both.
 void amx_packed_q8_2(const Job& job, int64_t g, int64_t t0, int64_t r_end);
-// Packed Q4_K in the same way: group g, and groups g and g + 1.
-void amx_packed_q4k(const Job& job, int64_t g, int64_t t0, int64_t r_end);
-void amx_packed_q4k_2(const Job& job, int64_t g, int64_t t0, int64_t r_end);
+// Packed Q4_K, Q4_0 and IQ4_XS (their nibbles unpacked into tiles): n_groups (1 or 2)
+// groups from g.
+void amx_packed_nibbles(const Job& job, int64_t g, int64_t t0, int64_t r_end, int n_groups);
 
 }  // namespace strata::kq

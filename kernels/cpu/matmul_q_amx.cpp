@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -179,15 +180,22 @@ void amx_packed_q8_2(const Job& job, int64_t g, int64_t t0, int64_t r_end) {
     }
 }
 
-// Packed Q4_K, NG (1 or 2) groups for 16 tokens: each block's nibbles are unpacked into a
-// B tile in memory (row c of a block holds its column c: the low nibbles of vector c for
-// c < 4, the high ones for c >= 4, packed Q4_K's order), unsigned, so no bias; the float
-// part is packed_tile_q4k's (acc + (ws dx) P and mn + (wm dx) s, y = acc - mn).
-template <int NG>
-void amx_q4k(const Job& job, int64_t g, int64_t t0, int64_t r_end) {
+// Packed Q4_K, Q4_0 and IQ4_XS, NG (1 or 2) groups for 16 tokens: each block's nibbles
+// are unpacked into a B tile in memory (row c of a block holds its column c: the low
+// nibbles of vector c for c < 4, the high ones for c >= 4, the packed layouts' order);
+// Q4_K and Q4_0 as the unsigned nibbles, IQ4_XS through its codebook as w + 128. The
+// integer sums P are then those of the VNNI kernels (packed_tile, packed_tile_q4k,
+// packed_tile_k), and so is the float part.
+enum class AmxK { Q4_K, Q4_0, IQ4_XS };
+
+template <AmxK K, int NG>
+void amx_nibbles(const Job& job, int64_t g, int64_t t0, int64_t r_end) {
+    constexpr bool Q4K = K == AmxK::Q4_K, Q40 = K == AmxK::Q4_0;
+    using Unit = std::conditional_t<Q4K, PackedQ4K, std::conditional_t<Q40, PackedQ40, PackedIQ4XS>>;
+    constexpr int kBlocks = Q40 ? 1 : 8;  // blocks per unit
     const ActQ& x = *job.x;
-    const int64_t ns = x.nb / 8;
-    const auto* base = static_cast<const PackedQ4K*>(job.w->packed) + g * ns;
+    const int64_t nu = x.nb / kBlocks;  // units per group
+    const auto* base = static_cast<const Unit*>(job.w->packed) + g * nu;
     _tile_loadconfig(&kConfig);
     __m512 acc[NG][16], mn[NG][16];
     for (int k = 0; k < NG; ++k)
@@ -195,25 +203,31 @@ void amx_q4k(const Job& job, int64_t g, int64_t t0, int64_t r_end) {
     alignas(64) int32_t cqb[2][NG][16][16], crb[2][NG][16][16];
     alignas(64) uint8_t bt[NG][8][64];
     const __m512i m4 = _mm512_set1_epi8(0x0F);
+    alignas(64) uint8_t table[64];  // IQ4_XS: the codebook as w + 128, once per 128-bit lane
+    for (int i = 0; i < 64; ++i) table[i] = static_cast<uint8_t>(kValuesIq4nl[i % 16] + 128);
+    const __m512i tbl = _mm512_load_si512(table);
     const int8_t* aq = x.qt(t0);
     const int8_t* ar = x.rt(t0);
-    for (int64_t sb = 0; sb < ns; ++sb) {
-        __m512 dv[NG], dmv[NG];
-        for (int k = 0; k < NG; ++k) {
-            const PackedQ4K& p = base[k * ns + sb];
-            dv[k] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p.d)));
-            dmv[k] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p.dmin)));
-        }
-        for (int j = 0; j < 8; ++j) {
-            const int64_t b = 8 * sb + j;
+    for (int64_t su = 0; su < nu; ++su) {
+        for (int j = 0; j < kBlocks; ++j) {
+            const int64_t b = kBlocks * su + j;
             int32_t(*cq)[16][16] = cqb[b & 1];
             int32_t(*cr)[16][16] = crb[b & 1];
             for (int k = 0; k < NG; ++k) {
-                const PackedQ4K& p = base[k * ns + sb];
+                const Unit& p = base[k * nu + su];
                 for (int c = 0; c < 4; ++c) {
-                    const __m512i v = _mm512_loadu_si512(p.q[j][c]);
-                    _mm512_store_si512(bt[k][c], _mm512_and_si512(v, m4));
-                    _mm512_store_si512(bt[k][c + 4], _mm512_and_si512(_mm512_srli_epi16(v, 4), m4));
+                    __m512i v;
+                    if constexpr (Q40)
+                        v = _mm512_loadu_si512(p.q[c]);
+                    else
+                        v = _mm512_loadu_si512(p.q[j][c]);
+                    __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+                    if constexpr (K == AmxK::IQ4_XS) {
+                        lo = _mm512_shuffle_epi8(tbl, lo);
+                        hi = _mm512_shuffle_epi8(tbl, hi);
+                    }
+                    _mm512_store_si512(bt[k][c], lo);
+                    _mm512_store_si512(bt[k][c + 4], hi);
                 }
             }
             _tile_loadd(2, aq + 32 * b, x.n);
@@ -235,18 +249,33 @@ void amx_q4k(const Job& job, int64_t g, int64_t t0, int64_t r_end) {
                 _tile_stored(7, cr[1], 64);
             }
             for (int k = 0; k < NG; ++k) {
-                const PackedQ4K& p = base[k * ns + sb];
-                // lane r: d * float(sc) and dmin * float(m), the scalar path's products
-                const __m512 ws = _mm512_mul_ps(dv[k], _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(
-                                                           _mm_loadu_si128(reinterpret_cast<const __m128i*>(p.sc[j])))));
-                const __m512 wm = _mm512_mul_ps(dmv[k], _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(
-                                                            _mm_loadu_si128(reinterpret_cast<const __m128i*>(p.mn[j])))));
+                const Unit& p = base[k * nu + su];
+                // lane r: the block's scales as the VNNI kernels form them
+                __m512 ws, wm = _mm512_setzero_ps();
+                if constexpr (Q4K) {
+                    ws = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p.d))),
+                                       _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p.sc[j])))));
+                    wm = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p.dmin))),
+                                       _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p.mn[j])))));
+                } else if constexpr (Q40) {
+                    ws = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p.d)));
+                } else {
+                    const __m512i sl = _mm512_loadu_si512(p.sl);
+                    const __m512i sh = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p.sh)));
+                    const __m512i ls = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(sl, 4 * j), _mm512_set1_epi32(0xF)),
+                                                       _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(sh, 2 * j), _mm512_set1_epi32(3)), 4));
+                    ws = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p.d))),
+                                       _mm512_cvtepi32_ps(_mm512_sub_epi32(ls, _mm512_set1_epi32(32))));
+                }
 #pragma GCC unroll 16
                 for (int t = 0; t < 16; ++t) {
-                    const __m512i P = _mm512_add_epi32(_mm512_slli_epi32(_mm512_load_si512(cq[k][t]), 7), _mm512_load_si512(cr[k][t]));
+                    __m512i P = _mm512_add_epi32(_mm512_slli_epi32(_mm512_load_si512(cq[k][t]), 7), _mm512_load_si512(cr[k][t]));
+                    if constexpr (Q40) P = _mm512_sub_epi32(P, _mm512_set1_epi32(8 * x.st(t0 + t)[b]));
+                    if constexpr (K == AmxK::IQ4_XS) P = _mm512_sub_epi32(P, _mm512_set1_epi32(128 * x.st(t0 + t)[b]));
                     const __m512 dx = _mm512_set1_ps(x.dt(t0 + t)[b]);
-                    mn[k][t] = _mm512_add_ps(mn[k][t], _mm512_mul_ps(_mm512_mul_ps(wm, dx),
-                                                                     _mm512_set1_ps(static_cast<float>(x.st(t0 + t)[b]))));
+                    if constexpr (Q4K)
+                        mn[k][t] = _mm512_add_ps(mn[k][t], _mm512_mul_ps(_mm512_mul_ps(wm, dx),
+                                                                         _mm512_set1_ps(static_cast<float>(x.st(t0 + t)[b]))));
                     acc[k][t] = _mm512_add_ps(acc[k][t], _mm512_mul_ps(_mm512_mul_ps(ws, dx), _mm512_cvtepi32_ps(P)));
                 }
             }
@@ -258,12 +287,19 @@ void amx_q4k(const Job& job, int64_t g, int64_t t0, int64_t r_end) {
         const int nr = static_cast<int>(std::min<int64_t>(kPackRows, r_end - r0));
         for (int t = 0; t < 16; ++t)
             _mm512_mask_storeu_ps(job.y + (t0 + t) * job.ldy + r0, static_cast<__mmask16>((1u << nr) - 1),
-                                  _mm512_sub_ps(acc[k][t], mn[k][t]));
+                                  Q4K ? _mm512_sub_ps(acc[k][t], mn[k][t]) : acc[k][t]);
     }
 }
 
-void amx_packed_q4k(const Job& job, int64_t g, int64_t t0, int64_t r_end) { amx_q4k<1>(job, g, t0, r_end); }
-void amx_packed_q4k_2(const Job& job, int64_t g, int64_t t0, int64_t r_end) { amx_q4k<2>(job, g, t0, r_end); }
+void amx_packed_nibbles(const Job& job, int64_t g, int64_t t0, int64_t r_end, int n_groups) {
+    switch (job.w->type) {
+    case GgmlType::Q4_K: return n_groups == 2 ? amx_nibbles<AmxK::Q4_K, 2>(job, g, t0, r_end) : amx_nibbles<AmxK::Q4_K, 1>(job, g, t0, r_end);
+    case GgmlType::Q4_0: return n_groups == 2 ? amx_nibbles<AmxK::Q4_0, 2>(job, g, t0, r_end) : amx_nibbles<AmxK::Q4_0, 1>(job, g, t0, r_end);
+    case GgmlType::IQ4_XS:
+        return n_groups == 2 ? amx_nibbles<AmxK::IQ4_XS, 2>(job, g, t0, r_end) : amx_nibbles<AmxK::IQ4_XS, 1>(job, g, t0, r_end);
+    default: fail("amx: type {} has no nibble kernel", type_info(job.w->type).name);
+    }
+}
 
 }  // namespace strata::kq
 
