@@ -59,7 +59,8 @@ namespace strata::kq {
 
 // AvxVnni: the AVX2 kernels with AVX-VNNI's 256-bit vpdpbusd for their integer sums
 // (CPUs with AVX-VNNI but no AVX-512, such as Intel's client cores since Alder Lake).
-// Amx: Avx512Vnni, plus AMX tiles for packed Q8_0 in windows of 16 tokens or more.
+// Amx: Avx512Vnni, plus AMX tiles for packed Q8_0, Q4_K, Q4_0 and IQ4_XS in windows of
+// 16 tokens or more.
 enum class Isa : int { Scalar = 0, Avx2 = 1, AvxVnni = 2, Avx512Vnni = 3, Amx = 4 };
 constexpr int kIsaCount = 5;
 

@@ -1,5 +1,5 @@
-// The AMX path of the integer-dot matmul, for packed Q8_0 weights and windows of at least
-// 16 tokens (the prompt): the tile unit computes each block's exact integer sums P for
+// The AMX path of the integer-dot matmul, for packed Q8_0, Q4_K, Q4_0 and IQ4_XS weights
+// and windows of at least 16 tokens (the prompt): the tile unit computes each block's exact integer sums P for
 // 16 tokens x 16 rows, and AVX-512 does the canonical float part of matmul_q.h, so the
 // results are those of every other path, bit for bit (tests force each path).
 //
@@ -7,7 +7,8 @@
 // the 16 rows' four bytes of column k, as w + 128 (unsigned). The A tile is the window's
 // 16 tokens x 32 bytes of one digit (signed); TDPBSUD gives C = sum x (w + 128) =
 // sum w x + 128 S(x) per digit, so P = 128 C_q + C_r - 128 s_b, s_b the block's sum of
-// 128 q + r (ActQ::s), exactly as the VNNI kernel's bias correction.
+// 128 q + r (ActQ::s), exactly as the VNNI kernel's bias correction. The nibble formats
+// are unpacked into a B tile in memory per block (amx_nibbles below).
 //
 // Enabled only when the CPU has AMX-TILE and AMX-INT8 and Linux grants the tile data
 // state (arch_prctl ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA). The tile configuration
