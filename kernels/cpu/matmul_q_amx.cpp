@@ -87,19 +87,6 @@ bool amx_usable() {
 
 namespace strata::kq {
 
-// One group's block against the tokens' A tiles (tmm2, tmm3, loaded by the caller): C
-// tiles TC and TC + 1 for the two digits, B tile TB from bt, the sums stored to cq and cr.
-template <int TC, int TB>
-inline void group_sums(const void* bt, int32_t* cq, int32_t* cr) {
-    _tile_zero(TC);
-    _tile_zero(TC + 1);
-    _tile_loadd(TB, bt, 64);
-    _tile_dpbsud(TC, 2, TB);
-    _tile_dpbsud(TC + 1, 3, TB);
-    _tile_stored(TC, cq, 64);
-    _tile_stored(TC + 1, cr, 64);
-}
-
 void amx_packed_q8(const Job& job, int64_t g, int64_t t0, int64_t r_end) {
     const ActQ& x = *job.x;
     const int64_t nb = x.nb;
@@ -112,9 +99,15 @@ void amx_packed_q8(const Job& job, int64_t g, int64_t t0, int64_t r_end) {
     const int8_t* ar = x.rt(t0);
     for (int64_t b = 0; b < nb; ++b) {
         const PackedQ8& p = base[b];
+        _tile_zero(0);
+        _tile_zero(1);
         _tile_loadd(2, aq + 32 * b, x.n);
         _tile_loadd(3, ar + 32 * b, x.n);
-        group_sums<0, 4>(p.u, cq[0], cr[0]);
+        _tile_loadd(4, p.u, 64);
+        _tile_dpbsud(0, 2, 4);
+        _tile_dpbsud(1, 3, 4);
+        _tile_stored(0, cq, 64);
+        _tile_stored(1, cr, 64);
         const __m512 ws = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p.d)));
 #pragma GCC unroll 16
         for (int t = 0; t < 16; ++t) {
@@ -151,10 +144,22 @@ void amx_packed_q8_2(const Job& job, int64_t g, int64_t t0, int64_t r_end) {
         int32_t(*cr)[16][16] = crb[b & 1];
         const PackedQ8& p0 = base0[b];
         const PackedQ8& p1 = base1[b];
+        _tile_zero(0);
+        _tile_zero(1);
+        _tile_zero(6);
+        _tile_zero(7);
         _tile_loadd(2, aq + 32 * b, x.n);
         _tile_loadd(3, ar + 32 * b, x.n);
-        group_sums<0, 4>(p0.u, cq[0][0], cr[0][0]);
-        group_sums<6, 5>(p1.u, cq[1][0], cr[1][0]);
+        _tile_loadd(4, p0.u, 64);
+        _tile_loadd(5, p1.u, 64);
+        _tile_dpbsud(0, 2, 4);
+        _tile_dpbsud(1, 3, 4);
+        _tile_dpbsud(6, 2, 5);
+        _tile_dpbsud(7, 3, 5);
+        _tile_stored(0, cq[0], 64);
+        _tile_stored(1, cr[0], 64);
+        _tile_stored(6, cq[1], 64);
+        _tile_stored(7, cr[1], 64);
         const __m512 ws[2] = {_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p0.d))),
                               _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p1.d)))};
         for (int k = 0; k < 2; ++k) {
@@ -228,8 +233,22 @@ void amx_nibbles(const Job& job, int64_t g, int64_t t0, int64_t r_end) {
             }
             _tile_loadd(2, aq + 32 * b, x.n);
             _tile_loadd(3, ar + 32 * b, x.n);
-            group_sums<0, 4>(bt[0], cq[0][0], cr[0][0]);
-            if constexpr (NG == 2) group_sums<6, 5>(bt[1], cq[1][0], cr[1][0]);
+            _tile_zero(0);
+            _tile_zero(1);
+            _tile_loadd(4, bt[0], 64);
+            _tile_dpbsud(0, 2, 4);
+            _tile_dpbsud(1, 3, 4);
+            _tile_stored(0, cq[0], 64);
+            _tile_stored(1, cr[0], 64);
+            if constexpr (NG == 2) {
+                _tile_zero(6);
+                _tile_zero(7);
+                _tile_loadd(5, bt[1], 64);
+                _tile_dpbsud(6, 2, 5);
+                _tile_dpbsud(7, 3, 5);
+                _tile_stored(6, cq[1], 64);
+                _tile_stored(7, cr[1], 64);
+            }
             for (int k = 0; k < NG; ++k) {
                 const Unit& p = base[k * nu + su];
                 // lane r: the block's scales as the VNNI kernels form them
