@@ -87,6 +87,21 @@ bool amx_usable() {
 
 namespace strata::kq {
 
+// One group's block against the tokens' A tiles in tmm2 and tmm3 (loaded by the caller):
+// C in tiles TC (digit q) and TC1 (digit r), B in tile TB from bt, the sums stored to cq
+// and cr. A macro, not a function: the tile intrinsics take their tile numbers as
+// literals (they are pasted into the assembly).
+#define STRATA_AMX_GROUP_SUMS(TC, TC1, TB, bt, cq, cr) \
+    do {                                               \
+        _tile_zero(TC);                                \
+        _tile_zero(TC1);                               \
+        _tile_loadd(TB, bt, 64);                       \
+        _tile_dpbsud(TC, 2, TB);                       \
+        _tile_dpbsud(TC1, 3, TB);                      \
+        _tile_stored(TC, cq, 64);                      \
+        _tile_stored(TC1, cr, 64);                     \
+    } while (0)
+
 void amx_packed_q8(const Job& job, int64_t g, int64_t t0, int64_t r_end) {
     const ActQ& x = *job.x;
     const int64_t nb = x.nb;
@@ -99,15 +114,9 @@ void amx_packed_q8(const Job& job, int64_t g, int64_t t0, int64_t r_end) {
     const int8_t* ar = x.rt(t0);
     for (int64_t b = 0; b < nb; ++b) {
         const PackedQ8& p = base[b];
-        _tile_zero(0);
-        _tile_zero(1);
         _tile_loadd(2, aq + 32 * b, x.n);
         _tile_loadd(3, ar + 32 * b, x.n);
-        _tile_loadd(4, p.u, 64);
-        _tile_dpbsud(0, 2, 4);
-        _tile_dpbsud(1, 3, 4);
-        _tile_stored(0, cq, 64);
-        _tile_stored(1, cr, 64);
+        STRATA_AMX_GROUP_SUMS(0, 1, 4, p.u, cq, cr);
         const __m512 ws = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p.d)));
 #pragma GCC unroll 16
         for (int t = 0; t < 16; ++t) {
@@ -144,22 +153,10 @@ void amx_packed_q8_2(const Job& job, int64_t g, int64_t t0, int64_t r_end) {
         int32_t(*cr)[16][16] = crb[b & 1];
         const PackedQ8& p0 = base0[b];
         const PackedQ8& p1 = base1[b];
-        _tile_zero(0);
-        _tile_zero(1);
-        _tile_zero(6);
-        _tile_zero(7);
         _tile_loadd(2, aq + 32 * b, x.n);
         _tile_loadd(3, ar + 32 * b, x.n);
-        _tile_loadd(4, p0.u, 64);
-        _tile_loadd(5, p1.u, 64);
-        _tile_dpbsud(0, 2, 4);
-        _tile_dpbsud(1, 3, 4);
-        _tile_dpbsud(6, 2, 5);
-        _tile_dpbsud(7, 3, 5);
-        _tile_stored(0, cq[0], 64);
-        _tile_stored(1, cr[0], 64);
-        _tile_stored(6, cq[1], 64);
-        _tile_stored(7, cr[1], 64);
+        STRATA_AMX_GROUP_SUMS(0, 1, 4, p0.u, cq[0], cr[0]);
+        STRATA_AMX_GROUP_SUMS(6, 7, 5, p1.u, cq[1], cr[1]);
         const __m512 ws[2] = {_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p0.d))),
                               _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p1.d)))};
         for (int k = 0; k < 2; ++k) {
@@ -233,22 +230,8 @@ void amx_nibbles(const Job& job, int64_t g, int64_t t0, int64_t r_end) {
             }
             _tile_loadd(2, aq + 32 * b, x.n);
             _tile_loadd(3, ar + 32 * b, x.n);
-            _tile_zero(0);
-            _tile_zero(1);
-            _tile_loadd(4, bt[0], 64);
-            _tile_dpbsud(0, 2, 4);
-            _tile_dpbsud(1, 3, 4);
-            _tile_stored(0, cq[0], 64);
-            _tile_stored(1, cr[0], 64);
-            if constexpr (NG == 2) {
-                _tile_zero(6);
-                _tile_zero(7);
-                _tile_loadd(5, bt[1], 64);
-                _tile_dpbsud(6, 2, 5);
-                _tile_dpbsud(7, 3, 5);
-                _tile_stored(6, cq[1], 64);
-                _tile_stored(7, cr[1], 64);
-            }
+            STRATA_AMX_GROUP_SUMS(0, 1, 4, bt[0], cq[0], cr[0]);
+            if constexpr (NG == 2) STRATA_AMX_GROUP_SUMS(6, 7, 5, bt[1], cq[1], cr[1]);
             for (int k = 0; k < NG; ++k) {
                 const Unit& p = base[k * nu + su];
                 // lane r: the block's scales as the VNNI kernels form them
@@ -301,6 +284,8 @@ void amx_packed_nibbles(const Job& job, int64_t g, int64_t t0, int64_t r_end, in
     default: fail("amx: type {} has no nibble kernel", type_info(job.w->type).name);
     }
 }
+
+#undef STRATA_AMX_GROUP_SUMS
 
 }  // namespace strata::kq
 
