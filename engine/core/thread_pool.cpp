@@ -4,12 +4,6 @@
 #include <chrono>
 #include <thread>
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#define STRATA_CPU_RELAX() _mm_pause()
-#else
-#define STRATA_CPU_RELAX() ((void)0)
-#endif
 
 // Protocol. run() publishes fn_, n_tasks_, next_ and active_, then bumps generation_
 // (release); a worker that sees the new generation (acquire) sees them too. A worker
@@ -42,7 +36,7 @@ bool spin_until(P&& pred) {
         if (yielding) {
             std::this_thread::yield();
         } else {
-            STRATA_CPU_RELAX();
+            cpu_relax();
         }
         if ((i & 31) == 31) {
             const auto now = clk::now();

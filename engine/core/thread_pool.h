@@ -18,6 +18,14 @@
 
 namespace strata {
 
+// One turn of a spin-wait loop: a pause (frees the core's shared resources and saves
+// power while the awaited store arrives).
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
 class ThreadPool {
 public:
     // on_start(i) runs first on worker i (1 .. n_threads - 1; the caller is thread 0),

@@ -49,12 +49,6 @@ void tile_dot(const float* rows, int nr, int64_t n, const float* x, int64_t ldx,
         }
 }
 
-inline void cpu_relax() {
-#if defined(__x86_64__)
-    __builtin_ia32_pause();
-#endif
-}
-
 // Integer-dot path (matmul_q.h): quantize each token of x on its own, once for all the
 // weights, then give each task a fixed range of rows of one weight, for all tokens.
 constexpr size_t kMaxOuts = 8;

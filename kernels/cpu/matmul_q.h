@@ -49,6 +49,7 @@
 // (bit i: value i is negative), and the grid indices ([block][column][row]: column c
 // is the grid entry of values 4c .. 4c + 3).
 #pragma once
+#include <array>
 #include <cstdint>
 
 #include "engine/quant/blocks.h"
@@ -72,6 +73,14 @@ bool forced();           // whether a path is forced
 // Tests: force a path (must be available), or -1 to go back to detection.
 void force(int isa);
 const char* name(Isa isa);
+
+// IQ4_NL's table as w + 128 (unsigned bytes), for the biased VNNI form and AMX, four
+// times over (one copy per 128-bit lane of a vpshufb).
+inline constexpr std::array<uint8_t, 64> kIq4Biased = [] {
+    std::array<uint8_t, 64> a{};
+    for (int i = 0; i < 64; ++i) a[static_cast<size_t>(i)] = static_cast<uint8_t>(kValuesIq4nl[i % 16] + 128);
+    return a;
+}();
 
 struct PackedQ8 {
     uint16_t d[16];

@@ -201,12 +201,16 @@ void amx_nibbles(const Job& job, int64_t g, int64_t t0, int64_t r_end) {
     alignas(64) int32_t cqb[2][NG][16][16], crb[2][NG][16][16];
     alignas(64) uint8_t bt[NG][8][64];
     const __m512i m4 = _mm512_set1_epi8(0x0F);
-    alignas(64) uint8_t table[64];  // IQ4_XS: the codebook as w + 128, once per 128-bit lane
-    for (int i = 0; i < 64; ++i) table[i] = static_cast<uint8_t>(kValuesIq4nl[i % 16] + 128);
-    const __m512i tbl = _mm512_load_si512(table);
+    const __m512i tbl = _mm512_loadu_si512(kIq4Biased.data());  // IQ4_XS
     const int8_t* aq = x.qt(t0);
     const int8_t* ar = x.rt(t0);
     for (int64_t su = 0; su < nu; ++su) {
+        __m512 dv[NG], dmv[NG];  // the unit's rows' d (and Q4_K's dmin), once per unit
+        for (int k = 0; k < NG; ++k) {
+            const Unit& p = base[k * nu + su];
+            dv[k] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p.d)));
+            if constexpr (Q4K) dmv[k] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p.dmin)));
+        }
         for (int j = 0; j < kBlocks; ++j) {
             const int64_t b = kBlocks * su + j;
             int32_t(*cq)[16][16] = cqb[b & 1];
@@ -237,19 +241,17 @@ void amx_nibbles(const Job& job, int64_t g, int64_t t0, int64_t r_end) {
                 // lane r: the block's scales as the VNNI kernels form them
                 __m512 ws, wm = _mm512_setzero_ps();
                 if constexpr (Q4K) {
-                    ws = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p.d))),
-                                       _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p.sc[j])))));
-                    wm = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p.dmin))),
+                    ws = _mm512_mul_ps(dv[k], _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p.sc[j])))));
+                    wm = _mm512_mul_ps(dmv[k],
                                        _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p.mn[j])))));
                 } else if constexpr (Q40) {
-                    ws = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p.d)));
+                    ws = dv[k];
                 } else {
                     const __m512i sl = _mm512_loadu_si512(p.sl);
                     const __m512i sh = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p.sh)));
                     const __m512i ls = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(sl, 4 * j), _mm512_set1_epi32(0xF)),
                                                        _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(sh, 2 * j), _mm512_set1_epi32(3)), 4));
-                    ws = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p.d))),
-                                       _mm512_cvtepi32_ps(_mm512_sub_epi32(ls, _mm512_set1_epi32(32))));
+                    ws = _mm512_mul_ps(dv[k], _mm512_cvtepi32_ps(_mm512_sub_epi32(ls, _mm512_set1_epi32(32))));
                 }
 #pragma GCC unroll 16
                 for (int t = 0; t < 16; ++t) {
