@@ -107,6 +107,20 @@ namespace {
 const GgmlType kIntTypes[] = {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_K,
                               GgmlType::Q6_K, GgmlType::IQ4_XS, GgmlType::IQ3_XXS};
 
+// A packed copy of w's rows (pack_weights) in a 64-byte aligned buffer it owns; view is w
+// with packed set.
+struct PackedCopy {
+    std::vector<uint8_t> buf;
+    MatView view;
+};
+PackedCopy packed_copy(const MatView& w) {
+    PackedCopy c{std::vector<uint8_t>(packed_size(w) + 64), w};
+    void* dst = c.buf.data() + (64 - reinterpret_cast<uintptr_t>(c.buf.data()) % 64) % 64;
+    pack_weights(w, dst);
+    c.view.packed = dst;
+    return c;
+}
+
 // Restores run-time ISA detection when a test ends, even on failure.
 struct ForceIsa {
     explicit ForceIsa(kq::Isa isa) { kq::force(static_cast<int>(isa)); }
@@ -208,11 +222,8 @@ TEST_CASE("matmul: packed layouts give the unpacked results", "[matmul][determin
                                     : type == GgmlType::IQ4_XS  ? sizeof(kq::PackedIQ4XS)
                                                                 : sizeof(kq::PackedIQ3XXS);
                 REQUIRE(packed_size(w.view) == static_cast<size_t>((n_out + 15) / 16 * (n_in / (k ? 256 : 32))) * unit);
-                std::vector<uint8_t> buf(packed_size(w.view) + 64);
-                void* dst = buf.data() + (64 - reinterpret_cast<uintptr_t>(buf.data()) % 64) % 64;
-                pack_weights(w.view, dst);
-                MatView pv = w.view;
-                pv.packed = dst;
+                const PackedCopy packed = packed_copy(w.view);
+                const MatView& pv = packed.view;
                 // 21 and 35: windows where AMX (when the CPU has it) takes 16 tokens at a time
                 for (const int64_t T : {1, 3, 6, 21, 35}) {
                     auto x = randn(static_cast<size_t>(T * n_in), 22);
@@ -251,11 +262,8 @@ TEST_CASE("matmul: packed windows in blocks of groups", "[matmul][determinism]")
     const int64_t n_in = 16384, n_out = 130, T = 21;  // Q8_0: 3 groups per block, 9 groups
     for (const GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_K}) {
         Weights w = make_weights(type, n_in, n_out, 31);
-        std::vector<uint8_t> buf(packed_size(w.view) + 64);
-        void* dst = buf.data() + (64 - reinterpret_cast<uintptr_t>(buf.data()) % 64) % 64;
-        pack_weights(w.view, dst);
-        MatView pv = w.view;
-        pv.packed = dst;
+        const PackedCopy packed = packed_copy(w.view);
+        const MatView& pv = packed.view;
         auto x = randn(static_cast<size_t>(T * n_in), 32);
         std::vector<float> ref(static_cast<size_t>(T * n_out));
         {
@@ -290,11 +298,8 @@ TEST_CASE("matmul: Q6_K at the int32 bound of its per-block sum", "[matmul][dete
         b.d = f32_to_fp16(1.0f / 4096);
     }
     MatView w{GgmlType::Q6_K, blocks.data(), n_in, n_out, sizeof(block_q6_K) * (n_in / 256)};
-    std::vector<uint8_t> buf(packed_size(w) + 64);
-    void* dst = buf.data() + (64 - reinterpret_cast<uintptr_t>(buf.data()) % 64) % 64;
-    pack_weights(w, dst);
-    MatView pv = w;
-    pv.packed = dst;
+    const PackedCopy packed = packed_copy(w);
+    const MatView& pv = packed.view;
     const std::vector<float> x(static_cast<size_t>(n_in), 1.0f);
     std::vector<float> ref(static_cast<size_t>(n_out));
     matmul_ref(w, x.data(), n_in, 1, ref.data(), n_out);
@@ -370,10 +375,8 @@ TEST_CASE("matmul_multi: the same results as one matmul per weight", "[matmul][d
     ws.push_back(make_weights(GgmlType::Q6_K, n_in, 130, 13));
     ws.push_back(make_weights(GgmlType::F16, n_in, 19, 14));
     ws.push_back(make_weights(GgmlType::Q8_0, n_in, 70, 16));
-    std::vector<uint8_t> pbuf(packed_size(ws.back().view) + 64);
-    void* pdst = pbuf.data() + (64 - reinterpret_cast<uintptr_t>(pbuf.data()) % 64) % 64;
-    pack_weights(ws.back().view, pdst);
-    ws.back().view.packed = pdst;
+    const PackedCopy packed = packed_copy(ws.back().view);
+    ws.back().view = packed.view;
     std::swap(ws[3], ws[4]);  // integer types (one packed) first, then the f16 one
     for (const bool with_f16 : {false, true}) {
         const size_t nw = with_f16 ? 5 : 4;
