@@ -552,6 +552,9 @@ TEST_CASE("make-model: flag parsing", "[make-model][flags]") {
     CHECK(d.type == GgmlType::F16);
     CHECK(d.seed == 0);
     CHECK(d.vocab_size == 0);
+    // the 1-bit grid formats are weight types too
+    CHECK(parse_flags({"--arch", "llama", "--out", "x", "--type", "iq1_s"}).type == GgmlType::IQ1_S);
+    CHECK(parse_flags({"--arch", "llama", "--out", "x", "--type", "IQ1_M"}).type == GgmlType::IQ1_M);
 
     using E = UsageError;
     CHECK_THROWS_AS(parse_flags({"--out", "x"}), E);                                   // no --arch

@@ -3,6 +3,7 @@
 // instruction set.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -76,7 +77,7 @@ TEST_CASE("matmul: every type agrees with the reference", "[matmul]") {
 TEST_CASE("matmul: batch- and thread-count-invariant", "[matmul][determinism]") {
     const int64_t n_in = 320, n_out = 45, T = 9;  // sizes that leave partial tiles
     for (GgmlType type : {GgmlType::F32, GgmlType::F16, GgmlType::Q4_K, GgmlType::Q8_0, GgmlType::Q4_0,
-                          GgmlType::Q6_K, GgmlType::IQ4_XS, GgmlType::IQ3_XXS}) {
+                          GgmlType::Q6_K, GgmlType::IQ4_XS, GgmlType::IQ3_XXS, GgmlType::IQ1_S, GgmlType::IQ1_M}) {
         INFO(type_info(type).name);
         Weights w = make_weights(type, type_info(type).block_size == 256 ? 512 : n_in, n_out, 3);
         const int64_t ni = w.view.n_in;
@@ -104,8 +105,36 @@ TEST_CASE("matmul: batch- and thread-count-invariant", "[matmul][determinism]") 
 
 namespace {
 
-const GgmlType kIntTypes[] = {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_K,
-                              GgmlType::Q6_K, GgmlType::IQ4_XS, GgmlType::IQ3_XXS};
+const GgmlType kIntTypes[] = {GgmlType::Q8_0,   GgmlType::Q4_0,    GgmlType::Q4_K,  GgmlType::Q6_K,
+                              GgmlType::IQ4_XS, GgmlType::IQ3_XXS, GgmlType::IQ1_S, GgmlType::IQ1_M};
+// The integer-path types with a packed layout (pack_weights); IQ1_S and IQ1_M have none.
+const GgmlType kPackedTypes[] = {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_K,
+                                 GgmlType::Q6_K, GgmlType::IQ4_XS, GgmlType::IQ3_XXS};
+
+// IQ1 weights from random bytes (every grid index, shift and 3-bit scale, not only what
+// the quantizer picks), with a finite fp16 super-scale d near 1/8.
+Weights random_iq1(GgmlType type, int64_t n_in, int64_t n_out, uint32_t seed) {
+    std::mt19937 rng(seed);
+    Weights w;
+    const size_t rb = row_bytes(type, n_in);
+    w.bytes.resize(rb * static_cast<size_t>(n_out));
+    for (auto& b : w.bytes) b = static_cast<uint8_t>(rng());
+    const size_t bs = type == GgmlType::IQ1_S ? sizeof(block_iq1_s) : sizeof(block_iq1_m);
+    for (size_t off = 0; off < w.bytes.size(); off += bs) {
+        const uint16_t d = f32_to_fp16(0.125f * (0.5f + static_cast<float>(rng() % 1000) / 1000.0f));
+        if (type == GgmlType::IQ1_S) {
+            std::memcpy(&w.bytes[off], &d, 2);
+        } else {
+            auto& b = *reinterpret_cast<block_iq1_m*>(&w.bytes[off]);
+            uint16_t sc[4];
+            std::memcpy(sc, b.scales, 8);
+            for (int k = 0; k < 4; ++k) sc[k] = static_cast<uint16_t>((sc[k] & 0x0FFF) | ((d >> (4 * k)) & 0xF) << 12);
+            std::memcpy(b.scales, sc, 8);
+        }
+    }
+    w.view = {type, w.bytes.data(), n_in, n_out, rb};
+    return w;
+}
 
 // A packed copy of w's rows (pack_weights) in a 64-byte aligned buffer it owns; view is w
 // with packed set.
@@ -133,36 +162,74 @@ struct ForceIsa {
 // d_b = amax_b / (127 * 128), so every x_i is off by at most d_b / 2 and the exact dot
 // product with the stored weights moves by at most  E = sum_b (d_b / 2) * sum_{i in b} |w_i|.  The test allows E plus f32
 // rounding, 1e-5 * sum |w_i x_i| + 1e-5, on every output.
+namespace {
+// The largest error / allowed of the integer path's y against matmul_ref (the bound above).
+double bound_ratio(ThreadPool& pool, const MatView& w, const std::vector<float>& x, int64_t T) {
+    const int64_t n_in = w.n_in, n_out = w.n_out;
+    std::vector<float> y(static_cast<size_t>(T * n_out)), yr(y.size()), row(static_cast<size_t>(n_in));
+    matmul(pool, w, x.data(), n_in, T, y.data(), n_out);
+    matmul_ref(w, x.data(), n_in, T, yr.data(), n_out);
+    double worst = 0;  // largest error / allowed
+    for (int64_t r = 0; r < n_out; ++r) {
+        dequantize_row(w.type, w.row(r), row.data(), n_in);
+        for (int64_t t = 0; t < T; ++t) {
+            const float* xt = x.data() + t * n_in;
+            double e = 0, mag = 0;
+            for (int64_t b = 0; b < n_in / 32; ++b) {
+                double amax = 0, wabs = 0;
+                for (int64_t i = 32 * b; i < 32 * b + 32; ++i) {
+                    amax = std::max(amax, std::fabs(double(xt[i])));
+                    wabs += std::fabs(double(row[i]));
+                    mag += std::fabs(double(row[i]) * xt[i]);
+                }
+                e += amax / (127.0 * 128) / 2 * wabs;
+            }
+            const double err = std::fabs(double(y[t * n_out + r]) - yr[t * n_out + r]);
+            worst = std::max(worst, err / (e + 1e-5 * mag + 1e-5));
+        }
+    }
+    return worst;
+}
+}  // namespace
+
 TEST_CASE("matmul: integer path within the activation-quantization bound", "[matmul]") {
     ThreadPool pool(2);
     const int64_t n_in = 512, n_out = 37, T = 5;
     for (GgmlType type : kIntTypes) {
         Weights w = make_weights(type, n_in, n_out, 1);
         auto x = randn(static_cast<size_t>(T * n_in), 2);
-        std::vector<float> y(static_cast<size_t>(T * n_out)), yr(y.size()), row(static_cast<size_t>(n_in));
-        matmul(pool, w.view, x.data(), n_in, T, y.data(), n_out);
-        matmul_ref(w.view, x.data(), n_in, T, yr.data(), n_out);
-        double worst = 0;  // largest error / allowed
-        for (int64_t r = 0; r < n_out; ++r) {
-            dequantize_row(type, w.view.row(r), row.data(), n_in);
-            for (int64_t t = 0; t < T; ++t) {
-                const float* xt = x.data() + t * n_in;
-                double e = 0, mag = 0;
-                for (int64_t b = 0; b < n_in / 32; ++b) {
-                    double amax = 0, wabs = 0;
-                    for (int64_t i = 32 * b; i < 32 * b + 32; ++i) {
-                        amax = std::max(amax, std::fabs(double(xt[i])));
-                        wabs += std::fabs(double(row[i]));
-                        mag += std::fabs(double(row[i]) * xt[i]);
-                    }
-                    e += amax / (127.0 * 128) / 2 * wabs;
-                }
-                const double err = std::fabs(double(y[t * n_out + r]) - yr[t * n_out + r]);
-                worst = std::max(worst, err / (e + 1e-5 * mag + 1e-5));
-            }
-        }
+        const double worst = bound_ratio(pool, w.view, x, T);
         INFO(type_info(type).name << ": worst error / bound " << worst);
         CHECK(worst <= 1.0);
+    }
+}
+
+// IQ1 blocks of random bytes: every grid index, shift and scale, on every instruction set
+// bit-identical to the scalar path and within the bound of the reference.
+TEST_CASE("matmul: IQ1 random blocks on every path", "[matmul][determinism]") {
+    ThreadPool pool(2);
+    const int64_t n_in = 2816, n_out = 21;
+    for (GgmlType type : {GgmlType::IQ1_S, GgmlType::IQ1_M}) {
+        Weights w = random_iq1(type, n_in, n_out, 41);
+        for (const int64_t T : {1, 6}) {
+            auto x = randn(static_cast<size_t>(T * n_in), 42);
+            std::vector<float> ref(static_cast<size_t>(T * n_out));
+            {
+                ForceIsa f(kq::Isa::Scalar);
+                matmul(pool, w.view, x.data(), n_in, T, ref.data(), n_out);
+                const double worst = bound_ratio(pool, w.view, x, T);
+                INFO(type_info(type).name << " T " << T << ": worst error / bound " << worst);
+                CHECK(worst <= 1.0);
+            }
+            for (int isa = 1; isa < kq::kIsaCount; ++isa) {
+                if (!kq::available(static_cast<kq::Isa>(isa))) continue;
+                ForceIsa f(static_cast<kq::Isa>(isa));
+                std::vector<float> y(ref.size());
+                matmul(pool, w.view, x.data(), n_in, T, y.data(), n_out);
+                INFO(type_info(type).name << " T " << T << " on " << kq::name(static_cast<kq::Isa>(isa)));
+                CHECK(y == ref);
+            }
+        }
     }
 }
 
@@ -203,11 +270,18 @@ TEST_CASE("matmul: integer path bit-identical on every instruction set", "[matmu
     }
 }
 
-// Packed weights (pack_weights: every integer-path type): bit-identical to the rows they
+// Packed weights (pack_weights: every integer-path type but IQ1_S and IQ1_M): bit-identical to the rows they
 // were packed from, on every instruction set (AMX included where the CPU has it), for
 // decode (T = 1) and windows, with a partial last group of 16 rows.
 TEST_CASE("matmul: packed layouts give the unpacked results", "[matmul][determinism]") {
     for (const GgmlType type : kIntTypes) {
+        if (std::find(std::begin(kPackedTypes), std::end(kPackedTypes), type) == std::end(kPackedTypes)) {
+            Weights w = make_weights(type, 512, 16, 21);
+            INFO(type_info(type).name);
+            CHECK(packed_size(w.view) == 0);  // no packed layout: the rows are used as they are
+            CHECK_THROWS_AS(pack_weights(w.view, w.bytes.data()), Error);
+            continue;
+        }
         const bool q8 = type == GgmlType::Q8_0, k = type_info(type).block_size == 256;
         for (const int64_t n_out : {int64_t{16}, int64_t{21}, int64_t{130}}) {
             for (const int64_t n_in : {k ? int64_t{512} : int64_t{352}, int64_t{2048}}) {

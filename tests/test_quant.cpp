@@ -68,11 +68,11 @@ TEST_CASE("type table matches MODEL_SPEC 1.6", "[quant][types]") {
         {8, "q8_0", 32, 34, true},     {9, "q8_1", 32, 36, false},     {10, "q2_K", 256, 84, true},
         {11, "q3_K", 256, 110, true},  {12, "q4_K", 256, 144, true},   {13, "q5_K", 256, 176, true},
         {14, "q6_K", 256, 210, true},  {15, "q8_K", 256, 292, true},   {16, "iq2_xxs", 256, 66, true},
-        {17, "iq2_xs", 256, 74, true}, {18, "iq3_xxs", 256, 98, true}, {19, "iq1_s", 256, 50, false},
+        {17, "iq2_xs", 256, 74, true}, {18, "iq3_xxs", 256, 98, true}, {19, "iq1_s", 256, 50, true},
         {20, "iq4_nl", 32, 18, true},  {21, "iq3_s", 256, 110, true},  {22, "iq2_s", 256, 82, true},
         {23, "iq4_xs", 256, 136, true}, {24, "i8", 1, 1, false},       {25, "i16", 1, 2, false},
         {26, "i32", 1, 4, false},      {27, "i64", 1, 8, false},       {28, "f64", 1, 8, false},
-        {29, "iq1_m", 256, 56, false}, {30, "bf16", 1, 2, true},       {34, "tq1_0", 256, 54, false},
+        {29, "iq1_m", 256, 56, true}, {30, "bf16", 1, 2, true},       {34, "tq1_0", 256, 54, false},
         {35, "tq2_0", 256, 66, false}, {39, "mxfp4", 32, 17, false},
     };
     std::vector<bool> known(64, false);
@@ -98,7 +98,7 @@ TEST_CASE("type table matches MODEL_SPEC 1.6", "[quant][types]") {
 
 TEST_CASE("supported_types is the supported set in id order", "[quant][types]") {
     const auto sup = supported_types();
-    REQUIRE(sup.size() == 21);
+    REQUIRE(sup.size() == 23);
     for (size_t i = 0; i < sup.size(); ++i) {
         CHECK(type_info(sup[i]).supported);
         if (i > 0) CHECK(static_cast<uint32_t>(sup[i - 1]) < static_cast<uint32_t>(sup[i]));
@@ -145,6 +145,8 @@ TEST_CASE("block structs have ggml's sizes", "[quant][types]") {
     CHECK(sizeof(block_iq2_xxs) == type_info(GgmlType::IQ2_XXS).type_size);
     CHECK(sizeof(block_iq2_xs) == type_info(GgmlType::IQ2_XS).type_size);
     CHECK(sizeof(block_iq2_s) == type_info(GgmlType::IQ2_S).type_size);
+    CHECK(sizeof(block_iq1_s) == type_info(GgmlType::IQ1_S).type_size);
+    CHECK(sizeof(block_iq1_m) == type_info(GgmlType::IQ1_M).type_size);
 }
 
 // ---- fp16 / bf16 ----------------------------------------------------------------------
@@ -546,6 +548,57 @@ TEST_CASE("known answer: iq2_s", "[quant][kat]") {
     for (int i = 32; i < 256; ++i) CHECK(y[i] == 1.0f);
 }
 
+// IQ1: grid entries copied from ggml-common.h (bytes are int8 values, byte j = value j):
+// 1 = {1,-1,-1,-1,-1,-1,-1,-1}, 1000 = {-1,0,-1,-1,0,0,0,0}, 1024 = {0,1,-1,0,0,0,0,0},
+// 2047 = all 1, 0 = all -1. x = dl * (value + delta), delta = +-1/8.
+TEST_CASE("known answer: iq1_s", "[quant][kat]") {
+    // d [0,2), qs [2,34), qh uint16[8] [34,50).
+    std::vector<uint8_t> b(50, 0);
+    put16(b, 0, kOne);
+    // block 0: grid indices 1, 2047, 1000 (0x3E8), 1024 (0x400); low bytes in qs, high
+    // three bits of group l at qh bits 3l..3l+2; scale 2 (dl = 5), bit 15: delta = -1/8.
+    b[2 + 0] = 0x01, b[2 + 1] = 0xFF, b[2 + 2] = 0xE8, b[2 + 3] = 0x00;
+    put16(b, 34, static_cast<uint16_t>(0 | 7 << 3 | 3 << 6 | 4 << 9 | 2 << 12 | 1 << 15));
+    put16(b, 34 + 14, 7 << 12);  // block 7: scale 7 (dl = 15), delta +1/8, grid 0
+    const auto y = deq(GgmlType::IQ1_S, b);
+    const float p = 4.375f, z = -0.625f, m = -5.625f;  // 5 * (1, 0, -1 - 1/8)
+    const std::vector<float> first = {
+        p, m, m, m, m, m, m, m,   // grid 1
+        p, p, p, p, p, p, p, p,   // grid 2047
+        m, z, m, m, z, z, z, z,   // grid 1000
+        z, p, m, z, z, z, z, z};  // grid 1024
+    for (int i = 0; i < 32; ++i) CHECK(y[i] == first[i]);
+    for (int i = 32; i < 224; ++i) CHECK(y[i] == -0.875f);  // scale 0: dl = 1, grid 0, +1/8
+    for (int i = 224; i < 256; ++i) CHECK(y[i] == -13.125f);
+}
+
+TEST_CASE("known answer: iq1_m", "[quant][kat]") {
+    // qs [0,32), qh [32,48), scales uint16[4] [48,56): 3-bit scale of half h at word
+    // h / 4, bits 3(h % 4); fp16 d in the words' top nibbles (word k: nibble k).
+    std::vector<uint8_t> b(56, 0);
+    const uint16_t d = kHalf;  // 0x3800
+    // halves 0, 1: scales 1, 6 (dl = 1.5, 6.5); halves 2, 3: 0, 7 (dl = 0.5, 7.5)
+    put16(b, 48, static_cast<uint16_t>(1 | 6 << 3 | 0 << 6 | 7 << 9 | (d & 0xF) << 12));
+    put16(b, 50, static_cast<uint16_t>(((d >> 4) & 0xF) << 12));
+    put16(b, 52, static_cast<uint16_t>(((d >> 8) & 0xF) << 12));
+    put16(b, 54, static_cast<uint16_t>(((d >> 12) & 0xF) << 12));
+    // groups 0..3: grid 1 (+1/8), 2047 (-1/8), 1000 (-1/8), 1024 (+1/8); per group a
+    // nibble of qh: index bits 8..10, bit 3 = negative delta.
+    b[0] = 0x01, b[1] = 0xFF, b[2] = 0xE8, b[3] = 0x00;
+    b[32] = static_cast<uint8_t>(0x0 | (7 | 8) << 4);
+    b[33] = static_cast<uint8_t>((3 | 8) | 4 << 4);
+    const auto y = deq(GgmlType::IQ1_M, b);
+    const std::vector<float> first = {
+        1.6875f, -1.3125f, -1.3125f, -1.3125f, -1.3125f, -1.3125f, -1.3125f, -1.3125f,  // 1.5 (g + 1/8)
+        1.3125f, 1.3125f, 1.3125f, 1.3125f, 1.3125f, 1.3125f, 1.3125f, 1.3125f,         // 1.5 (1 - 1/8)
+        -7.3125f, -0.8125f, -7.3125f, -7.3125f, -0.8125f, -0.8125f, -0.8125f, -0.8125f,  // 6.5 (g - 1/8)
+        0.8125f, 7.3125f, -5.6875f, 0.8125f, 0.8125f, 0.8125f, 0.8125f, 0.8125f};        // 6.5 (g + 1/8)
+    for (int i = 0; i < 32; ++i) CHECK(y[i] == first[i]);
+    for (int i = 32; i < 48; ++i) CHECK(y[i] == -0.4375f);   // 0.5 * (-1 + 1/8)
+    for (int i = 48; i < 64; ++i) CHECK(y[i] == -6.5625f);   // 7.5 * (-1 + 1/8)
+    for (int i = 64; i < 256; ++i) CHECK(y[i] == -0.4375f);
+}
+
 // ---- grids --------------------------------------------------------------------------------
 
 namespace {
@@ -576,6 +629,28 @@ TEST_CASE("IQ grids match ggml's tables", "[quant][grid]") {
     CHECK(iq::kIq3sGrid[511] == 0x0f0f0101u);
 }
 
+TEST_CASE("IQ1 grid matches ggml's table", "[quant][grid]") {
+    const auto& g = iq::kIq1sGrid;
+    CHECK(iq::checksum(g) == iq::GridChecksum{0x69564f615572510cull, 0xff01feff0101fefeull});
+    // ggml's order: ascending in the base-3 number whose digit k is value k + 1 (value 7
+    // most significant), so the entries are distinct.
+    auto key = [](uint64_t v) {
+        uint32_t k = 0;
+        for (int j = 7; j >= 0; --j) {
+            const int val = static_cast<int8_t>(v >> (8 * j));
+            REQUIRE((val >= -1 && val <= 1));
+            k = 3 * k + static_cast<uint32_t>(val + 1);
+        }
+        return k;
+    };
+    for (size_t i = 0; i + 1 < g.size(); ++i) REQUIRE(key(g[i]) < key(g[i + 1]));
+    CHECK(g[0] == 0xffffffffffffffffull);
+    CHECK(g[1] == 0xffffffffffffff01ull);
+    CHECK(g[1000] == 0x00000000ffff00ffull);
+    CHECK(g[1024] == 0x0000000000ff0100ull);
+    CHECK(g[2047] == 0x0101010101010101ull);
+}
+
 TEST_CASE("ksigns_iq2xs", "[quant][grid]") {
     const uint8_t head[8] = {0, 129, 130, 3, 132, 5, 6, 135};
     for (int i = 0; i < 8; ++i) CHECK(iq::kSignsIq2xs[i] == head[i]);
@@ -591,7 +666,7 @@ TEST_CASE("grid search finds the nearest point", "[quant][grid]") {
     // Compare with brute force on random targets: exact when the snapped lattice node is
     // on the grid, otherwise within a few percent of the true nearest distance.
     const iq::GridSearch* searches[] = {&iq::iq2xxs_search(), &iq::iq2xs_search(), &iq::iq2s_search(),
-                                        &iq::iq3xxs_search(), &iq::iq3s_search()};
+                                        &iq::iq3xxs_search(), &iq::iq3s_search(), &iq::iq1s_search()};
     std::mt19937 rng(5);
     for (const iq::GridSearch* s : searches) {
         std::uniform_real_distribution<float> u(0.0f, s->max_level() * 1.1f);
@@ -628,6 +703,7 @@ const Bound kBounds[] = {
     {GgmlType::Q6_K, 0.019},     {GgmlType::Q8_K, 0.008},     {GgmlType::IQ4_NL, 0.080},
     {GgmlType::IQ4_XS, 0.080},   {GgmlType::IQ3_XXS, 0.19},   {GgmlType::IQ3_S, 0.14},
     {GgmlType::IQ2_XXS, 0.345},  {GgmlType::IQ2_XS, 0.30},    {GgmlType::IQ2_S, 0.255},
+    {GgmlType::IQ1_S, 0.46},     {GgmlType::IQ1_M, 0.43},
 };
 }  // namespace
 
@@ -714,13 +790,73 @@ TEST_CASE("IQ quantizers keep even sign parity per 8 values", "[quant][iq]") {
     }
 }
 
+TEST_CASE("IQ1 quantizers reproduce representable blocks", "[quant][iq]") {
+    // Random valid blocks (random grid indices, shifts and 3-bit scales, one scale at 7
+    // as a quantizer leaves the largest), dequantized: quantizing those values again must
+    // give them back exactly (the same floats; the bytes may differ where two encodings
+    // give the same values).
+    std::mt19937 rng(17);
+    for (GgmlType t : {GgmlType::IQ1_S, GgmlType::IQ1_M}) {
+        INFO(type_info(t).name);
+        const size_t bs = type_info(t).type_size;
+        for (int it = 0; it < 300; ++it) {
+            std::vector<uint8_t> b(bs);
+            for (auto& v : b) v = static_cast<uint8_t>(rng());
+            const uint16_t d = f32_to_fp16(std::ldexp(1.0f + static_cast<float>(rng() % 1000) / 1000.0f,
+                                                      static_cast<int>(rng() % 10) - 5));
+            if (t == GgmlType::IQ1_S) {
+                put16(b, 0, d);
+                b[35] |= 0x70;  // block 0: scale 7
+            } else {
+                for (int k = 0; k < 4; ++k) {
+                    uint16_t w;
+                    std::memcpy(&w, &b[48 + 2 * k], 2);
+                    w = static_cast<uint16_t>((w & 0x0FFF) | ((d >> (4 * k)) & 0xF) << 12);
+                    if (k == 0) w |= 7;  // half 0: scale 7
+                    put16(b, 48 + 2 * k, w);
+                }
+            }
+            const auto x = deq(t, b);
+            REQUIRE(round_trip(t, x) == x);
+        }
+    }
+}
+
+TEST_CASE("IQ1 quantizers: shifts, zero groups, non-finite input", "[quant][iq]") {
+    auto x = gaussian(512, 23);
+    std::fill(x.begin() + 64, x.begin() + 96, 0.0f);  // a zero block of 32 in a non-zero super-block
+    for (GgmlType t : {GgmlType::IQ1_S, GgmlType::IQ1_M}) {
+        INFO(type_info(t).name);
+        const auto y = round_trip(t, x);
+        // zeros come back as +-dl / 8, small next to the data
+        for (int i = 64; i < 96; ++i) CHECK(std::fabs(y[i]) < 0.1f);
+        // the super-block's error as a whole stays near the Gaussian bound
+        CHECK(rel_rmse(x, y) < 0.5);
+    }
+    // A shift per 8 values (IQ1_M) follows the data: groups of constant +c and -c are
+    // exact with every value at level 0 and the shift's sign, or level +-1.
+    std::vector<float> c(256);
+    for (int i = 0; i < 256; ++i) c[i] = (i / 8) % 2 ? -0.5f : 0.5f;
+    const auto yc = round_trip(GgmlType::IQ1_M, c);
+    for (int i = 0; i < 256; ++i) CHECK(yc[i] == Approx(c[i]).epsilon(1e-3));
+    // NaN and infinities are taken as 0 (no crash, finite output).
+    auto bad = gaussian(256, 24);
+    bad[3] = std::nanf("");
+    bad[100] = INFINITY;
+    bad[200] = -INFINITY;
+    for (GgmlType t : {GgmlType::IQ1_S, GgmlType::IQ1_M}) {
+        const auto y = round_trip(t, bad);
+        for (float v : y) CHECK(std::isfinite(v));
+    }
+}
+
 // ---- argument errors ------------------------------------------------------------------
 
 TEST_CASE("unsupported types and bad lengths throw strata::Error", "[quant][errors]") {
     std::vector<float> x(1024, 1.0f);
     std::vector<uint8_t> q(8192);
-    for (GgmlType t : {GgmlType::Q8_1, GgmlType::IQ1_S, GgmlType::IQ1_M, GgmlType::TQ1_0,
-                       GgmlType::TQ2_0, GgmlType::MXFP4, GgmlType::I8, GgmlType::I32, GgmlType::F64}) {
+    for (GgmlType t : {GgmlType::Q8_1, GgmlType::TQ1_0, GgmlType::TQ2_0, GgmlType::MXFP4, GgmlType::I8,
+                       GgmlType::I32, GgmlType::F64}) {
         INFO(type_info(t).name);
         CHECK_THROWS_AS(quantize_row(t, x.data(), q.data(), 256), Error);
         CHECK_THROWS_AS(dequantize_row(t, q.data(), x.data(), 256), Error);

@@ -80,6 +80,17 @@ struct block_iq2_xs { uint16_t d; uint16_t qs[32]; uint8_t scales[8]; };
 // IQ2_S: qs[0..31] = low 8 bits of the 10-bit grid indices, qs[32..63] = 8 explicit
 // signs per group; qh[b] bits 2l..2l+1 = bits 8..9 of index 4b + l; scales as IQ2_XS.
 struct block_iq2_s { uint16_t d; uint8_t qs[64]; uint8_t qh[8]; uint8_t scales[8]; };
+// IQ1_S: 8 blocks of 32, each four 8-value groups of ternary grid points (iq1s_grid,
+// values -1, 0, 1). Group g of block b: 11-bit index qs[4b + g] | ((qh[b] >> 3g) & 7) << 8;
+// qh[b] bits 12..14 = 3-bit scale s (dl = d * (2s + 1)), bit 15 = sign of the shift:
+// x = dl * (grid + delta), delta = -1/8 when set, +1/8 otherwise.
+struct block_iq1_s { uint16_t d; uint8_t qs[32]; uint16_t qh[8]; };
+// IQ1_M: the same grid, 16 halves of 16 values with their own 3-bit scales and a shift
+// per 8 values. Group g (0..31): index qs[g] | ((qh[g / 2] >> 4(g % 2)) & 7) << 8, shift
+// bit 3 + 4(g % 2) of qh[g / 2]. scales, read as four LE uint16 words sc[0..3]: half h has
+// scale (sc[h / 4] >> 3(h % 4)) & 7; the fp16 super-scale d is bits 12..15 of sc[0..3]
+// (sc[0] gives d's lowest nibble). No separate d field.
+struct block_iq1_m { uint8_t qs[32]; uint8_t qh[16]; uint8_t scales[8]; };
 
 #pragma pack(pop)
 
@@ -93,6 +104,16 @@ static_assert(sizeof(block_iq4_nl) == 18 && sizeof(block_iq4_xs) == 136);
 static_assert(sizeof(block_iq3_xxs) == 98 && sizeof(block_iq3_s) == 110);
 static_assert(sizeof(block_iq2_xxs) == 66 && sizeof(block_iq2_xs) == 74);
 static_assert(sizeof(block_iq2_s) == 82);
+static_assert(sizeof(block_iq1_s) == 50 && sizeof(block_iq1_m) == 56);
+
+// IQ1_S / IQ1_M: the grid shift (ggml IQ1S_DELTA), and IQ1_M's fp16 super-scale from the
+// top nibbles of its four scale words.
+inline constexpr float kIq1Delta = 0.125f;
+inline uint16_t iq1m_scale_bits(const block_iq1_m& x) {
+    uint16_t sc[4];
+    std::memcpy(sc, x.scales, 8);
+    return static_cast<uint16_t>((sc[0] >> 12) | ((sc[1] >> 8) & 0x00F0) | ((sc[2] >> 4) & 0x0F00) | (sc[3] & 0xF000));
+}
 
 // The non-linear 4-bit codebook of IQ4_NL / IQ4_XS (ggml kvalues_iq4nl).
 inline constexpr int8_t kValuesIq4nl[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
@@ -135,6 +156,8 @@ void dequant_iq3_s(const void* src, float* dst, int64_t nb);
 void dequant_iq2_xxs(const void* src, float* dst, int64_t nb);
 void dequant_iq2_xs(const void* src, float* dst, int64_t nb);
 void dequant_iq2_s(const void* src, float* dst, int64_t nb);
+void dequant_iq1_s(const void* src, float* dst, int64_t nb);
+void dequant_iq1_m(const void* src, float* dst, int64_t nb);
 
 void quant_f32(const float* src, void* dst, int64_t nb);
 void quant_f16(const float* src, void* dst, int64_t nb);
@@ -157,6 +180,8 @@ void quant_iq3_s(const float* src, void* dst, int64_t nb);
 void quant_iq2_xxs(const float* src, void* dst, int64_t nb);
 void quant_iq2_xs(const float* src, void* dst, int64_t nb);
 void quant_iq2_s(const float* src, void* dst, int64_t nb);
+void quant_iq1_s(const float* src, void* dst, int64_t nb);
+void quant_iq1_m(const float* src, void* dst, int64_t nb);
 }  // namespace quant_detail
 
 }  // namespace strata

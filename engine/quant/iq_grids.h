@@ -1,8 +1,9 @@
-// Codebooks of the IQ2/IQ3 formats (ggml src/ggml-common.h) and a nearest-point search
-// over them for the quantizers.
+// Codebooks of the IQ1/IQ2/IQ3 formats (ggml src/ggml-common.h) and a nearest-point
+// search over them for the quantizers.
 //
 // Grid entries pack one magnitude per byte, little-endian: byte k of entry i is the
-// magnitude of value k of the group (8 values for IQ2, 4 for IQ3). The tables are
+// magnitude of value k of the group (8 values for IQ2, 4 for IQ3); IQ1's bytes are
+// signed values (int8 -1, 0, 1). The tables are
 // decoded at compile time from level-index digit strings (iq_grids.cpp); GridChecksum
 // values computed from ggml's tables guard against transcription errors.
 #pragma once
@@ -18,6 +19,7 @@ extern const std::array<uint64_t, 512> kIq2xsGrid;    // levels {0x08, 0x19, 0x2
 extern const std::array<uint64_t, 1024> kIq2sGrid;    // levels {0x08, 0x19, 0x2b}
 extern const std::array<uint32_t, 256> kIq3xxsGrid;   // levels {4, 12, ..., 52, 62}
 extern const std::array<uint32_t, 512> kIq3sGrid;     // levels {1, 3, ..., 15}
+extern const std::array<uint64_t, 2048> kIq1sGrid;    // int8 values {-1, 0, 1} (IQ1_S, IQ1_M)
 
 // ksigns_iq2xs: a 7-bit sign index plus an 8th sign bit that makes the number of
 // negative signs even (bit j set = value j of the 8-value group is negative).
@@ -54,6 +56,7 @@ inline constexpr GridChecksum kIq2xsChecksum{0x2a14e555100396a1ull, 0x1100323211
 inline constexpr GridChecksum kIq2sChecksum{0x75fe5f6cc209e3f2ull, 0x2311322332323232ull};
 inline constexpr GridChecksum kIq3xxsChecksum{0x193a8b433aull, 0x0a0a3222ull};
 inline constexpr GridChecksum kIq3sChecksum{0xc68949e56ull, 0x0c00020eull};
+inline constexpr GridChecksum kIq1sChecksum{0x69564f615572510cull, 0xff01feff0101fefeull};
 
 // Nearest grid point search for one codebook. Every coordinate of every grid point is
 // one of a few levels, so the points sit on a small lattice (3^8 or 8^4 nodes). The
@@ -87,5 +90,8 @@ const GridSearch& iq2xs_search();
 const GridSearch& iq2s_search();
 const GridSearch& iq3xxs_search();
 const GridSearch& iq3s_search();
+// IQ1's grid with every value plus one (levels 0, 1, 2 for -1, 0, 1): targets are passed
+// shifted by one as well.
+const GridSearch& iq1s_search();
 
 }  // namespace strata::iq

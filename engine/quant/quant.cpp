@@ -39,6 +39,8 @@ constexpr Kernels kKernels[] = {
     {GgmlType::IQ2_XXS, qd::dequant_iq2_xxs, qd::quant_iq2_xxs},
     {GgmlType::IQ2_XS, qd::dequant_iq2_xs, qd::quant_iq2_xs},
     {GgmlType::IQ2_S, qd::dequant_iq2_s, qd::quant_iq2_s},
+    {GgmlType::IQ1_S, qd::dequant_iq1_s, qd::quant_iq1_s},
+    {GgmlType::IQ1_M, qd::dequant_iq1_m, qd::quant_iq1_m},
 };
 
 // Finds the kernels and checks n; returns the number of blocks.

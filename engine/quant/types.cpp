@@ -29,7 +29,7 @@ constexpr TypeInfo kTypes[] = {
     {T::IQ2_XXS, "iq2_xxs", 256, 66, true, true},
     {T::IQ2_XS, "iq2_xs", 256, 74, true, true},
     {T::IQ3_XXS, "iq3_xxs", 256, 98, true, true},
-    {T::IQ1_S, "iq1_s", 256, 50, true, false},
+    {T::IQ1_S, "iq1_s", 256, 50, true, true},
     {T::IQ4_NL, "iq4_nl", 32, 18, true, true},
     {T::IQ3_S, "iq3_s", 256, 110, true, true},
     {T::IQ2_S, "iq2_s", 256, 82, true, true},
@@ -39,7 +39,7 @@ constexpr TypeInfo kTypes[] = {
     {T::I32, "i32", 1, 4, false, false},
     {T::I64, "i64", 1, 8, false, false},
     {T::F64, "f64", 1, 8, false, false},
-    {T::IQ1_M, "iq1_m", 256, 56, true, false},
+    {T::IQ1_M, "iq1_m", 256, 56, true, true},
     {T::BF16, "bf16", 1, 2, false, true},
     {T::TQ1_0, "tq1_0", 256, 54, true, false},
     {T::TQ2_0, "tq2_0", 256, 66, true, false},
@@ -59,7 +59,7 @@ constexpr std::array<int, kMaxId> make_index() {
 constexpr auto kIndex = make_index();
 
 constexpr auto make_supported() {
-    std::array<GgmlType, 21> out{};
+    std::array<GgmlType, 23> out{};
     size_t n = 0;
     for (uint32_t id = 0; id < kMaxId; ++id)
         if (kIndex[id] >= 0 && kTypes[kIndex[id]].supported) out[n++] = kTypes[kIndex[id]].type;

@@ -1,5 +1,5 @@
 // y = x · Wᵀ for a weight matrix in any supported block format. Q8_0, Q4_0, Q4_K, Q6_K,
-// IQ4_XS and IQ3_XXS take the integer path (matmul_q.h): each token of x is quantized
+// IQ4_XS, IQ3_XXS, IQ1_S and IQ1_M take the integer path (matmul_q.h): each token of x is quantized
 // on its own to 8-bit blocks of 32 and multiplied by integer dot products. Other types
 // are dequantized on the fly, row by row, and multiplied in f32. Either way each output
 // element is one task's fixed sequence of operations: the result for a token does not
@@ -47,9 +47,10 @@ struct MatOut {
 // per weight).
 void matmul_multi(ThreadPool& pool, std::span<const MatOut> outs, const float* x, int64_t ldx, int64_t T);
 
-// Repacking at load time. The integer-path types have packed layouts (matmul_q.h): 16
-// rows interleaved in groups of four values, so one vector instruction multiplies the
-// same four activations into 16 rows. packed_size is 0 for the other types. pack_weights writes
+// Repacking at load time. The integer-path types other than IQ1_S and IQ1_M have packed
+// layouts (matmul_q.h): 16 rows interleaved in groups of four values, so one vector
+// instruction multiplies the same four activations into 16 rows. packed_size is 0 for
+// the other types. pack_weights writes
 // packed_size(w) bytes to dst (64-byte aligned); a MatView with packed = dst gives the
 // same matmul results, bit for bit, as without.
 size_t packed_size(const MatView& w);

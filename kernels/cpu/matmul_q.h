@@ -1,13 +1,17 @@
 // Internal to kernels/cpu: matrix products of quantized weights with quantized
 // activations (act_quant.h) by integer dot products, for Q8_0, Q4_0, Q4_K, Q6_K,
-// IQ4_XS and IQ3_XXS. Three implementations (scalar, AVX2, AVX-512 VNNI) compute the
-// same floats; see "Integer dot products" in docs/architecture.md.
+// IQ4_XS, IQ3_XXS, IQ1_S and IQ1_M. Three implementations (scalar, AVX2, AVX-512 VNNI)
+// compute the same floats; see "Integer dot products" in docs/architecture.md.
 //
 // Canonical computation of y[t][r] (every path does exactly this, in this order). For
 // each 32-value block b of the row, in index order, the weight block is decoded to 32
 // signed integers w (and a float scale ws, for Q4_K also a float minimum wm, for Q6_K
-// two integer sub-scales m0, m1); the products with the activation's two-digit integers
-// x = 128 q + r are exact integers on every path, and s = ws * d_x[b].
+// and IQ1_M two integer sub-scales m0, m1); the products with the activation's two-digit
+// integers x = 128 q + r are exact integers on every path, and s = ws * d_x[b].
+// IQ1_S / IQ1_M: w = 8 g + shift (g in {-1, 0, 1} from iq1s_grid, shift = +-1 for
+// ggml's delta +-1/8), so w is in [-9, 9] and ws carries the 1/8: IQ1_S ws =
+// (d * float(2s + 1)) * 0.125f, IQ1_M ws = d * 0.125f with m0, m1 = 2s + 1 of the
+// block's two halves (|P| <= 2 * 16 * 9 * 16320 * 15 < 2^31).
 //
 // Every type sums each block in one exact int32 (per-block sums): P = sum_{i<32} w[i] x[i], for
 //   Q6_K  P = m0 * sum_{i<16} w[i] x[i] + m1 * sum_{i>=16} w[i] x[i]  (exact int32: |x| <=
@@ -48,6 +52,8 @@
 // word (block j: bits 4j..4j+3), for each block and row the 32 values' signs as one word
 // (bit i: value i is negative), and the grid indices ([block][column][row]: column c
 // is the grid entry of values 4c .. 4c + 3).
+// IQ1_S and IQ1_M have no packed layout (packed_size 0): their rows take the unpacked
+// kernels.
 #pragma once
 #include <array>
 #include <cstdint>

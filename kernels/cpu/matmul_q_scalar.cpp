@@ -102,6 +102,36 @@ void decode(GgmlType type, const uint8_t* row, int64_t b, Blk& k) {
         k.ws = half_to_float(x.d) * (0.5f + static_cast<float>(aux >> 28)) * 0.5f;
         break;
     }
+    case GgmlType::IQ1_S: {
+        // w = 8 * grid + shift (shift = +-1, ggml's delta of +-1/8 times 8), in [-9, 9]; the
+        // scale carries the 1/8.
+        const auto& x = sblock<block_iq1_s>(row, i);
+        const uint32_t qh = x.qh[j];
+        const int shift = qh & 0x8000 ? -1 : 1;
+        for (int g = 0; g < 4; ++g) {
+            const uint64_t e = iq::kIq1sGrid[x.qs[4 * j + g] | (((qh >> (3 * g)) & 7) << 8)];
+            for (int v = 0; v < 8; ++v) k.w[8 * g + v] = static_cast<int8_t>(8 * static_cast<int8_t>(e >> (8 * v)) + shift);
+        }
+        k.ws = half_to_float(x.d) * static_cast<float>(2 * ((qh >> 12) & 7) + 1) * 0.125f;
+        break;
+    }
+    case GgmlType::IQ1_M: {
+        // As IQ1_S with a shift per 8 values; the two 16-value halves' scales 2s + 1 are
+        // the integer sub-scales m0, m1 (as Q6_K's), ws = d / 8.
+        const auto& x = sblock<block_iq1_m>(row, i);
+        for (int g = 0; g < 4; ++g) {
+            const uint32_t h = static_cast<uint32_t>(x.qh[2 * j + g / 2]) >> (4 * (g % 2));
+            const uint64_t e = iq::kIq1sGrid[x.qs[4 * j + g] | ((h & 7) << 8)];
+            const int shift = h & 8 ? -1 : 1;
+            for (int v = 0; v < 8; ++v) k.w[8 * g + v] = static_cast<int8_t>(8 * static_cast<int8_t>(e >> (8 * v)) + shift);
+        }
+        uint16_t sc[4];
+        std::memcpy(sc, x.scales, 8);
+        k.m0 = 2 * ((sc[j / 2] >> (6 * (j % 2))) & 7) + 1;
+        k.m1 = 2 * ((sc[j / 2] >> (6 * (j % 2) + 3)) & 7) + 1;
+        k.ws = half_to_float(iq1m_scale_bits(x)) * 0.125f;
+        break;
+    }
     default:
         fail("kq::decode: type {} has no integer path", type_info(type).name);
     }
@@ -182,6 +212,8 @@ bool supported(GgmlType t) {
     case GgmlType::Q6_K:
     case GgmlType::IQ4_XS:
     case GgmlType::IQ3_XXS:
+    case GgmlType::IQ1_S:
+    case GgmlType::IQ1_M:
         return true;
     default:
         return false;
@@ -259,7 +291,7 @@ void rows_scalar(const Job& job, int64_t r0, int64_t r1) {
                 int32_t p0 = 0, p1 = 0;  // the block's two halves (Q6_K's sub-blocks)
                 for (int i = 0; i < 16; ++i) p0 += int32_t{k.w[i]} * (128 * xq[32 * b + i] + xr[32 * b + i]);
                 for (int i = 16; i < 32; ++i) p1 += int32_t{k.w[i]} * (128 * xq[32 * b + i] + xr[32 * b + i]);
-                const int32_t p = k.m0 * p0 + k.m1 * p1;  // m0 = m1 = 1 but for Q6_K
+                const int32_t p = k.m0 * p0 + k.m1 * p1;  // m0 = m1 = 1 but for Q6_K and IQ1_M
                 acc = acc + (k.ws * dx) * static_cast<float>(p);
                 if (has_min) mn = mn + (k.wm * dx) * static_cast<float>(x.st(t)[b]);
             }
