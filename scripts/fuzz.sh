@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Builds the GGUF reader's libFuzzer target with clang-14 (ASan + UBSan) and runs it
-# for a bounded time (FUZZ_SECONDS, default 60). Exits non-zero on any finding.
+# Builds the libFuzzer targets with clang-14 (ASan + UBSan) and runs each for a
+# bounded time (FUZZ_SECONDS, default 60): the GGUF reader (fuzz_gguf) and the
+# server's request path, framer and body parser (fuzz_request). Exits non-zero on any
+# finding.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${FUZZ_SECONDS:-60}
@@ -8,11 +10,26 @@ bdir=build-fuzz
 cmake -S . -B "$bdir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang-14 \
       -DCMAKE_CXX_COMPILER=clang++-14 -DSTRATA_FUZZ=ON -DSTRATA_BUILD_TESTS=OFF \
       -DSTRATA_CUDA=OFF >/dev/null
-cmake --build "$bdir" -j2 --target fuzz_gguf fuzz_make_seeds
+cmake --build "$bdir" -j2 --target fuzz_gguf fuzz_make_seeds fuzz_request
+mkdir -p "$bdir/artifacts"
+run() {  # target corpus max_len
+    echo "fuzz: running $1 for ${secs}s"
+    "$bdir/bin/$1" -max_total_time="$secs" -max_len="$3" -rss_limit_mb=2048 -timeout=10 \
+        -artifact_prefix="$bdir/artifacts/" -print_final_stats=1 "$2" 2>&1 | tail -n 25
+    # tail hides the fuzzer's status: take it from the pipe.
+    [ "${PIPESTATUS[0]}" -eq 0 ] || { echo "fuzz: $1 FOUND A FAULT (see $bdir/artifacts)"; exit 1; }
+}
 corpus="$bdir/corpus"
-mkdir -p "$corpus" "$bdir/artifacts"
+mkdir -p "$corpus"
 "$bdir/bin/fuzz_make_seeds" "$corpus"
-echo "fuzz: running fuzz_gguf for ${secs}s"
-"$bdir/bin/fuzz_gguf" -max_total_time="$secs" -max_len=4096 -rss_limit_mb=2048 -timeout=10 \
-    -artifact_prefix="$bdir/artifacts/" -print_final_stats=1 "$corpus" 2>&1 | tail -n 25
-echo "fuzz: no finding in ${secs}s"
+run fuzz_gguf "$corpus" 4096
+# Seeds of the request target: the first byte says where the bytes split in two.
+rcorpus="$bdir/corpus-request"
+mkdir -p "$rcorpus"
+body='{"model":"m","messages":[{"role":"user","content":"Hi"}],"max_tokens":4,"stream":true,"logprobs":true,"top_logprobs":2,"stop":["x"]}'
+printf '\x20POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s' "${#body}" "$body" >"$rcorpus/chat"
+printf '\x07POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n{"pro\r\n15\r\nmpt":"Hi","n":1}    \r\n0\r\n\r\n' >"$rcorpus/chunked"
+printf '\x03GET /health HTTP/1.1\r\nHost: x\r\nConnection: keep-alive, close\r\nExpect: 100-continue\r\nRange: bytes=0-1\r\n\r\n' >"$rcorpus/get"
+printf '\x00{"prompt":[1,2,3],"temperature":0.5,"seed":7,"stream_options":{"include_usage":true}}' >"$rcorpus/body"
+run fuzz_request "$rcorpus" 8192
+echo "fuzz: no finding in ${secs}s per target"

@@ -3,7 +3,7 @@
 # installs only what is missing, so a second run costs a few dpkg queries.
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config libcpp-httplib-dev nlohmann-json3-dev libspdlog-dev
-      libfmt-dev libpcre2-dev catch2 clang-14 libclang-rt-14-dev curl jq)
+      libfmt-dev libpcre2-dev catch2 clang-14 libclang-rt-14-dev curl jq nginx-light)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

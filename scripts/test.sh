@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The README's test command: installs what is missing, builds Release, runs the server
-# end to end with the OpenAI client, the ThreadSanitizer test of the hand-off code and
-# a bounded fuzzing run of the GGUF reader, then every test through ctest (last, so
-# its summary closes the output).
+# end to end with the OpenAI client, a bounded HTTP fuzzing run against a live server,
+# the ThreadSanitizer test of the hand-off code and bounded libFuzzer runs of the GGUF
+# reader and the request parser, then every test through ctest (last, so its summary
+# closes the output).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
@@ -11,6 +12,12 @@ cmake -S . -B build -DCMAKE_BUILD_TYPE=Release
 cmake --build build -j"$jobs"
 # strata-server with the official OpenAI client (Node's test runner).
 bash scripts/e2e-server.sh build
+# The documented nginx front end, on loopback.
+bash scripts/nginx-front.sh build
+# Hostile HTTP against a live server for a bounded time (fuzz/http_storm.cpp).
+if [ "${STRATA_SKIP_FUZZ:-0}" != 1 ]; then
+    HTTP_FUZZ_SECONDS=${FUZZ_SECONDS:-60} bash scripts/http-fuzz.sh build
+fi
 if [ "${STRATA_SKIP_TSAN:-0}" != 1 ]; then
     bash scripts/tsan.sh
 fi

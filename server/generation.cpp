@@ -1,8 +1,10 @@
 #include "server/generation.h"
 
+#include <atomic>
 #include <chrono>
 
 #include <httplib.h>
+#include <spdlog/spdlog.h>
 
 #include "server/api_error.h"
 
@@ -161,6 +163,25 @@ json Generation::collect(const std::function<bool()>& client_gone) {
 }
 
 bool Generation::pump_sse(httplib::DataSink& sink) {
+    // Nothing may leave a content provider: httplib runs it outside its handlers' catch.
+    try {
+        return pump_sse_events(sink);
+    } catch (...) {
+        static std::atomic<bool> logged{false};
+        try {
+            std::rethrow_exception(std::current_exception());
+        } catch (const std::exception& e) {
+            if (!logged.exchange(true)) spdlog::error("streaming a response failed: {}", e.what());
+        } catch (...) {
+        }
+        stream_->cancel();
+        const std::string s = "data: " + error_body(ApiError(500, "internal error while streaming the response")) + "\n\n";
+        sink.write(s.data(), s.size());
+        return false;
+    }
+}
+
+bool Generation::pump_sse_events(httplib::DataSink& sink) {
     auto send = [&](const json& j) {
         const std::string s = "data: " + j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n";
         return sink.write(s.data(), s.size());
@@ -171,11 +192,17 @@ bool Generation::pump_sse(httplib::DataSink& sink) {
     };
     // The role comes first, in a chunk of its own, as OpenAI sends it.
     if (meta_.chat && !send(chunk({{"role", "assistant"}, {"content", ""}}, nullptr, nullptr))) return gone();
+    // Every token's logprobs are sent, in order, whether or not its text is: a token
+    // that prints nothing (or whose text the splitter holds back) rides on a chunk with
+    // empty content.
     auto emit = [&](const ReasoningSplitter::Out& o, const std::vector<TokenLogprob>* lps) {
-        if (!meta_.chat) return o.content.empty() && !lps ? true : send(chunk(o.content, nullptr, lps));
+        const bool want_lps = lps && meta_.logprobs;
+        if (!meta_.chat) return o.content.empty() && !want_lps ? true : send(chunk(o.content, nullptr, lps));
         if (!o.reasoning.empty() && !send(chunk({{"reasoning_content", o.reasoning}}, nullptr, o.content.empty() ? lps : nullptr)))
             return false;
-        if (!o.content.empty() && !send(chunk({{"content", o.content}}, nullptr, lps))) return false;
+        if ((!o.content.empty() || (want_lps && o.reasoning.empty())) &&
+            !send(chunk({{"content", o.content}}, nullptr, lps)))
+            return false;
         return true;
     };
     for (;;) {

@@ -46,6 +46,7 @@ public:
     bool pump_sse(httplib::DataSink& sink);
 
 private:
+    bool pump_sse_events(httplib::DataSink& sink);
     nlohmann::json chunk(nlohmann::json delta_or_text, const nlohmann::json& finish,
                          const std::vector<TokenLogprob>* lps) const;
     nlohmann::json logprobs_json(const std::vector<TokenLogprob>& lps) const;

@@ -1,6 +1,7 @@
 #include "server/http_server.h"
 
 #include <csignal>
+#include <limits>
 #include <random>
 #include <thread>
 
@@ -17,24 +18,50 @@ namespace strata::server {
 using nlohmann::json;
 using clock = std::chrono::steady_clock;
 
+// httplib::Server's request handling without its sockets: the Listener frames each
+// request and runs it here.
+class Router : public httplib::Server {
+public:
+    // httplib ends a streamed answer at once when its own listening socket is unset
+    // ("shutting down"); it has none here, so it gets a value that is never a socket.
+    Router() { svr_sock_ = std::numeric_limits<int>::max(); }
+    using httplib::Server::process_request;
+};
+
 namespace {
+// Every route and the methods it takes (HEAD: httplib answers it from the GET handler).
+constexpr std::pair<const char*, const char*> kRoutes[] = {
+    {"/health", "GET, HEAD"},        {"/v1/models", "GET, HEAD"}, {"/metrics", "GET, HEAD"},
+    {"/v1/chat/completions", "POST"}, {"/v1/completions", "POST"}, {"/tokenize", "POST"},
+    {"/detokenize", "POST"},
+};
+
 // Start of the request the current httplib worker thread serves (for the access log);
 // unset for requests httplib answers before routing (413).
 thread_local std::optional<clock::time_point> t_request_start;
 }  // namespace
 
-HttpServer::HttpServer(ServerOptions opt) : opt_(std::move(opt)), svr_(std::make_unique<httplib::Server>()) {
+HttpServer::HttpServer(ServerOptions opt) : opt_(std::move(opt)), svr_(std::make_unique<Router>()) {
     // A client that closes its socket mid-stream must not kill the server with SIGPIPE.
     std::signal(SIGPIPE, SIG_IGN);
     id_salt_ = std::random_device{}();
-    // One worker per slot and queued request, plus some for health, metrics and the
-    // like: a streaming request holds its worker until it ends.
-    const size_t workers = static_cast<size_t>(opt_.engine.n_parallel + opt_.engine.queue_limit + 8);
-    svr_->new_task_queue = [workers] { return new httplib::ThreadPool(workers); };
-    // SSE writes many small chunks: without TCP_NODELAY, Nagle's algorithm and the
-    // client's delayed ACK hold each one back for tens of milliseconds.
-    svr_->set_tcp_nodelay(true);
-    install_error_handling(*svr_, opt_.max_body);
+    ListenerOptions lo = opt_.listen;
+    lo.limits.max_body = opt_.max_body;
+    // One worker per slot and queued request, plus some more: a streaming request holds
+    // its worker until it ends, and requests beyond the queue need one to be told 503.
+    lo.workers = static_cast<size_t>(opt_.engine.n_parallel + opt_.engine.queue_limit + 8);
+    lo.max_pending = std::max(lo.max_pending, 2 * lo.workers);
+    listener_ = std::make_unique<Listener>(
+        lo,
+        [this](httplib::Stream& strm, bool close_connection, bool& connection_closed) {
+            return svr_->process_request(strm, close_connection, connection_closed, nullptr);
+        },
+        [](int status, const std::string& message) { return error_body(ApiError(status, message)); });
+    install_error_handling(*svr_, opt_.max_body, [](const std::string& path) {
+        for (const auto& [route, methods] : kRoutes)
+            if (path == route) return std::string(methods);
+        return std::string();
+    });
     svr_->set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
         t_request_start = clock::now();
         if (authorized(req)) return httplib::Server::HandlerResponse::Unhandled;
@@ -56,40 +83,13 @@ HttpServer::HttpServer(ServerOptions opt) : opt_(std::move(opt)), svr_(std::make
 HttpServer::~HttpServer() { stop(); }
 
 int HttpServer::bind() {
-    if (opt_.port == 0) {
-        const int port = svr_->bind_to_any_port(opt_.host);
-        if (port < 0) throw Error(fmt::format("cannot bind {} on any port", opt_.host));
-        opt_.port = port;
-    } else if (!svr_->bind_to_port(opt_.host, opt_.port)) {
-        throw Error(fmt::format("cannot bind {}:{} (in use?)", opt_.host, opt_.port));
-    }
+    opt_.port = listener_->bind(opt_.host, opt_.port);
     return opt_.port;
 }
 
-void HttpServer::listen() {
-    {
-        std::lock_guard lk(listen_mu_);
-        if (stopping_) return;
-        listening_ = true;
-    }
-    svr_->listen_after_bind();
-    std::lock_guard lk(listen_mu_);
-    listening_ = false;
-}
+void HttpServer::listen() { listener_->run(); }
 
-void HttpServer::stop() {
-    // httplib's stop() does nothing until listen has marked itself running, so a stop
-    // that comes as listen() starts would be lost: wait for that mark first.
-    for (;;) {
-        {
-            std::lock_guard lk(listen_mu_);
-            stopping_ = true;
-            if (!listening_ || svr_->is_running()) break;
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-    svr_->stop();
-}
+void HttpServer::stop() { listener_->stop(); }
 
 void HttpServer::set_engine(std::shared_ptr<Engine> engine) {
     std::optional<ChatTemplate> tmpl;
@@ -181,7 +181,10 @@ void HttpServer::generate(const httplib::Request& req, httplib::Response& res, b
         if (!tmpl) throw ApiError(400, "chat is unavailable: " + template_error_ + " (start with --chat-template NAME)");
         ChatOptions co;
         if (ar.enable_thinking) co.enable_thinking = *ar.enable_thinking;
-        r.prompt = tok.encode(tmpl->apply(ar.messages, co), true);  // the template's markers are trusted
+        // The template's markers are special tokens; the messages' text is text, unless
+        // the operator trusts its clients to write control tokens.
+        const ChatTemplate::Rendered p = tmpl->render(ar.messages, co);
+        r.prompt = opt_.special_in_content ? tok.encode(p.text, true) : tok.encode(p.text, true, p.literal);
         meta.thinking = tmpl->uses_thinking();
         meta.opens_think = tmpl->opens_think(co);
     } else {
@@ -198,7 +201,7 @@ void HttpServer::generate(const httplib::Request& req, httplib::Response& res, b
     auto gen = std::make_shared<Generation>(std::move(meta), eng, std::move(stream), metrics_);
     if (!ar.stream) {
         // A client that leaves cancels its generation at the next token, as a stream's does.
-        const PeerWatch peer(req.remote_addr, req.remote_port, req.local_port);
+        PeerWatch peer(Listener::current_fd());
         const json body = gen->collect([&] { return peer.gone(); });
         res.set_content(body.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
         return;

@@ -10,16 +10,18 @@
 
 #include "engine/engine.h"
 #include "engine/text/chat_template.h"
+#include "server/listener.h"
 #include "server/metrics.h"
 #include "server/options.h"
 
 namespace httplib {
-class Server;
 struct Request;
 struct Response;
 }  // namespace httplib
 
 namespace strata::server {
+
+class Router;  // httplib's routing and request parsing, run by the Listener's workers
 
 class HttpServer {
 public:
@@ -50,14 +52,13 @@ private:
     bool authorized(const httplib::Request& req) const;
 
     ServerOptions opt_;
-    std::unique_ptr<httplib::Server> svr_;
+    std::unique_ptr<Router> svr_;
+    std::unique_ptr<Listener> listener_;
     Metrics metrics_;
     mutable std::mutex mu_;
     std::shared_ptr<Engine> engine_;
     std::optional<ChatTemplate> template_;
     std::string template_error_;
-    std::mutex listen_mu_;
-    bool listening_ = false, stopping_ = false;
     std::atomic<uint64_t> next_id_{0};
     uint64_t id_salt_ = 0;
 };

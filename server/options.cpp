@@ -15,9 +15,16 @@ Flags server_flags() {
         {"--api-key", "KEY", "", "require 'Authorization: Bearer KEY' (GET /health stays public)"},
         {"--api-key-file", "FILE", "", "read the API key from the first line of FILE"},
         {"--max-body", "BYTES", "8388608", "largest request body; larger ones get HTTP 413"},
+        {"--max-head", "BYTES", "65536", "largest request line plus headers; larger ones get HTTP 431"},
+        {"--max-headers", "N", "100", "most header lines in a request; more get HTTP 431"},
+        {"--head-timeout-ms", "MS", "10000", "time a request's head gets to arrive, from its first byte (then HTTP 408)"},
+        {"--body-timeout-ms", "MS", "60000", "time a request's body gets to arrive, after its head (then HTTP 408)"},
+        {"--idle-timeout-ms", "MS", "5000", "time a keep-alive connection may wait for its next request"},
+        {"--max-connections", "N", "1024", "open client connections; more wait in the listen backlog"},
         {"--alias", "NAME", "", "model id in the API (default: the model file's name without .gguf)"},
         {"--chat-template", "NAME", "", "chat template to use instead of the model's"},
         {"--grace-ms", "MS", "10000", "on SIGINT/SIGTERM, time requests in flight get to finish before they are cancelled"},
+        {"--special-in-content", "", "", "let chat messages spell control tokens such as <|im_end|> (trusted clients only; by default they are text)"},
         {"--demo", "", "", "serve the built-in demo model (random weights; made once into ~/.cache/strata)"},
     };
     return Flags("strata-server",
@@ -33,9 +40,16 @@ ServerOptions server_options(const Flags& f) {
     o.engine.queue_limit = static_cast<int>(f.integer_in("--queue", 0, 100000));
     o.max_body = static_cast<size_t>(f.integer_in("--max-body", 1024, int64_t{1} << 32));
     o.grace_ms = f.integer_in("--grace-ms", 0, 3600000);
+    o.listen.limits.max_head = static_cast<size_t>(f.integer_in("--max-head", 1024, int64_t{1} << 24));
+    o.listen.limits.max_headers = static_cast<size_t>(f.integer_in("--max-headers", 8, 10000));
+    o.listen.head_timeout = std::chrono::milliseconds(f.integer_in("--head-timeout-ms", 100, 3600000));
+    o.listen.body_timeout = std::chrono::milliseconds(f.integer_in("--body-timeout-ms", 100, 3600000));
+    o.listen.idle_timeout = std::chrono::milliseconds(f.integer_in("--idle-timeout-ms", 100, 3600000));
+    o.listen.max_connections = static_cast<size_t>(f.integer_in("--max-connections", 4, 100000));
     o.alias = f.str("--alias");
     o.chat_template = f.str("--chat-template");
     o.demo = f.on("--demo");
+    o.special_in_content = f.on("--special-in-content");
     if (f.given("--api-key") && f.given("--api-key-file"))
         throw UsageError("give --api-key or --api-key-file, not both");
     o.api_key = f.str("--api-key");

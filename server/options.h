@@ -7,6 +7,7 @@
 #include "engine/core/flags.h"
 #include "engine/engine.h"
 #include "engine/run/options.h"
+#include "server/listener.h"
 
 namespace strata::server {
 
@@ -21,6 +22,8 @@ struct ServerOptions {
     std::string chat_template;     // by name; empty = the model's own
     int64_t grace_ms = 10000;      // on SIGINT/SIGTERM, how long requests in flight may finish
     bool demo = false;
+    bool special_in_content = false;  // message texts may spell control tokens (trusted clients)
+    ListenerOptions listen;        // limits and timeouts of connections (host, port, body: above)
     EngineOptions engine;
     RunnerOptions runner;
     SamplingParams sampling;       // request defaults

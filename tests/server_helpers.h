@@ -37,6 +37,8 @@ struct ServerConfig {
     std::string api_key = {};
     size_t max_body = 8u << 20;
     bool load = true;  // false: the server stays "loading" (no engine)
+    server::ListenerOptions listen = {};  // connection limits and timeouts
+    bool special_in_content = false;
     std::string chat_template = {};  // by name; empty = the model's
     bool mtp = false;     // the model has an MTP head (qwen3next): speculative decoding works
     int spec_draft = -1;  // --spec-draft
@@ -53,6 +55,8 @@ public:
         o.port = 0;
         o.api_key = c.api_key;
         o.max_body = c.max_body;
+        o.listen = c.listen;
+        o.special_in_content = c.special_in_content;
         o.alias = "tiny";
         o.chat_template = c.chat_template;
         o.engine.n_parallel = c.parallel;
@@ -160,6 +164,15 @@ inline double metric(const std::string& text, const std::string& series) {
     const size_t p = text.find("\n" + series + " ");
     if (p == std::string::npos) return -1;
     return std::stod(text.substr(p + series.size() + 2));
+}
+
+// Polls /metrics until `series` reaches `value` (or 10 s pass).
+inline bool wait_metric(const TestServer& s, const std::string& series, double value) {
+    for (int i = 0; i < 200; ++i) {
+        if (metric(get(s, "/metrics").body, series) == value) return true;
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return false;
 }
 
 }  // namespace strata::test

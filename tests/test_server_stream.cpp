@@ -19,15 +19,6 @@ using namespace std::chrono_literals;
 
 namespace {
 
-// Polls /metrics until `series` reaches `value` (or 10 s pass).
-bool wait_metric(const TestServer& s, const std::string& series, double value) {
-    for (int i = 0; i < 200; ++i) {
-        if (metric(get(s, "/metrics").body, series) == value) return true;
-        std::this_thread::sleep_for(50ms);
-    }
-    return false;
-}
-
 // Starts a long stream and closes the connection after `chunks` chunks and once `hold`
 // (when given) is false: a test that needs the slot busy for a while releases it itself,
 // however fast the model decodes.

@@ -72,17 +72,41 @@ ChatTemplate ChatTemplate::detect(std::string_view j) {
     fail("unsupported chat template; choose one with --chat-template NAME: {}", joined_names());
 }
 
-std::string ChatTemplate::apply(std::span<const ChatMessage> messages, const ChatOptions& opt) const {
+namespace {
+
+// The prompt being rendered: the template's own text, and the messages' text whose
+// ranges are recorded.
+struct Out {
+    ChatTemplate::Rendered r;
+    Out& operator+=(std::string_view s) {
+        r.text += s;
+        return *this;
+    }
+    void message(std::string_view s) {
+        if (s.empty()) return;
+        r.literal.emplace_back(r.text.size(), r.text.size() + s.size());
+        r.text += s;
+    }
+};
+
+}  // namespace
+
+ChatTemplate::Rendered ChatTemplate::render(std::span<const ChatMessage> messages, const ChatOptions& opt) const {
     return family_ == Family::Llama3 ? render_llama3(messages, opt) : render_chatml(messages, opt);
 }
 
-std::string ChatTemplate::render_chatml(std::span<const ChatMessage> msgs, const ChatOptions& opt) const {
-    std::string out;
-    auto turn = [&](std::string_view role, std::string_view content) {
-        out += fmt::format("<|im_start|>{}\n{}<|im_end|>\n", role, content);
+ChatTemplate::Rendered ChatTemplate::render_chatml(std::span<const ChatMessage> msgs, const ChatOptions& opt) const {
+    Out out;
+    auto turn = [&](std::string_view role, std::string_view content, bool from_message) {
+        out += "<|im_start|>";
+        out += role;
+        out += "\n";
+        if (from_message) out.message(content);
+        else out += content;
+        out += "<|im_end|>\n";
     };
     if (default_system_ && (msgs.empty() || msgs[0].role != "system"))
-        turn("system", "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.");
+        turn("system", "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.", false);
 
     // Qwen3: reasoning is kept only for assistant turns after the last real user query.
     size_t last_query = msgs.empty() ? 0 : msgs.size() - 1;
@@ -98,7 +122,9 @@ std::string ChatTemplate::render_chatml(std::span<const ChatMessage> msgs, const
         bool last = i + 1 == msgs.size();
         if (qwen && m.role == "tool") {
             if (i == 0 || msgs[i - 1].role != "tool") out += "<|im_start|>user";
-            out += fmt::format("\n<tool_response>\n{}\n</tool_response>", m.content);
+            out += "\n<tool_response>\n";
+            out.message(m.content);
+            out += "\n</tool_response>";
             if (last || msgs[i + 1].role != "tool") out += "<|im_end|>\n";
         } else if (qwen3_history_ && m.role == "assistant") {
             std::string_view content = m.content, reasoning;
@@ -110,13 +136,17 @@ std::string ChatTemplate::render_chatml(std::span<const ChatMessage> msgs, const
                 content = strip(content.substr(e + 8), "\n", true, false);
             }
             out += "<|im_start|>assistant\n";
-            if (i > last_query && (last || !reasoning.empty()))
-                out += fmt::format("<think>\n{}\n</think>\n\n{}", strip(reasoning, "\n", true, true),
-                                   strip(content, "\n", true, false));
-            else out += content;
+            if (i > last_query && (last || !reasoning.empty())) {
+                out += "<think>\n";
+                out.message(strip(reasoning, "\n", true, true));
+                out += "\n</think>\n\n";
+                out.message(strip(content, "\n", true, false));
+            } else {
+                out.message(content);
+            }
             out += "<|im_end|>\n";
         } else {
-            turn(m.role, m.content);
+            turn(m.role, m.content, true);
         }
     }
     if (opt.add_generation_prompt) {
@@ -124,16 +154,20 @@ std::string ChatTemplate::render_chatml(std::span<const ChatMessage> msgs, const
         if (forced_think_) out += "<think>\n";
         else if (thinking_switch_ && !opt.enable_thinking) out += "<think>\n\n</think>\n\n";
     }
-    return out;
+    return std::move(out.r);
 }
 
-std::string ChatTemplate::render_llama3(std::span<const ChatMessage> msgs, const ChatOptions& opt) const {
-    std::string out;
-    for (const ChatMessage& m : msgs)
-        out += fmt::format("<|start_header_id|>{}<|end_header_id|>\n\n{}<|eot_id|>", m.role,
-                           strip(m.content, " \t\n\r", true, true));
+ChatTemplate::Rendered ChatTemplate::render_llama3(std::span<const ChatMessage> msgs, const ChatOptions& opt) const {
+    Out out;
+    for (const ChatMessage& m : msgs) {
+        out += "<|start_header_id|>";
+        out += m.role;
+        out += "<|end_header_id|>\n\n";
+        out.message(strip(m.content, " \t\n\r", true, true));
+        out += "<|eot_id|>";
+    }
     if (opt.add_generation_prompt) out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
-    return out;
+    return std::move(out.r);
 }
 
 }  // namespace strata

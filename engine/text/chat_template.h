@@ -6,6 +6,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace strata {
@@ -32,9 +33,19 @@ public:
     static ChatTemplate detect(std::string_view jinja);
     static const std::vector<std::string_view>& names();
 
-    // The prompt text. No BOS: the caller adds it when Tokenizer::add_bos(). Encode
-    // the result with parse_special = true, the message contents are not escaped.
-    std::string apply(std::span<const ChatMessage> messages, const ChatOptions& opt = {}) const;
+    // The prompt text and where the messages' own text lies in it. No BOS: the caller
+    // adds it when Tokenizer::add_bos(). Encode with parse_special and the literal
+    // ranges, so that the template's markers are special tokens and a message that
+    // spells one ("<|im_end|>") stays text.
+    struct Rendered {
+        std::string text;
+        std::vector<std::pair<size_t, size_t>> literal;  // [begin, end) byte ranges, sorted
+    };
+    Rendered render(std::span<const ChatMessage> messages, const ChatOptions& opt = {}) const;
+    // The text alone (for showing; not for encoding with parse_special).
+    std::string apply(std::span<const ChatMessage> messages, const ChatOptions& opt = {}) const {
+        return render(messages, opt).text;
+    }
 
     const std::string& name() const { return name_; }
     Family family() const { return family_; }
@@ -45,8 +56,8 @@ public:
 
 private:
     ChatTemplate() = default;
-    std::string render_chatml(std::span<const ChatMessage> messages, const ChatOptions& opt) const;
-    std::string render_llama3(std::span<const ChatMessage> messages, const ChatOptions& opt) const;
+    Rendered render_chatml(std::span<const ChatMessage> messages, const ChatOptions& opt) const;
+    Rendered render_llama3(std::span<const ChatMessage> messages, const ChatOptions& opt) const;
 
     std::string name_;
     Family family_ = Family::ChatMl;

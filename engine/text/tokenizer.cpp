@@ -192,6 +192,11 @@ Tokenizer Tokenizer::from_gguf(const GgufFile& f) {
 }
 
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool parse_special) const {
+    return encode(text, parse_special, {});
+}
+
+std::vector<int32_t> Tokenizer::encode(std::string_view text, bool parse_special,
+                                       std::span<const std::pair<size_t, size_t>> literal) const {
     const Impl& m = *impl_;
     std::vector<int32_t> out;
     out.reserve(text.size() / 3 + 4);
@@ -213,8 +218,9 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool parse_special
         raw(text);
         return out;
     }
-    size_t start = 0;
+    size_t start = 0, span = 0;
     for (size_t pos = 0; pos < text.size();) {
+        while (span < literal.size() && literal[span].second <= pos) ++span;
         int32_t hit = -1;
         for (int32_t id : m.specials_by_first_byte[static_cast<uint8_t>(text[pos])]) {
             if (text.substr(pos).starts_with(m.v.tokens[id])) {
@@ -222,6 +228,8 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool parse_special
                 break;
             }
         }
+        // A match that touches a literal range is text.
+        if (hit >= 0 && span < literal.size() && literal[span].first < pos + m.v.tokens[hit].size()) hit = -1;
         if (hit < 0) {
             ++pos;
             continue;

@@ -9,6 +9,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace strata {
@@ -49,6 +50,11 @@ public:
     // template. Otherwise they are encoded as ordinary text. Any bytes are accepted;
     // invalid UTF-8 is encoded through byte tokens.
     std::vector<int32_t> encode(std::string_view text, bool parse_special) const;
+    // The same, but inside the literal byte ranges [first, second) (sorted, disjoint)
+    // special-token texts stay ordinary text: a rendered chat prompt whose message
+    // contents must not forge the template's markers.
+    std::vector<int32_t> encode(std::string_view text, bool parse_special,
+                                std::span<const std::pair<size_t, size_t>> literal) const;
 
     // Ids to bytes (not necessarily valid UTF-8 when ids split a character). CONTROL
     // and UNUSED tokens produce nothing unless render_special.
