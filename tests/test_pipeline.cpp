@@ -198,6 +198,19 @@ TEST_CASE("pipeline: sampled output is reproducible for a seed", "[spec][pipelin
     CHECK(st.pipelined);
     CHECK(a == b);
     CHECK(!a.empty());
+    // The same tokens as plain decoding and serial windows: every position's draw is
+    // the sampler's own, whichever mode produces it.
+    auto local = make_local_runner(m, 2, 128, GgmlType::F16);
+    for (const int k : {0, 1, 3}) {
+        GenerateOptions o = opt;
+        o.spec_draft = k;
+        for (Runner* r : {static_cast<Runner*>(local.get()), static_cast<Runner*>(pipe.get())}) {
+            std::vector<int32_t> c;
+            generate(*r, tok, prompt, o, [](std::string_view) { return true; }, &c);
+            INFO("K=" << k << " " << r->describe());
+            CHECK(c == a);
+        }
+    }
 }
 
 TEST_CASE("pipeline: a hand-off timeout fails the request and the runner recovers", "[spec][pipeline][handoff]") {

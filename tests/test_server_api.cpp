@@ -2,6 +2,7 @@
 // every error in OpenAI's JSON form.
 #include <catch2/catch.hpp>
 
+#include "tests/raw_http.h"
 #include "tests/server_helpers.h"
 
 using namespace strata;
@@ -338,4 +339,34 @@ TEST_CASE("server: a message that spells the template's markers stays text", "[s
     const Reply t = post(trusted, "/v1/chat/completions", body.dump());
     REQUIRE(t.status == 200);
     CHECK(t.j["usage"]["prompt_tokens"].get<int64_t>() == plain - x_tokens + static_cast<int64_t>(as_special.size()));
+}
+
+TEST_CASE("server: a seeded request gives the same tokens alone (speculating) or beside another", "[server][seed]") {
+    // Drafts forced (a random model's MTP drafts almost nothing past --spec-draft-min-p):
+    // always token 5, so some are kept and most are corrected.
+    auto force = [](std::span<const int32_t>, int64_t, int k, Draft& d) {
+        d.tokens.assign(static_cast<size_t>(k), 5);
+        d.probs.assign(static_cast<size_t>(k), 1.0f);
+    };
+    TestServer s({.parallel = 2, .n_ctx = 4096, .mtp = true, .spec_draft = 3, .spec_edit_draft = force});
+    const json body = {{"prompt", "The quick brown fox"}, {"max_tokens", 24}, {"temperature", 1.0}, {"seed", 11},
+                       {"top_k", 8}, {"logprobs", 1}, {"ignore_eos", true}};
+    auto tokens = [](const Reply& r) { return r.j["choices"][0]["logprobs"]["tokens"]; };
+    const Reply alone = post(s, "/v1/completions", body.dump());
+    REQUIRE(alone.status == 200);
+    REQUIRE(tokens(alone).size() == 24);
+    CHECK(alone.j["timings"].contains("draft_n"));  // it decoded speculatively
+    json off = body;
+    off["spec_draft"] = 0;
+    CHECK(tokens(post(s, "/v1/completions", off.dump())) == tokens(alone));
+    // Another request decoding in the other slot: the first now runs in batched steps.
+    RawConn busy(s.port());
+    const std::string b = R"({"prompt":"Hi","max_tokens":100000,"ignore_eos":true,"stream":true})";
+    busy.send("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " +
+              std::to_string(b.size()) + "\r\n\r\n" + b);
+    REQUIRE(wait_metric(s, "strata_active_slots", 1));
+    const Reply beside = post(s, "/v1/completions", body.dump());
+    REQUIRE(beside.status == 200);
+    CHECK(!beside.j["timings"].contains("draft_n"));
+    CHECK(tokens(beside) == tokens(alone));
 }

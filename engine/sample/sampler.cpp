@@ -20,7 +20,17 @@ void SamplingParams::validate() const {
     if (penalty_last_n < -1) fail("penalty_last_n must be >= -1, got {}", penalty_last_n);
 }
 
-Sampler::Sampler(SamplingParams p) : p_(p), rng_(p.seed) { p_.validate(); }
+Sampler::Sampler(SamplingParams p) : p_(p) { p_.validate(); }
+
+double Sampler::uniform(int64_t ahead) const {
+    // splitmix64 of (seed, position): a counter-based generator, so any position's
+    // draw can be made in any order.
+    uint64_t z = p_.seed ^ ((n_seen_ + static_cast<uint64_t>(ahead) + 1) * 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return static_cast<double>(z >> 11) * 0x1.0p-53;
+}
 
 int32_t argmax(std::span<const float> logits) {
     // Lowest id wins a tie, so greedy output never depends on scan order.
@@ -31,6 +41,7 @@ int32_t argmax(std::span<const float> logits) {
 }
 
 void Sampler::accept(int32_t token) {
+    ++n_seen_;
     if (p_.penalty_last_n == 0) return;
     recent_.push_back(token);
     if (p_.penalty_last_n > 0)
@@ -93,8 +104,8 @@ int32_t Sampler::sample(std::span<float> logits) {
     if (p_.greedy()) return argmax(logits);
     std::vector<float> probs;
     probabilities(logits, probs);
-    // One uniform draw against the cumulative distribution in id order: reproducible.
-    return sample_index(probs, std::uniform_real_distribution<double>(0.0, 1.0)(rng_));
+    // One uniform against the cumulative distribution in id order: reproducible.
+    return sample_index(probs, uniform());
 }
 
 int32_t sample_index(std::span<const float> p, double u) {

@@ -1,9 +1,14 @@
 // Token sampling: logit processors (penalties), then greedy or a seeded draw after
 // temperature, top-k, top-p and min-p. Same seed, same logits -> same tokens.
+//
+// The draw for the token at sequence position n is one uniform that depends on the
+// seed and n alone (counter-based, not a stream): however the token is produced (a
+// plain step, alone or batched with other requests, or a speculative verify window
+// that checks several positions at once), the same position gets the same uniform, so
+// a seeded request gives the same tokens whatever runs beside it.
 #pragma once
 #include <cstdint>
 #include <deque>
-#include <random>
 #include <span>
 #include <vector>
 
@@ -35,8 +40,12 @@ public:
     void apply_penalties(std::span<float> logits) const;
     // Penalties, then choose a token.
     int32_t sample(std::span<float> logits);
-    // Records an emitted (or prompt) token for the penalties.
+    // Records an emitted (or prompt) token for the penalties; the next draw is for the
+    // position after it.
     void accept(int32_t token);
+    // The uniform in [0, 1) of the token `ahead` positions after the next one (0: the
+    // next token, which sample() draws with).
+    double uniform(int64_t ahead = 0) const;
 
     // Probabilities after penalties, temperature and the truncations (top-k/p, min-p):
     // the distribution sample() draws from; zeros outside the kept set.
@@ -46,7 +55,7 @@ public:
 
 private:
     SamplingParams p_;
-    std::mt19937_64 rng_;
+    uint64_t n_seen_ = 0;  // tokens accepted: the position of the next one
     std::deque<int32_t> recent_;
 };
 

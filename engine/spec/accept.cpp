@@ -39,21 +39,19 @@ SlotOutcome verify_slot(std::span<const float> p, std::span<const float> q, int3
 }
 
 WindowOutcome verify_window(const Sampler& sampler, float* logits, int64_t n_vocab, std::span<const int32_t> drafts,
-                            std::mt19937_64& rng, std::vector<float>& probs) {
+                            std::vector<float>& probs) {
     const int64_t kd = static_cast<int64_t>(drafts.size());
     for (int64_t i = 0; i <= kd; ++i) {
         std::span<float> row(logits + i * n_vocab, static_cast<size_t>(n_vocab));
-        const bool bonus = i == kd;
         sampler.apply_penalties(row);
+        int32_t t;
         if (sampler.params().greedy()) {
-            const int32_t t = argmax(row);
-            if (!bonus && t == drafts[static_cast<size_t>(i)]) continue;
-            return {i, t};
+            t = argmax(row);
+        } else {
+            sampler.probabilities(row, probs);
+            t = sample_index(probs, sampler.uniform(i));
         }
-        sampler.probabilities(row, probs);
-        if (bonus) return {i, sample_index(probs, std::uniform_real_distribution<double>(0.0, 1.0)(rng))};
-        const SlotOutcome o = verify_slot(probs, {}, drafts[static_cast<size_t>(i)], rng);
-        if (!o.accepted) return {i, o.token};
+        if (i == kd || t != drafts[static_cast<size_t>(i)]) return {i, t};
     }
     return {kd, 0};  // not reached: the bonus row always returns
 }

@@ -27,16 +27,21 @@ SlotOutcome verify_slot(std::span<const float> p, std::span<const float> q, int3
 // sample_index (the draw by one uniform against the cumulative sum) is in sampler.h.
 
 // A whole verify window: logits rows [drafts.size() + 1, n_vocab] (modified in place by
-// the penalties), the drafts d_1..d_k. Slot i's target distribution comes from row i.
-// Greedy requests use the sampler's own rule (penalties, then argmax; a draft is kept
-// when it equals it); others verify_slot with q a point mass at the draft, and the
-// bonus after a fully kept window is a plain draw. Returns the drafts kept and the
-// token the target adds (the correction, or the bonus). probs: scratch.
+// the penalties), the drafts d_1..d_k. Slot i's target distribution comes from row i,
+// and its token is the one the sampler itself would draw at that position (greedy:
+// argmax after the penalties; otherwise the draw by the sampler's uniform for that
+// position, Sampler::uniform(i)). A draft is kept when it equals that token; the first
+// that does not is replaced by it, and after a fully kept window it is the bonus. For
+// a greedy drafter (q a point mass at d) a draft is kept with probability p(d), as
+// verify_slot's rule keeps it, and the emitted tokens are exactly the ones plain
+// decoding gives for the same seed: speculation never changes a seeded request's text.
+// probs: scratch. The sampler's position must be the window's first (its accepted
+// tokens end where the window starts).
 struct WindowOutcome {
     int64_t accepted;
     int32_t token;
 };
 WindowOutcome verify_window(const Sampler& sampler, float* logits, int64_t n_vocab, std::span<const int32_t> drafts,
-                            std::mt19937_64& rng, std::vector<float>& probs);
+                            std::vector<float>& probs);
 
 }  // namespace strata

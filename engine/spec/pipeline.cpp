@@ -24,8 +24,7 @@ PipelinedDecoder::PipelinedDecoder(Runner& runner, int seq, const Sampler& sampl
       sampler_(sampler),
       opt_(opt),
       popt_(popt),
-      chain_(runner.model().hp().n_embd, runner.model().hp().n_vocab),
-      rng_(sampler.params().seed) {
+      chain_(runner.model().hp().n_embd, runner.model().hp().n_vocab) {
     STRATA_CHECK(runner.has_mtp(), "speculative decoding needs a model with an MTP head");
     STRATA_CHECK(opt.k >= 1 && opt.k + 1 <= StagePipe::kMaxRows, "pipelined windows take 1..{} drafts, not {}",
                  StagePipe::kMaxRows - 1, opt.k);
@@ -217,8 +216,7 @@ void PipelinedDecoder::run_step(int64_t max_emit, std::vector<int32_t>& out) {
     // --- W's verdict.
     pipe_.wait(ev_verify, 1);
     const WindowOutcome o = verify_window(sampler_, pipe_.logits(buf), V,
-                                          std::span<const int32_t>(wtok.data() + 1, static_cast<size_t>(kd)), rng_,
-                                          probs_);
+                                          std::span<const int32_t>(wtok.data() + 1, static_cast<size_t>(kd)), probs_);
     const int64_t m = o.accepted;
     const int32_t y = o.token;
     stats_.add_window(kd, m);

@@ -14,7 +14,6 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
-#include <random>
 #include <span>
 #include <vector>
 
@@ -101,7 +100,6 @@ private:
     PipelineOptions popt_;
     MtpChain chain_;
     MtpCall call_;
-    std::mt19937_64 rng_;
     SpecStats stats_;
     PipelineStats pstats_;
     std::atomic<int64_t> cut_{0};  // counted by stage 0's ops

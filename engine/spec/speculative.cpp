@@ -13,8 +13,7 @@ SpecDecoder::SpecDecoder(Runner& runner, int seq, const Sampler& sampler, const 
       sampler_(sampler),
       opt_(opt),
       drafter_(runner, seq, opt.draft_min_p),
-      verifier_(runner, seq),
-      rng_(sampler.params().seed) {
+      verifier_(runner, seq) {
     STRATA_CHECK(opt.k >= 1, "speculative decoding needs k >= 1, got {}", opt.k);
     stats_.drafted_at.assign(static_cast<size_t>(opt.k), 0);
     stats_.accepted_at.assign(static_cast<size_t>(opt.k), 0);
@@ -50,7 +49,7 @@ void SpecDecoder::step(int64_t max_emit, std::vector<int32_t>& out) {
 
     // Slot i's target distribution comes from row i (verify_window: the sampler's own
     // greedy rule, or MODEL_SPEC 6.3 with q a point mass at the greedy draft).
-    const WindowOutcome o = verify_window(sampler_, verifier_.logits(0).data(), V, draft_.tokens, rng_, probs_);
+    const WindowOutcome o = verify_window(sampler_, verifier_.logits(0).data(), V, draft_.tokens, probs_);
     const int64_t m = o.accepted;
     const int32_t y = o.token;
 

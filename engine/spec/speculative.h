@@ -6,7 +6,6 @@
 #pragma once
 #include <cstdint>
 #include <functional>
-#include <random>
 #include <span>
 #include <vector>
 
@@ -108,7 +107,6 @@ private:
     SpecOptions opt_;
     MtpDrafter drafter_;
     Verifier verifier_;
-    std::mt19937_64 rng_;
     SpecStats stats_;
 
     int32_t last_ = 0;                 // committed, not yet evaluated
