@@ -91,36 +91,56 @@ GenerateStats generate(Runner& runner, const Tokenizer& tok, std::span<const int
         const std::string piece = detok.push(t);
         return piece.empty() || on_text(piece);
     };
-    // The speculative loop, serial (SpecDecoder) or pipelined (PipelinedDecoder).
-    // The speculative loop, serial (SpecDecoder) or pipelined (PipelinedDecoder). With the
-    // default K (spec_draft -1) it stops for the rest of the request when it does not pay
-    // (spec_pays); decoding then goes on plainly from the last emitted token.
-    bool go = true;          // generation goes on
-    bool resume = false;     // spec stopped early: plain decoding continues after `last`
-    int32_t last = 0;
-    auto speculate = [&](auto& dec) {
-        const int32_t first = sampler.sample(logits);
-        last = first;
-        if (!(go = emit(first)) || limit <= 1) return;
-        dec.start(prompt_hidden.data(), prompt, first);
+    // The speculative loop, serial (SpecDecoder) or pipelined (PipelinedDecoder). The
+    // policy (SpecPolicy; only the default K adapts) decides each step: a window with its
+    // K, or a plain step, with a shadow probe or paused (the drafter then keeps only the
+    // newest pairs). The text is plain decoding's either way.
+    bool go = true;  // generation goes on
+    std::vector<float> hidden_row(spec ? static_cast<size_t>(hp.n_embd) : 0);
+    SpecPolicy policy(std::max(spec_opt.k, 1), opt.spec_draft < 0,
+                      opt.spec_policy ? *opt.spec_policy : SpecPolicyParams{});
+    auto log_pause = [&](int64_t windows) {  // the first pause of a request at info, later ones at debug
+        spdlog::log(policy.pauses() == 1 ? spdlog::level::info : spdlog::level::debug,
+                    "speculative decoding paused for {} tokens: the default's drafts were not kept ({} windows, "
+                    "{} probes so far; it tries again after the pause, which doubles while they still are not)",
+                    policy.pause_left(), windows, policy.probes());
+    };
+    auto speculate = [&](auto& dec, auto&& pause) {
+        int32_t last = sampler.sample(logits);
+        if (!(go = emit(last)) || limit <= 1) return;
+        dec.start(prompt_hidden.data(), prompt, last);
         std::vector<float>().swap(prompt_hidden);  // the MTP has its own copy now
         std::vector<int32_t> toks;
+        bool plain = false;  // the last step was a plain one (the pipelined decoder is finished)
         while (go && st.n_generated < limit) {
-            if (opt.spec_draft < 0 && !spec_pays(dec.stats())) {
-                spdlog::info("speculative decoding is off for the rest of this request: {} windows kept {:.2f} tokens "
-                             "per window (the default stops below {})",
-                             dec.stats().windows, dec.stats().tokens_per_window(), kSpecAutoMinTokensPerWindow);
-                resume = true;
-                break;
+            const int k = policy.next_k();
+            if (k == 0) {  // a plain step (a probe, or paused), its hidden row for the drafter
+                if (!plain) pause(dec);
+                plain = true;
+                const bool probe = policy.probe();
+                const int32_t guess = probe ? dec.guess() : -1;
+                const int32_t one[1] = {last};
+                eval(one, hidden_row.data());
+                last = sampler.sample(logits);
+                dec.advance(hidden_row.data(), last, /*paused=*/true);
+                policy.on_plain();
+                if (probe && policy.on_probe(guess == last)) log_pause(dec.stats().windows);
+                go = emit(last);
+                continue;
             }
+            plain = false;
+            const int64_t d0 = dec.stats().drafted, a0 = dec.stats().accepted;
             toks.clear();
-            dec.step(limit - st.n_generated, toks);
+            dec.step(limit - st.n_generated, toks, k);
+            if (policy.on_window(dec.stats().drafted - d0, dec.stats().accepted - a0)) log_pause(dec.stats().windows);
             for (int32_t t : toks) {
                 last = t;
                 if (!(go = emit(t))) break;
             }
         }
         st.spec = dec.stats();
+        st.spec_pauses = policy.pauses();
+        st.spec_plain_steps = policy.plain_steps();
     };
     if (!spec && runner.stage_pipe())
         spdlog::info("pipelined windows are off for this request: it decodes without speculation");
@@ -129,18 +149,19 @@ GenerateStats generate(Runner& runner, const Tokenizer& tok, std::span<const int
         if (runner.stage_pipe()) {
             PipelinedDecoder dec(runner, seq, sampler, spec_opt,
                                  opt.pipeline ? *opt.pipeline : PipelineOptions::from(env()));
-            speculate(dec);
+            speculate(dec, [](PipelinedDecoder& d) { d.finish(); });  // plain steps go through Runner::eval
             dec.finish();  // the sequence is now as plain decoding leaves it
             st.pipelined = true;
             st.pipe = dec.pipeline_stats();
         } else {
             SpecDecoder dec(runner, seq, sampler, spec_opt);
-            speculate(dec);
+            speculate(dec, [](SpecDecoder&) {});
         }
     }
-    if (!spec || resume) {
-        // Plain decoding: from the prompt's logits, or after the last speculative token.
-        bool first = !resume;
+    if (!spec) {
+        // Plain decoding from the prompt's logits.
+        bool first = true;
+        int32_t last = 0;
         while (go && st.n_generated < limit) {
             if (!first) {
                 const int32_t one[1] = {last};

@@ -29,6 +29,9 @@ struct GenerateOptions {
     // Pipelined windows (when the runner has a stage pipe): null = from the STRATA_PIPELINE_*
     // environment variables.
     std::optional<PipelineOptions> pipeline;
+    // When the default K (spec_draft -1) pauses and retries (SpecPolicy); null = the
+    // defaults. Tests shorten the backoff.
+    std::optional<SpecPolicyParams> spec_policy;
     // Test seam: SpecOptions::edit_draft (forces drafts; random test models accept nothing).
     std::function<void(int64_t pos, int k, Draft&)> spec_edit_draft;
 };
@@ -39,6 +42,8 @@ struct GenerateStats {
     bool stopped_by_eog = false;
     int spec_draft = 0;  // drafts per window actually used (0: plain decoding)
     SpecStats spec;      // windows, drafts, acceptance (spec_draft > 0)
+    int64_t spec_pauses = 0;       // times the default paused drafting (SpecPolicy)
+    int64_t spec_plain_steps = 0;  // plain steps taken while paused
     bool pipelined = false;  // the windows were pipelined (--pipeline-windows 2)
     PipelineStats pipe;      // early windows, kept and rolled back (pipelined)
     double prompt_tps() const { return prompt_seconds > 0 ? static_cast<double>(n_prompt) / prompt_seconds : 0; }

@@ -239,34 +239,114 @@ TEST_CASE("pipeline: a hand-off timeout fails the request and the runner recover
     CHECK(gen(*r, tok, prompt, 3, 20, {}, always).out == want);
 }
 
-TEST_CASE("spec: the default stops speculating when the drafter does not pay", "[spec][auto]") {
+TEST_CASE("spec: the default pauses a drafter that is not kept", "[spec][auto]") {
     auto m = mtp_model();
     const Tokenizer tok = Tokenizer::from_gguf(m->file());
     const std::vector<int32_t> prompt = tok.encode("The quick brown fox jumps over the lazy dog", false);
     auto local = make_local_runner(m, 1, 160, GgmlType::F16);
     const Run plain = gen(*local, tok, prompt, 0, 48, {});
     REQUIRE(plain.out.size() == 48);
-    // A random MTP head never agrees: the default gives up after kSpecAutoWindows windows
-    // and decodes the rest plainly, with the same text.
+    const int64_t backoff = SpecPolicyParams{}.backoff_first;
+    REQUIRE(backoff > 48);
+    // A random MTP head never agrees: two probes (plain steps with the drafter's guess)
+    // miss and the default pauses for longer than the request, without a single verify
+    // window; the text is the same.
     const Run dflt = gen(*local, tok, prompt, -1, 48, {});
     CHECK(dflt.out == plain.out);
     CHECK(dflt.st.spec_draft == 3);
-    CHECK(dflt.st.spec.windows == kSpecAutoWindows);
+    CHECK(dflt.st.spec.windows == 0);
+    CHECK(dflt.st.spec_pauses == 1);
+    CHECK(dflt.st.spec_plain_steps == 47);
     // An explicit K always speculates.
     const Run k3 = gen(*local, tok, prompt, 3, 48, {});
     CHECK(k3.out == plain.out);
     CHECK(k3.st.spec.windows == 47);
-    // A drafter that agrees keeps the default on (forced drafts: most windows kept).
+    CHECK(k3.st.spec_plain_steps == 0);
+    // A drafter that agrees keeps the default on (forced drafts: most windows kept): one
+    // kept probe, then full-K windows.
     const Run agree = gen(*local, tok, prompt, -1, 48, plain.out);
     CHECK(agree.out == plain.out);
-    CHECK(agree.st.spec.tokens_per_window() >= kSpecAutoMinTokensPerWindow);
-    CHECK(agree.st.spec.windows + agree.st.spec.accepted + 1 == 48);
-    // Also through the pipelined decoder: it stops, undoes its early window, and the
-    // rest is plain.
+    CHECK(agree.st.spec_pauses == 0);
+    CHECK(agree.st.spec_plain_steps <= 3);
+    CHECK(agree.st.spec.tokens_per_window() >= 2);
+    CHECK(1 + agree.st.spec.windows + agree.st.spec.accepted + agree.st.spec_plain_steps == 48);
+    // Also through the pipelined decoder: it finishes (no early window left on stage 0)
+    // before the plain steps.
     auto pipe = split(m, "cpu:0,cpu:1", false, 2);
     PipelineOptions always;
     always.theta = 0;
     const Run p = gen(*pipe, tok, prompt, -1, 48, {}, always);
     CHECK(p.out == plain.out);
-    CHECK(p.st.spec.windows == kSpecAutoWindows);
+    CHECK(p.st.spec.windows == 0);
+    CHECK(p.st.spec_pauses == 1);
+}
+
+TEST_CASE("spec: greedy output is unchanged while the default pauses and resumes mid-request", "[spec][auto][greedy]") {
+    // Forced drafts that are wrong, then right, then wrong, then right again: the default
+    // probes, pauses, retries, drafts at full K, pauses again and comes back, on every
+    // runner; the text is plain decoding's, byte for byte, and the stepping adds up.
+    auto m = mtp_model();
+    const Tokenizer tok = Tokenizer::from_gguf(m->file());
+    const std::vector<int32_t> prompt = tok.encode("The quick brown fox jumps over the lazy dog", false);
+    auto local = make_local_runner(m, 1, 160, GgmlType::F16);
+    const int64_t n = 100;
+    const std::vector<int32_t> want = gen(*local, tok, prompt, 0, n, {}).out;
+    REQUIRE(static_cast<int64_t>(want.size()) == n);
+    const int64_t P = static_cast<int64_t>(prompt.size());
+    const int32_t V = static_cast<int32_t>(m->hp().n_vocab);
+    // Output index i is right in [10, 40) and [60, n) (every seventh of those wrong too).
+    const auto right = [](int64_t i) { return ((i >= 10 && i < 40) || i >= 60) && i % 7 != 3; };
+    SpecPolicyParams prm;
+    prm.backoff_first = 4;
+    prm.backoff_max = 8;
+    std::unique_ptr<Runner> s0 = split(m, "cpu:0,cpu:1", false, 0), s1 = split(m, "cpu:0,cpu:1", true, 0),
+                            sp = split(m, "cpu:0,cpu:1", false, 2);
+    struct Case {
+        const char* name;
+        Runner* r;
+        std::optional<PipelineOptions> po;
+    };
+    PipelineOptions always, never;
+    always.theta = 0;
+    never.theta = 2;
+    const std::vector<Case> cases = {{"local", local.get(), std::nullopt},
+                                     {"split serial", s0.get(), std::nullopt},
+                                     {"split overlap", s1.get(), std::nullopt},
+                                     {"pipelined, theta 0", sp.get(), always},
+                                     {"pipelined, theta 2", sp.get(), never}};
+    for (const Case& c : cases) {
+        INFO(c.name);
+        GenerateOptions opt;
+        opt.n_predict = n;
+        opt.n_batch = 5;
+        opt.spec_draft = -1;
+        opt.pipeline = c.po;
+        opt.spec_policy = prm;
+        opt.spec_edit_draft = [&](int64_t pos, int k, Draft& d) {
+            d.tokens.clear();
+            for (int j = 0; j < k; ++j) {
+                const int64_t at = pos + 1 + j - P;  // the token at position p is want[p - P]
+                if (at >= n) break;
+                d.tokens.push_back(right(at) ? want[static_cast<size_t>(at)] : (want[static_cast<size_t>(at)] + 1) % V);
+            }
+            d.probs.assign(d.tokens.size(), 0.9f);
+        };
+        std::vector<int32_t> out;
+        const GenerateStats st = generate(*c.r, tok, prompt, opt, [](std::string_view) { return true; }, &out);
+        CHECK(out == want);
+        CHECK(st.spec_pauses >= 2);          // paused in both wrong stretches ...
+        CHECK(st.spec.accepted > 20);        // ... and drafted (kept) in both right ones
+        CHECK(st.spec.accepted_at[2] > 0);   // at full K
+        CHECK(st.spec_plain_steps >= 10);
+        CHECK(1 + st.spec.windows + st.spec.accepted + st.spec_plain_steps == n);
+        // Seeded sampling is reproducible through the pauses (the policy reads acceptance only).
+        GenerateOptions so = opt;
+        so.sampling.temperature = 0.8f;
+        so.sampling.seed = 11;
+        std::vector<int32_t> a, b;
+        const GenerateStats sa = generate(*c.r, tok, prompt, so, [](std::string_view) { return true; }, &a);
+        generate(*c.r, tok, prompt, so, [](std::string_view) { return true; }, &b);
+        CHECK(a == b);
+        CHECK(sa.spec_pauses >= 1);
+    }
 }

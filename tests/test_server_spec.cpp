@@ -47,6 +47,7 @@ std::vector<int32_t> greedy(const std::vector<int32_t>& prompt, int64_t n) {
 struct Oracle {
     std::map<std::vector<int32_t>, std::vector<int32_t>> want;
     int wrong_every = 0;
+    int wrong_before = 0;  // positions before this one are all wrong
     int32_t n_vocab = 0;
     void operator()(std::span<const int32_t> prompt, int64_t pos, int k, Draft& d) const {
         auto it = want.find(std::vector<int32_t>(prompt.begin(), prompt.end()));
@@ -57,7 +58,7 @@ struct Oracle {
             const int64_t at = pos - P + 1 + j;  // the token at position pos is want[pos - P]
             if (at >= static_cast<int64_t>(it->second.size())) break;
             int32_t t = it->second[static_cast<size_t>(at)];
-            if (wrong_every > 0 && at % wrong_every == 2) t = (t + 1) % n_vocab;
+            if ((wrong_every > 0 && at % wrong_every == 2) || at < wrong_before) t = (t + 1) % n_vocab;
             d.tokens.push_back(t);
         }
         d.probs.assign(d.tokens.size(), 1.0f);
@@ -347,15 +348,37 @@ TEST_CASE("server spec: --spec-draft sets the default, penalties turn it off", "
         const Out c = run(s, on, false);
         CHECK(c.timings["draft_n"].get<int64_t>() > 0);
     }
-    SECTION("the default stops for a request whose drafts are never kept") {
+    SECTION("the default pauses for a request whose drafts are never kept") {
         TestServer s({.mtp = true});  // a random MTP head: nothing is accepted
         const Out plain = run(s, completion(prompt, 40, 0), false);
         const Out dflt = run(s, completion(prompt, 40), false);
         CHECK(dflt.text == plain.text);
-        CHECK(settled_metric(s, "strata_spec_windows_total") == kSpecAutoWindows);
+        // Two probes (plain windows with the drafter's guess) miss, then a pause longer
+        // than the request (SpecPolicy): not one verify window.
+        REQUIRE(SpecPolicyParams{}.backoff_first > 40);
+        CHECK(settled_metric(s, "strata_spec_windows_total") == 0);
         const Out k3 = run(s, completion(prompt, 40, 3), false);  // explicit: all the way
         CHECK(k3.text == plain.text);
-        CHECK(settled_metric(s, "strata_spec_windows_total") > 2 * kSpecAutoWindows);
+        CHECK(settled_metric(s, "strata_spec_windows_total") == k3.n - 1);  // one per token after the first
+    }
+    SECTION("the default pauses and comes back within a request") {
+        // Forced drafts wrong for the first 12 tokens, right after: the default probes,
+        // pauses for 64 tokens, probes again and drafts.
+        std::vector<int32_t> p2;  // a prompt whose greedy continuation has no end of generation for 120 tokens
+        for (int t = 0; t < 30; ++t) p2.push_back(static_cast<int32_t>((t * 7 + 3) % 200 + 10));
+        const std::vector<int32_t> want = greedy(p2, 120);
+        REQUIRE(want.size() == 120);
+        auto o = std::make_shared<Oracle>();
+        o->want[p2] = want;
+        o->wrong_before = 12;
+        o->n_vocab = static_cast<int32_t>(mtp_model()->hp().n_vocab);
+        TestServer s({.mtp = true, .spec_edit_draft = edit(o)});
+        const Out plain = run(s, completion(p2, 110, 0), false);
+        const Out dflt = run(s, completion(p2, 110), true);
+        CHECK(dflt.text == plain.text);
+        CHECK(dflt.n == plain.n);
+        CHECK(settled_metric(s, "strata_spec_windows_total") > 0);
+        CHECK(settled_metric(s, "strata_spec_accepted_tokens_total") > 20);
     }
     SECTION("no MTP head: spec_draft is accepted and ignored") {
         TestServer s;

@@ -111,7 +111,9 @@ TEST_CASE("engine over a split: speculative and batched windows give the plain t
     SplitConfig cfg;
     cfg.overlap = true;
     EngineOptions opt;
-    opt.n_parallel = 2;  // spec_draft -1: K = 3 (the model has an MTP head)
+    opt.n_parallel = 2;
+    // An explicit K: the default would pause this random MTP head (SpecPolicy) after two probes.
+    opt.spec_draft = 3;
     Engine e(model, Tokenizer::from_gguf(model->file()), split(model, cfg), opt);
     for (size_t i = 0; i < prompts.size(); ++i) CHECK(text_of(e, prompts[i], 24) == want[i]);  // alone: speculative
     CHECK(e.stats().spec_windows > 0);
@@ -128,7 +130,9 @@ TEST_CASE("engine over a split: a hand-off failure in a speculative step fails o
     cfg.overlap = true;
     cfg.wait_ms = 300;
     cfg.drop_window = 3;  // by the third window the request decodes speculatively
-    Engine e(model, Tokenizer::from_gguf(model->file()), split(model, cfg), EngineOptions{});
+    EngineOptions opt;
+    opt.spec_draft = 3;  // explicit: the default would pause this random MTP head (SpecPolicy)
+    Engine e(model, Tokenizer::from_gguf(model->file()), split(model, cfg), opt);
     const Outcome a = run(e, 8);
     CHECK(a.finish == FinishReason::Error);
     CHECK(a.kind == Event::ErrorKind::Handoff);

@@ -118,8 +118,7 @@ void Scheduler::loop() {
 
 void Scheduler::start_slot(Slot& s, Queued& q) {
     s.spec.reset();  // it refers to the sampler replaced below
-    s.spec_auto = false;
-    s.spec_drafted = s.spec_accepted = 0;
+    s.policy.reset();
     s.stream = std::move(q.stream);
     s.req = std::move(q.req);
     s.prompt_done = 0;
@@ -159,7 +158,8 @@ void Scheduler::start_slot(Slot& s, Queued& q) {
             so.edit_draft = [edit, prompt](int64_t pos, int k_round, Draft& d) { edit(prompt, pos, k_round, d); };
         }
         s.spec = std::make_unique<SpecDecoder>(runner_, s.seq, *s.sampler, so);
-        s.spec_auto = s.req.spec_draft < 0 && opt_.spec_draft < 0;
+        // Only the default K adapts (SpecPolicy); a K from the request or --spec-draft is honoured.
+        s.policy.emplace(k, s.req.spec_draft < 0 && opt_.spec_draft < 0);
         const size_t E = static_cast<size_t>(runner_.model().hp().n_embd);
         s.prompt_hidden.resize(s.req.prompt.size() * E);
         s.hidden_row.resize(E);
@@ -204,8 +204,8 @@ void Scheduler::finish(Slot& s, FinishReason why, std::string error, Event::Erro
     e.usage.prompt_tokens = static_cast<int64_t>(s.req.prompt.size());
     e.usage.completion_tokens = s.n_gen;
     e.usage.queue_seconds = secs(s.submitted, s.started);
-    e.usage.spec_drafted = s.spec_drafted + (s.spec ? s.spec->stats().drafted : 0);
-    e.usage.spec_accepted = s.spec_accepted + (s.spec ? s.spec->stats().accepted : 0);
+    e.usage.spec_drafted = s.spec ? s.spec->stats().drafted : 0;
+    e.usage.spec_accepted = s.spec ? s.spec->stats().accepted : 0;
     if (s.n_gen > 0) {
         e.usage.ttft_seconds = secs(s.submitted, s.first_token);
         e.usage.prompt_seconds = secs(s.started, s.first_token);
@@ -214,6 +214,7 @@ void Scheduler::finish(Slot& s, FinishReason why, std::string error, Event::Erro
     s.stream->push(std::move(e));
     s.stream.reset();
     s.spec.reset();
+    s.policy.reset();
     std::vector<float>().swap(s.prompt_hidden);
     try {
         runner_.reset_sequence(s.seq);
@@ -226,8 +227,9 @@ void Scheduler::finish(Slot& s, FinishReason why, std::string error, Event::Erro
 
 void Scheduler::run_window() {
     // A slot that decodes alone takes a speculative round (when its request has
-    // speculation on); otherwise every decoding slot gets one token of a batched
-    // window. Prompt chunks go into the batched window (alone, after a speculative round).
+    // speculation on and its policy drafts now); otherwise every decoding slot gets one
+    // token of a batched window (a policy's probe or pause is one of those). Prompt chunks
+    // go into the batched window (alone, after a speculative round).
     Slot* solo = nullptr;
     int decoding = 0;
     for (Slot& s : slots_) {
@@ -240,7 +242,7 @@ void Scheduler::run_window() {
         ++decoding;
         solo = &s;
     }
-    if (decoding == 1 && solo->spec) spec_window(*solo);
+    if (decoding == 1 && solo->spec && solo->policy->next_k() > 0) spec_window(*solo);
     else solo = nullptr;
     batch_window(solo);
 }
@@ -259,6 +261,16 @@ void Scheduler::batch_window(const Slot* skip) {
     int64_t budget = opt_.n_batch;
     for (Slot& s : slots_) {
         if (!s.busy() || s.in_prompt() || &s == skip) continue;
+        s.probe_guess.reset();
+        if (s.spec && s.policy->probe()) {  // the default's shadow probe (SpecPolicy)
+            try {
+                s.probe_guess = s.spec->guess();
+            } catch (const std::exception& ex) {
+                Slot* one[1] = {&s};
+                fail_window(ex, one);
+                continue;
+            }
+        }
         items.push_back({s.seq, std::span<const int32_t>(&s.last, 1), false, s.spec ? s.hidden_row.data() : nullptr});
         owner.push_back(&s);
         --budget;
@@ -300,13 +312,21 @@ void Scheduler::batch_window(const Slot* skip) {
         ++sampled;
         std::span<float> row(logits_.data() + i * V, V);
         const int32_t t = s.sampler->sample(row);  // applies the penalties to row in place
+        // The policy's plain step (a probe or a pause), before commit may end the request.
+        const bool policy_step = !first && s.spec && s.policy->next_k() == 0;
+        if (policy_step) {
+            s.policy->on_plain();
+            if (s.probe_guess && s.policy->on_probe(*s.probe_guess == t)) log_pause(s);
+        }
         if (!commit(s, t, row, runner_.n_past(s.seq)) || !s.spec) continue;
         try {
             if (first) {
                 s.spec->start(s.prompt_hidden.data(), s.req.prompt, t);
                 std::vector<float>().swap(s.prompt_hidden);  // the decoder has its own copy
             } else {
-                s.spec->advance(s.hidden_row.data(), t);
+                // Paused (the default's drafts were not kept): the drafter keeps only the
+                // newest pairs, and the plain step counts toward the pause.
+                s.spec->advance(s.hidden_row.data(), t, /*paused=*/policy_step);
             }
         } catch (const std::exception& ex) {  // advance may run the MTP
             Slot* one[1] = {&s};
@@ -330,7 +350,7 @@ void Scheduler::spec_window(Slot& s) {
     spec_out_.clear();
     const auto t0 = clock::now();
     try {
-        s.spec->step(max_emit, spec_out_);
+        s.spec->step(max_emit, spec_out_, s.policy->next_k());
     } catch (const std::exception& ex) {
         Slot* one[1] = {&s};
         fail_window(ex, one);
@@ -345,18 +365,7 @@ void Scheduler::spec_window(Slot& s) {
         ++used;
         if (!commit(s, spec_out_[i], s.spec->logits(i), n0 + static_cast<int64_t>(i) + 1)) break;
     }
-    if (s.busy() && s.spec_auto && !spec_pays(st)) {
-        // The default K: a drafter that rarely agrees costs more than it saves. The slot
-        // decodes plainly from here (the sequence is as plain decoding leaves it).
-        if (!std::exchange(said_spec_stopped_, true))
-            spdlog::info("speculative decoding stopped for a request: {} windows kept {:.2f} tokens per window (the "
-                         "default stops below {}; an explicit --spec-draft or spec_draft always speculates; logged "
-                         "once)",
-                         st.windows, st.tokens_per_window(), kSpecAutoMinTokensPerWindow);
-        s.spec_drafted += st.drafted;
-        s.spec_accepted += st.accepted;
-        s.spec.reset();
-    }
+    if (s.busy() && s.policy->on_window(drafted, accepted)) log_pause(s);
     std::lock_guard lk(mu_);
     stats_.windows += windows;
     stats_.generated_tokens += used;
@@ -364,6 +373,14 @@ void Scheduler::spec_window(Slot& s) {
     stats_.spec_windows += windows;
     stats_.spec_drafted += drafted;
     stats_.spec_accepted += accepted;
+}
+
+void Scheduler::log_pause(const Slot& s) {
+    if (std::exchange(said_spec_stopped_, true)) return;
+    spdlog::info("speculative decoding paused for a request: its drafts were not kept; it decodes plainly for {} "
+                 "tokens, then probes again (the pause doubles while the drafts still are not kept; only the default "
+                 "K pauses, an explicit --spec-draft or spec_draft always speculates; logged once)",
+                 s.policy->pause_left());
 }
 
 bool Scheduler::commit(Slot& s, int32_t t, std::span<const float> row, int64_t n_past) {

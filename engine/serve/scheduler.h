@@ -45,6 +45,7 @@ private:
     // length with every token before t in it. Streams its text, ends the request when
     // t ends it (returns false), else t becomes the token to feed next.
     bool commit(Slot& s, int32_t t, std::span<const float> row, int64_t n_past);
+    void log_pause(const Slot& s);  // the default's speculation paused for s (logged once)
     // A window threw: the requests in it fail (all of them after an engine restart).
     void fail_window(const std::exception& ex, std::span<Slot* const> owner);
     void finish(Slot& s, FinishReason why, std::string error = {},

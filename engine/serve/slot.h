@@ -29,8 +29,8 @@ struct Slot {
     // Speculative decoding of this request (null: plain). It refers to *sampler, so it
     // goes before the sampler is replaced.
     std::unique_ptr<SpecDecoder> spec;
-    bool spec_auto = false;  // K came from the default: spec_pays() may stop it for the rest of the request
-    int64_t spec_drafted = 0, spec_accepted = 0;  // of a decoder already stopped (usage)
+    std::optional<SpecPolicy> policy;  // with spec: K per round, and the default's probes and pauses
+    std::optional<int32_t> probe_guess;  // the drafter's guess for this plain window's token (a probe)
     std::vector<float> prompt_hidden;  // [prompt, n_embd] hidden rows of the prompt (spec, prompt phase)
     std::vector<float> hidden_row;     // [n_embd] hidden row of the token fed in a plain window (spec)
     clock::time_point submitted, started, first_token;

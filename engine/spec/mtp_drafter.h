@@ -52,7 +52,21 @@ struct MtpPairs {
         hidden.insert(hidden.end(), rows_hidden, rows_hidden + static_cast<int64_t>(next.size()) * n_embd);
         tokens.insert(tokens.end(), next.begin(), next.end());
     }
+    // Drops all but the newest n pairs unfed (n >= 1): the MTP's KV keeps whatever it
+    // held at their positions (zeros, or an old chain's rows). While the default's
+    // speculation is paused (SpecPolicy) this bounds the pending rows without paying an
+    // MTP pass per plain token; the drafts after the pause see the newest n pairs.
+    void keep_last(int64_t n, int64_t n_embd) {
+        const int64_t drop = size() - n;
+        if (drop <= 0) return;
+        hidden.erase(hidden.begin(), hidden.begin() + drop * n_embd);
+        tokens.erase(tokens.begin(), tokens.begin() + drop);
+        pos0 += drop;
+    }
 };
+
+// Pairs kept for the MTP while the default's speculation is paused (MtpPairs::keep_last).
+inline constexpr int64_t kPausedPairs = 8;
 
 // One MTP call: Runner::mtp's contract (pairs at MTP positions pos0.., logits of the
 // last pair, optional hidden rows).

@@ -84,17 +84,18 @@ void PipelinedDecoder::fail_cleanup() noexcept {
     pipe_.reset();
 }
 
-void PipelinedDecoder::step(int64_t max_emit, std::vector<int32_t>& out) {
+void PipelinedDecoder::step(int64_t max_emit, std::vector<int32_t>& out, int k) {
     STRATA_CHECK(!broken_, "the pipelined decoder failed earlier; the sequence must be reset");
+    STRATA_CHECK(k >= 0 && k <= opt_.k, "step: {} drafts asked, the decoder takes 1..{}", k, opt_.k);
     try {
-        run_step(max_emit, out);
+        run_step(max_emit, out, k > 0 ? k : opt_.k);
     } catch (...) {
         fail_cleanup();
         throw;
     }
 }
 
-void PipelinedDecoder::run_step(int64_t max_emit, std::vector<int32_t>& out) {
+void PipelinedDecoder::run_step(int64_t max_emit, std::vector<int32_t>& out, int k_round) {
     STRATA_CHECK(max_emit >= 1, "step: nothing to emit");
     const int64_t V = runner_.model().hp().n_vocab, E = runner_.model().hp().n_embd;
 
@@ -115,7 +116,7 @@ void PipelinedDecoder::run_step(int64_t max_emit, std::vector<int32_t>& out) {
         w = prev->window;
         slot_w = prev->slot;
     } else {
-        const int k = static_cast<int>(std::min<int64_t>(opt_.k, max_emit - 1));
+        const int k = static_cast<int>(std::min<int64_t>(k_round, max_emit - 1));
         const int64_t pos = n_;
         const DeviceEvent ev = on(1, [this, k, pos] {
             draft_.tokens.clear();
@@ -158,7 +159,7 @@ void PipelinedDecoder::run_step(int64_t max_emit, std::vector<int32_t>& out) {
         buf_next_ ^= 1;
         e->slot = 1 - slot_w;
         e->window = pipe_.next_window();
-        const int j = static_cast<int>(std::min<int64_t>(opt_.k, remaining - 1));
+        const int j = static_cast<int>(std::min<int64_t>(k_round, remaining - 1));
         double est = 1;
         for (float p : wprobs) est *= p;
         ev_chain = on(1, [this, e, prev, j, est, wtok] {
@@ -266,6 +267,55 @@ void PipelinedDecoder::run_step(int64_t max_emit, std::vector<int32_t>& out) {
     n_ += m + 1;
     last_ = y;
     if (hit) ready_ = e;
+}
+
+void PipelinedDecoder::advance(const float* hidden, int32_t next, bool paused) {
+    STRATA_CHECK(!broken_, "the pipelined decoder failed earlier; the sequence must be reset");
+    STRATA_CHECK(!ready_, "advance: call finish() before plain steps");
+    const int64_t E = runner_.model().hp().n_embd;
+    pend_.append(hidden, std::span<const int32_t>(&next, 1), E);
+    ++n_;  // the plain step evaluated last_
+    last_ = next;
+    if (paused) {
+        pend_.keep_last(kPausedPairs, E);
+        return;
+    }
+    constexpr int64_t kMaxPending = 256;  // as SpecDecoder::advance: feed all but the newest
+    const int64_t T = pend_.size();
+    if (T <= kMaxPending) return;
+    const DeviceEvent ev = on(1, [this, T] {
+        chain_.feed(call_, pend_.hidden.data(), pend_.tokens.data(), T - 1, pend_.pos0);
+    });
+    try {
+        pipe_.wait(ev, 1);
+    } catch (...) {
+        fail_cleanup();
+        throw;
+    }
+    pend_.hidden.erase(pend_.hidden.begin(), pend_.hidden.begin() + (T - 1) * E);
+    pend_.tokens.erase(pend_.tokens.begin(), pend_.tokens.begin() + (T - 1));
+    pend_.pos0 += T - 1;
+}
+
+int32_t PipelinedDecoder::guess() {
+    STRATA_CHECK(!broken_, "the pipelined decoder failed earlier; the sequence must be reset");
+    STRATA_CHECK(!ready_, "guess: call finish() before plain steps");
+    const int64_t pos = n_;
+    const DeviceEvent ev = on(1, [this, pos] {
+        draft_.tokens.clear();
+        draft_.probs.clear();
+        chain_.feed(call_, pend_.hidden.data(), pend_.tokens.data(), pend_.size(), pend_.pos0);
+        chain_.draft(call_, 1, opt_.draft_min_p, draft_);
+        if (opt_.edit_draft) opt_.edit_draft(pos, 1, draft_);
+    });
+    try {
+        pipe_.wait(ev, 1);
+    } catch (...) {
+        fail_cleanup();
+        throw;
+    }
+    pend_.reset(pend_.pos0 + pend_.size());
+    return draft_.tokens.empty() ? -1 : draft_.tokens.front();
 }
 
 void PipelinedDecoder::finish() {

@@ -55,12 +55,19 @@ public:
     ~PipelinedDecoder();  // waits for every op still queued (they point into this object)
 
     void start(const float* prompt_hidden, std::span<const int32_t> prompt, int32_t first);
-    // One window: at most max_emit tokens appended to out (as SpecDecoder::step).
-    void step(int64_t max_emit, std::vector<int32_t>& out);
+    // One window: at most max_emit tokens appended to out (as SpecDecoder::step; k: drafts
+    // of a newly drafted window, 0 = SpecOptions::k).
+    void step(int64_t max_emit, std::vector<int32_t>& out, int k = 0);
     // After the last step: waits for the stages, undoes an early window still on stage 0
     // and leaves the sequence as plain decoding would (every emitted token but the last
-    // evaluated).
+    // evaluated). Speculation may go on after it: plain steps through Runner::eval, each
+    // reported with advance(), then step() again (SpecPolicy's pauses).
     void finish();
+    // A token committed by a plain step after finish() (SpecDecoder::advance; paused:
+    // keep only the newest kPausedPairs pairs for the MTP).
+    void advance(const float* hidden, int32_t next, bool paused);
+    // A shadow probe after finish() (SpecDecoder::guess), on the last stage.
+    int32_t guess();
 
     const SpecStats& stats() const { return stats_; }
     PipelineStats pipeline_stats() const {
@@ -85,7 +92,7 @@ private:
         std::atomic<bool> cancel{false};
     };
 
-    void run_step(int64_t max_emit, std::vector<int32_t>& out);
+    void run_step(int64_t max_emit, std::vector<int32_t>& out, int k_round);
     DeviceEvent on(size_t stage, std::function<void()> op);  // submit and remember as the stage's last op
     void snapshot(size_t stage, int slot);             // queued or on the host (snap_overlap)
     void restore(size_t stage, int slot);

@@ -27,12 +27,13 @@ void SpecDecoder::start(const float* prompt_hidden, std::span<const int32_t> pro
     last_ = first;
 }
 
-void SpecDecoder::step(int64_t max_emit, std::vector<int32_t>& out) {
+void SpecDecoder::step(int64_t max_emit, std::vector<int32_t>& out, int k_round) {
     STRATA_CHECK(max_emit >= 1, "step: nothing to emit");
+    STRATA_CHECK(k_round >= 0 && k_round <= opt_.k, "step: {} drafts asked, the decoder takes 1..{}", k_round, opt_.k);
     const int64_t V = runner_.model().hp().n_vocab, E = runner_.model().hp().n_embd;
     // Never draft more than may be emitted: the window then also fits the context
     // whenever plain decoding would have.
-    const int k = static_cast<int>(std::min<int64_t>(opt_.k, max_emit - 1));
+    const int k = static_cast<int>(std::min<int64_t>(k_round > 0 ? k_round : opt_.k, max_emit - 1));
     drafter_.draft(pend_.hidden.data(), pend_.tokens.data(), pend_.size(), pend_.pos0, k, draft_);
     if (opt_.edit_draft) {
         opt_.edit_draft(runner_.n_past(seq_), k, draft_);
@@ -70,10 +71,14 @@ void SpecDecoder::step(int64_t max_emit, std::vector<int32_t>& out) {
     last_ = y;
 }
 
-void SpecDecoder::advance(const float* hidden, int32_t next) {
+void SpecDecoder::advance(const float* hidden, int32_t next, bool paused) {
     const int64_t E = runner_.model().hp().n_embd;
     pend_.append(hidden, std::span<const int32_t>(&next, 1), E);
     last_ = next;
+    if (paused) {
+        pend_.keep_last(kPausedPairs, E);
+        return;
+    }
     constexpr int64_t kMaxPending = 256;
     const int64_t T = pend_.size();
     if (T <= kMaxPending) return;
@@ -82,6 +87,13 @@ void SpecDecoder::advance(const float* hidden, int32_t next) {
     pend_.hidden.erase(pend_.hidden.begin(), pend_.hidden.begin() + (T - 1) * E);
     pend_.tokens.erase(pend_.tokens.begin(), pend_.tokens.begin() + (T - 1));
     pend_.pos0 += T - 1;
+}
+
+int32_t SpecDecoder::guess() {
+    drafter_.draft(pend_.hidden.data(), pend_.tokens.data(), pend_.size(), pend_.pos0, 1, draft_);
+    if (opt_.edit_draft) opt_.edit_draft(runner_.n_past(seq_), 1, draft_);
+    pend_.reset(pend_.pos0 + pend_.size());
+    return draft_.tokens.empty() ? -1 : draft_.tokens.front();
 }
 
 std::span<const float> SpecDecoder::logits(size_t i) const { return verifier_.logits(static_cast<int64_t>(i)); }

@@ -12,6 +12,7 @@
 #include "engine/run/runner.h"
 #include "engine/sample/sampler.h"
 #include "engine/spec/mtp_drafter.h"
+#include "engine/spec/spec_policy.h"
 #include "engine/spec/verifier.h"
 
 namespace strata {
@@ -54,18 +55,6 @@ struct SpecStats {
     }
 };
 
-// The default speculation (--spec-draft -1, a request without spec_draft) stops for
-// the rest of a request when it clearly does not pay: after kSpecAutoWindows windows,
-// fewer than kSpecAutoMinTokensPerWindow tokens committed per window (a drafter that
-// rarely agrees with the model: the demo's random MTP, a mismatched head). It depends
-// only on acceptance, so a seeded request still gives the same text every run. An
-// explicit K always speculates.
-inline constexpr int64_t kSpecAutoWindows = 8;
-inline constexpr double kSpecAutoMinTokensPerWindow = 1.5;
-inline bool spec_pays(const SpecStats& s) {
-    return s.windows < kSpecAutoWindows || s.tokens_per_window() >= kSpecAutoMinTokensPerWindow;
-}
-
 class SpecDecoder {
 public:
     // sampler: the request's sampler (its penalties must be off: the caller decodes
@@ -81,7 +70,8 @@ public:
     // One round: at most max_emit (>= 1) tokens are committed and appended to out (the
     // accepted drafts, then the target's correction or bonus token). The sequence's
     // state then holds every committed token but the last, as after plain decoding.
-    void step(int64_t max_emit, std::vector<int32_t>& out);
+    // k: drafts for this round, 1..SpecOptions::k (0: SpecOptions::k; SpecPolicy::next_k).
+    void step(int64_t max_emit, std::vector<int32_t>& out, int k = 0);
 
     const SpecStats& stats() const { return stats_; }
 
@@ -92,8 +82,16 @@ public:
     // (Runner::Item::hidden_out); next: the token sampled from that window, which
     // becomes the last committed token. The pair joins those the MTP has not seen;
     // beyond 256 of them all but the newest are fed to the MTP now, so the pending
-    // rows stay bounded however long the sequence decodes plainly.
-    void advance(const float* hidden, int32_t next);
+    // rows stay bounded however long the sequence decodes plainly. paused: the default's
+    // speculation is paused (SpecPolicy): only the newest kPausedPairs pairs are kept and
+    // nothing runs on the MTP, so a paused decoder costs a plain step nothing.
+    void advance(const float* hidden, int32_t next, bool paused = false);
+
+    // A shadow probe (SpecPolicy::probe): feeds the pending pairs to the MTP and returns
+    // the first draft a round started now would verify (after edit_draft), or -1 when the
+    // chain gives none (--spec-draft-min-p). The caller then decodes the last committed
+    // token plainly and compares the token it gets; the state is not touched.
+    int32_t guess();
 
     // The target's logits row [n_vocab] (post-penalty: penalties are off here) of the
     // i-th token the last step() appended, i.e. the distribution it was chosen from

@@ -1,0 +1,47 @@
+#include "engine/spec/spec_policy.h"
+
+#include <algorithm>
+
+#include "engine/core/error.h"
+
+namespace strata {
+
+SpecPolicy::SpecPolicy(int k, bool adaptive, const SpecPolicyParams& p)
+    : k_(k), adaptive_(adaptive), p_(p), backoff_(p.backoff_first) {
+    STRATA_CHECK(k >= 1, "the speculation policy needs k >= 1, got {}", k);
+    STRATA_CHECK(p.pause_at < 0 && p.credit_max > 0 && p.backoff_first >= 1 && p.backoff_max >= p.backoff_first,
+                 "bad speculation policy parameters");
+}
+
+int SpecPolicy::next_k() const {
+    if (!adaptive_) return k_;
+    return left_ == 0 && credit_ > 0 ? k_ : 0;
+}
+
+bool SpecPolicy::probe() const { return adaptive_ && left_ == 0 && credit_ <= 0; }
+
+bool SpecPolicy::on_window(int64_t drafted, int64_t accepted) {
+    if (!adaptive_ || drafted <= 0) return false;  // a window without drafts says nothing
+    credit_ = std::min(p_.credit_max, credit_ + static_cast<double>(accepted + 1) - p_.pays_tokens);
+    if (credit_ > 0 && probing_) {  // back: the next pause starts from the first backoff
+        probing_ = false;
+        backoff_ = p_.backoff_first;
+    }
+    if (credit_ > p_.pause_at) return false;
+    left_ = backoff_;
+    backoff_ = std::min(p_.backoff_max, backoff_ * 2);
+    probing_ = true;
+    // The probe after the pause pauses again at once if it is not kept.
+    credit_ = p_.pause_at + (p_.pays_tokens - 1);
+    ++pauses_;
+    return true;
+}
+
+void SpecPolicy::on_plain() {
+    if (!adaptive_) return;
+    if (left_ > 0) --left_;
+    else ++probes_;
+    ++plain_;
+}
+
+}  // namespace strata

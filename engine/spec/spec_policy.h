@@ -1,0 +1,83 @@
+// When the default speculation drafts, and how many tokens (docs/spec.md, "The default
+// K"). One object per request, used by generate() (strata run) and by the server's
+// scheduler: fed each verify window's drafted / accepted counts and each plain step,
+// it says whether the next step drafts and with which K.
+//
+// An explicit K (--spec-draft K, a request's spec_draft) is honoured as given: every
+// step drafts K. The default (spec_draft -1) adapts:
+//
+//  - Credit. Each window that proposed drafts adds (tokens it committed) - 1.5 to a
+//    credit that starts at 0 and is capped at +3: a window that keeps at least one draft
+//    pays, one that keeps none costs 0.5. The credit is a CUSUM of "does it pay": a
+//    drafter that agrees most of the time stays at the cap, one that never agrees falls.
+//  - Probes. While the credit is not positive the step is a plain one with a shadow
+//    probe: the drafter's first draft for that step (SpecDecoder::guess) is compared with
+//    the token the plain step produces, which is exactly the verdict a one-draft window
+//    would have given, at the cost of one MTP step instead of a two-row verify and a
+//    replay (about 0.25 vs 2 plain steps on this repository's CPU). A probe counts as a
+//    one-draft window. So a request starts with probes, and full-K windows follow once a
+//    probe was kept (credit 0.5).
+//  - Pause. At credit <= -1 drafting pauses for a backoff of plain steps, 64 at first,
+//    with no MTP work at all: from the start after two missed probes; after a good run
+//    after six full-K windows that kept nothing and two missed probes (a drafter kept
+//    70% of the time pauses about once in 10,000 windows). Then one probe: if it is not
+//    kept the pause resumes with twice the backoff (capped at 1024); once the credit is
+//    positive again the drafter is back and the next pause starts from 64.
+//
+// It reads only the acceptance, never the clock, so a seeded sampled request gives the
+// same text on every run (speculation changes which uniforms the acceptance rule draws;
+// a probe draws none: it compares with the token plain decoding sampled).
+#pragma once
+#include <cstdint>
+
+namespace strata {
+
+struct SpecPolicyParams {
+    double pays_tokens = 1.5;       // a window pays when it commits at least this many tokens
+    double credit_max = 3.0;        // cap of the credit: a good past covers 6 windows that keep nothing
+    double pause_at = -1.0;         // pause when the credit falls to this
+    int64_t backoff_first = 64;     // plain steps of the first pause
+    int64_t backoff_max = 1024;     // cap of the doubling backoff
+};
+
+class SpecPolicy {
+public:
+    // k: drafts per window (> 0). adaptive: the default K (else k is honoured as given).
+    SpecPolicy(int k, bool adaptive, const SpecPolicyParams& p = {});
+
+    // Drafts for the next step: 0 = a plain step (probing or paused), else k.
+    int next_k() const;
+    // The next plain step carries a shadow probe (next_k() is 0 and drafting is not paused).
+    bool probe() const;
+    bool paused() const { return left_ > 0; }
+    bool adaptive() const { return adaptive_; }
+
+    // After a verify window that proposed `drafted` drafts and kept `accepted` of them.
+    // Returns true when this window paused drafting.
+    bool on_window(int64_t drafted, int64_t accepted);
+    // After a plain step taken because next_k() was 0 (call it before on_probe).
+    void on_plain();
+    // After the plain step of a probe: whether the drafter's guess was the token it
+    // produced (as a one-draft window). Returns true when this paused drafting.
+    bool on_probe(bool kept) { return on_window(1, kept ? 1 : 0); }
+
+    double credit() const { return credit_; }
+    int64_t pause_left() const { return left_; }  // plain steps left in the current pause
+    int64_t backoff() const { return backoff_; }  // length of the next pause
+    int64_t pauses() const { return pauses_; }    // times drafting paused
+    int64_t plain_steps() const { return plain_; }  // plain steps the policy asked for (probes, pauses)
+    int64_t probes() const { return probes_; }
+    const SpecPolicyParams& params() const { return p_; }
+
+private:
+    int k_;
+    bool adaptive_;
+    SpecPolicyParams p_;
+    double credit_ = 0;
+    int64_t backoff_ = 0;  // next pause length
+    int64_t left_ = 0;     // plain steps left in the current pause
+    bool probing_ = false;  // after a pause, until the credit is positive again
+    int64_t pauses_ = 0, plain_ = 0, probes_ = 0;
+};
+
+}  // namespace strata

@@ -1,0 +1,177 @@
+// The default speculation's policy (engine/spec/spec_policy.*, docs/spec.md "The
+// default K"): it pauses a drafter that is not kept within a few windows, retries after a
+// doubling, capped backoff, comes back when the drafts are kept again, keeps drafting at
+// high acceptance, and honours an explicit K.
+#include <catch2/catch.hpp>
+
+#include <random>
+
+#include "engine/spec/spec_policy.h"
+
+using namespace strata;
+
+namespace {
+
+// One step as generate() takes it: a full-K window that keeps each draft with
+// probability `a` given the ones before (the chain stops at the first rejection), or a
+// plain step, with a probe kept with probability `a`. Returns the drafts kept.
+int64_t step(SpecPolicy& p, double a, std::mt19937_64& rng, int64_t* windows = nullptr) {
+    std::bernoulli_distribution keep(a);
+    const int k = p.next_k();
+    if (k == 0) {
+        const bool probe = p.probe();
+        p.on_plain();
+        if (probe) p.on_probe(keep(rng));
+        return 0;
+    }
+    int64_t m = 0;
+    while (m < k && keep(rng)) ++m;
+    p.on_window(k, m);
+    if (windows) ++*windows;
+    return m;
+}
+
+}  // namespace
+
+TEST_CASE("spec policy: a drafter that is never kept pauses within two probes", "[spec][policy]") {
+    SpecPolicy p(3, true);
+    // A request starts with probes (plain steps), not with full-K windows.
+    CHECK(p.next_k() == 0);
+    CHECK(p.probe());
+    p.on_plain();
+    CHECK_FALSE(p.on_probe(false));
+    CHECK(p.probe());
+    p.on_plain();
+    CHECK(p.on_probe(false));  // the second miss pauses
+    CHECK(p.paused());
+    CHECK_FALSE(p.probe());
+    CHECK(p.next_k() == 0);
+    CHECK(p.pauses() == 1);
+    CHECK(p.pause_left() == SpecPolicyParams{}.backoff_first);
+}
+
+TEST_CASE("spec policy: full-K windows that keep nothing pause within a few windows", "[spec][policy]") {
+    SpecPolicy p(3, true);
+    p.on_plain();
+    p.on_probe(true);  // a kept probe: full K
+    REQUIRE(p.next_k() == 3);
+    int windows = 0;
+    while (p.next_k() == 3 && windows < 100) {
+        p.on_window(3, 0);
+        ++windows;
+    }
+    // From credit 0.5: one 0-kept window takes it to 0, then probes; no full-K window
+    // past the first that failed.
+    CHECK(windows == 1);
+    int probes = 0;
+    while (p.probe()) {
+        p.on_plain();
+        p.on_probe(false);
+        ++probes;
+    }
+    CHECK(probes == 2);
+    CHECK(p.paused());
+    // From the cap (a long good run), 6 full-K windows that keep nothing.
+    SpecPolicy q(3, true);
+    q.on_plain();
+    q.on_probe(true);
+    for (int i = 0; i < 20; ++i) q.on_window(3, 3);
+    REQUIRE(q.credit() == SpecPolicyParams{}.credit_max);
+    windows = 0;
+    while (q.next_k() == 3) {
+        q.on_window(3, 0);
+        ++windows;
+    }
+    CHECK(windows == 6);
+}
+
+TEST_CASE("spec policy: it retries after a backoff that doubles while the probe fails, capped", "[spec][policy]") {
+    const SpecPolicyParams prm;
+    SpecPolicy p(3, true);
+    std::vector<int64_t> pauses;
+    int64_t plain = 0;
+    for (int step = 0; step < 20000; ++step) {
+        REQUIRE(p.next_k() == 0);  // never kept: never a full-K window
+        const bool probe = p.probe();
+        const bool was_paused = p.paused();
+        p.on_plain();
+        ++plain;
+        if (probe && p.on_probe(false)) pauses.push_back(p.pause_left());
+        if (was_paused) CHECK_FALSE(probe);
+    }
+    REQUIRE(pauses.size() >= 6);
+    CHECK(pauses[0] == prm.backoff_first);
+    for (size_t i = 1; i < pauses.size(); ++i) CHECK(pauses[i] == std::min(prm.backoff_max, pauses[i - 1] * 2));
+    CHECK(pauses.back() == prm.backoff_max);
+    // One probe per pause after the first two: the probes are a vanishing share.
+    CHECK(p.probes() == static_cast<int64_t>(pauses.size()) + 1);
+    CHECK(p.plain_steps() == plain);
+}
+
+TEST_CASE("spec policy: after a pause, kept probes bring full K back and reset the backoff", "[spec][policy]") {
+    SpecPolicy p(3, true);
+    p.on_plain();
+    p.on_probe(false);
+    p.on_plain();
+    REQUIRE(p.on_probe(false));
+    while (p.paused()) p.on_plain();
+    REQUIRE(p.probe());
+    p.on_plain();
+    REQUIRE(p.on_probe(false));
+    REQUIRE(p.paused());  // the failed retry paused again, for twice as long
+    CHECK(p.pause_left() == 2 * SpecPolicyParams{}.backoff_first);
+    while (p.paused()) p.on_plain();
+    // Kept probes: the credit climbs back (-0.5 -> 0 -> 0.5) and full K resumes.
+    p.on_plain();
+    CHECK_FALSE(p.on_probe(true));
+    CHECK(p.next_k() == 0);
+    p.on_plain();
+    CHECK_FALSE(p.on_probe(true));
+    CHECK(p.next_k() == 3);
+    CHECK(p.backoff() == SpecPolicyParams{}.backoff_first);  // back: the next pause is short again
+}
+
+TEST_CASE("spec policy: a drafter that is kept most of the time keeps drafting at full K", "[spec][policy]") {
+    {
+        SpecPolicy p(3, true);
+        std::mt19937_64 rng(7);
+        int64_t windows = 0;
+        for (int i = 0; i < 20000; ++i) step(p, 0.9, rng, &windows);
+        CHECK(p.pauses() == 0);
+        CHECK(p.plain_steps() < 100);  // the first probe, and a few after unlucky windows
+        CHECK(windows > 19900);
+    }
+    {
+        // 0.7: 2.5 tokens per window; a rare pause at most.
+        SpecPolicy p(3, true);
+        std::mt19937_64 rng(7);
+        int64_t windows = 0;
+        for (int i = 0; i < 20000; ++i) step(p, 0.7, rng, &windows);
+        CHECK(p.plain_steps() < 2000);
+        CHECK(windows > 18000);
+    }
+    // A drafter kept a fifth of the time commits 1.2 tokens per one-draft probe, below
+    // the 1.5 that pays: it pauses again and again and decodes mostly plainly.
+    SpecPolicy p(3, true);
+    std::mt19937_64 rng(7);
+    for (int i = 0; i < 20000; ++i) step(p, 0.2, rng);
+    CHECK(p.pauses() > 5);
+    CHECK(p.plain_steps() > 15000);
+}
+
+TEST_CASE("spec policy: an explicit K is honoured; windows without drafts say nothing", "[spec][policy]") {
+    SpecPolicy p(2, false);
+    for (int i = 0; i < 1000; ++i) {
+        REQUIRE(p.next_k() == 2);
+        REQUIRE_FALSE(p.probe());
+        REQUIRE_FALSE(p.on_window(2, 0));
+    }
+    CHECK(p.pauses() == 0);
+    SpecPolicy q(3, true);
+    q.on_plain();
+    q.on_probe(true);
+    const double c = q.credit();
+    for (int i = 0; i < 100; ++i) q.on_window(0, 0);  // the last token of a request: no room to draft
+    CHECK(q.credit() == c);
+    CHECK(q.next_k() == 3);
+}
