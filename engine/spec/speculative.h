@@ -58,8 +58,8 @@ struct SpecStats {
 class SpecDecoder {
 public:
     // sampler: the request's sampler (its penalties must be off: the caller decodes
-    // serially otherwise). Randomness of the acceptance rule comes from its own
-    // generator seeded with the sampling seed.
+    // serially otherwise). A window's tokens are the ones it draws at their positions
+    // (verify_window), so its accepted tokens must end where the window starts.
     SpecDecoder(Runner& runner, int seq, const Sampler& sampler, const SpecOptions& opt);
 
     // After the prompt pass: hidden rows [n_prompt, n_embd] of every prompt token
