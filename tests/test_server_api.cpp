@@ -315,6 +315,25 @@ TEST_CASE("server: streamed logprobs are the non-streamed ones, every token, in 
         CHECK(want.size() == 24);
         CHECK(got == want);
     }
+    // A stop string: the tokens that spell it print nothing (their text is held back,
+    // then dropped), but their entries are there, streamed or not.
+    const json free = {{"messages", {{{"role", "user"}, {"content", "Hello"}}}}, {"max_tokens", 16}, {"temperature", 0},
+                       {"ignore_eos", true}};
+    const std::string text = post(s, "/v1/chat/completions", free.dump()).j["choices"][0]["message"]["content"];
+    REQUIRE(text.size() >= 4);
+    json body = free;
+    body["stop"] = text.substr(text.size() - 3);
+    body["logprobs"] = true;
+    const Reply whole = post(s, "/v1/chat/completions", body.dump());
+    REQUIRE(whole.status == 200);
+    body["stream"] = true;
+    const Reply streamed = post(s, "/v1/chat/completions", body.dump());
+    json got = json::array();
+    for (const json& e : sse_events(streamed.body))
+        if (e.is_object() && !e["choices"].empty() && !e["choices"][0]["logprobs"].is_null())
+            for (const json& t : e["choices"][0]["logprobs"]["content"]) got.push_back(t);
+    CHECK(got == whole.j["choices"][0]["logprobs"]["content"]);
+    CHECK(!got.empty());
 }
 
 TEST_CASE("server: a message that spells the template's markers stays text", "[server][chat]") {
