@@ -69,6 +69,9 @@ TEST_CASE("sampler: seeded draws are reproducible and follow the distribution", 
         const int32_t x = a.sample(la);
         CHECK(x == b.sample(lb));
         ++count[x];
+        // The draw belongs to the position: the next one comes after the token is taken.
+        a.accept(x);
+        b.accept(x);
     }
     CHECK(count[0] / 20000.0 == Approx(0.6).margin(0.02));
     CHECK(count[1] / 20000.0 == Approx(0.3).margin(0.02));
