@@ -366,7 +366,10 @@ bool Listener::advance(Conn& c) {
         // Blank lines before a request line are skipped (RFC 9112 2.2).
         size_t skip = 0;
         while (c.buf.compare(skip, 2, "\r\n") == 0) skip += 2;
-        if (skip) c.buf.erase(0, skip);
+        if (skip) {
+            c.buf.erase(0, skip);
+            c.framer.reset();  // it may have seen a lone CR of them
+        }
         if (c.buf.empty()) return true;
         if (c.phase == Conn::Phase::Idle) {
             c.phase = Conn::Phase::Head;

@@ -50,13 +50,17 @@ const Frame& RequestFramer::feed(std::string_view buf) {
         const size_t upto = std::min(buf.size(), lim_.max_head);
         const size_t at = buf.substr(0, upto).find("\r\n\r\n", from);
         if (at == std::string_view::npos) {
+            // The line ends among the new bytes only: a head that drips in a byte at a
+            // time is scanned once, not once per byte.
+            const std::string_view fresh = buf.substr(scanned_, upto - scanned_);
+            newlines_ += static_cast<size_t>(std::count(fresh.begin(), fresh.end(), '\n'));
+            if (!line_ended_) line_ended_ = buf.substr(0, upto).find("\r\n", from) != std::string_view::npos;
             scanned_ = upto;
-            const size_t line = buf.substr(0, upto).find("\r\n");
-            if (line == std::string_view::npos && upto > lim_.max_target + 32)
+            if (!line_ended_ && upto > lim_.max_target + 32)
                 return fail(414, fmt::format("the request line is over {} bytes", lim_.max_target + 32)), f_;
             if (buf.size() >= lim_.max_head)
                 return fail(431, fmt::format("the request head is over the limit of {} bytes", lim_.max_head)), f_;
-            if (std::count(buf.begin(), buf.begin() + static_cast<std::ptrdiff_t>(upto), '\n') > lim_.max_headers + 1)
+            if (newlines_ > lim_.max_headers + 1)
                 return fail(431, fmt::format("the request has over {} header lines", lim_.max_headers)), f_;
             return f_;
         }

@@ -64,6 +64,8 @@ private:
     FramerLimits lim_;
     Frame f_;
     size_t scanned_ = 0;       // head: bytes searched for the blank line
+    size_t newlines_ = 0;      // head: line feeds among them
+    bool line_ended_ = false;  // head: the request line's CRLF is among them
     size_t head_end_ = 0;      // offset of the body
     std::string kept_head_;    // the head httplib gets
     Body body_ = Body::None;
