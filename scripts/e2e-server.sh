@@ -12,18 +12,7 @@ if ! command -v node >/dev/null || [ ! -f "$npm_dir/node_modules/openai/package.
     echo "e2e: node or the openai client is missing (scripts/install-deps.sh installs it); skipped"
     exit 0
 fi
-tmp=$(mktemp -d -t strata-e2e.XXXXXX)
-pid=""
-cleanup() {
-    [ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
-"$build/bin/strata" make-model --arch qwen3next --preset tiny --type q8_0 --seed 1 --out "$tmp/tiny.gguf" >/dev/null
-"$build/bin/strata-server" -m "$tmp/tiny.gguf" --alias tiny --port 0 --parallel 2 -c 1024 -t 2 \
-    --grace-ms 2000 >"$tmp/server.log" 2>&1 &
-pid=$!
-port=$(wait_for_server "$pid" "$tmp/server.log" 150 e2e)  # 30 s at most
+start_tiny_server "$build" e2e --parallel 2 -c 1024 -t 2 --grace-ms 2000
 rc=0
 STRATA_E2E_BASE_URL="http://127.0.0.1:$port/v1" STRATA_NPM_DIR="$npm_dir" \
     timeout 60 node --test --test-timeout=20000 tests/e2e/ || rc=$?

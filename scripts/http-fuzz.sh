@@ -9,19 +9,8 @@ cd "$(dirname "$0")/.."
 source scripts/lib/server.sh
 build=${1:-build}
 secs=${HTTP_FUZZ_SECONDS:-60}
-tmp=$(mktemp -d -t strata-httpfuzz.XXXXXX)
-pid=""
-cleanup() {
-    [ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
-"$build/bin/strata" make-model --arch qwen3next --preset tiny --type q8_0 --seed 1 --out "$tmp/tiny.gguf" >/dev/null
-"$build/bin/strata-server" -m "$tmp/tiny.gguf" --alias tiny --port 0 --parallel 2 --queue 4 -c 512 -t 1 \
-    --max-body 262144 --head-timeout-ms 1000 --body-timeout-ms 2000 --idle-timeout-ms 1000 \
-    --grace-ms 1000 >"$tmp/server.log" 2>&1 &
-pid=$!
-port=$(wait_for_server "$pid" "$tmp/server.log" 150 http-fuzz)
+start_tiny_server "$build" http-fuzz --parallel 2 --queue 4 -c 512 -t 1 --max-body 262144 \
+    --head-timeout-ms 1000 --body-timeout-ms 2000 --idle-timeout-ms 1000 --grace-ms 1000
 echo "http-fuzz: ${secs}s of hostile requests against port $port"
 rc=0
 "$build/bin/http_storm" --port "$port" --seconds "$secs" --threads 4 --seed "${HTTP_FUZZ_SEED:-$RANDOM}" \

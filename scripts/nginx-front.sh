@@ -13,19 +13,8 @@ if [ -z "$nginx_bin" ]; then
     echo "nginx-front: nginx is missing (scripts/install-deps.sh installs it); skipped"
     exit 0
 fi
-tmp=$(mktemp -d -t strata-nginx.XXXXXX)
-chmod 755 "$tmp"
-pid="" npid=""
-cleanup() {
-    [ -n "$npid" ] && kill "$npid" 2>/dev/null && wait "$npid" 2>/dev/null
-    [ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
-"$build/bin/strata" make-model --arch qwen3next --preset tiny --type q8_0 --seed 1 --out "$tmp/tiny.gguf" >/dev/null
-"$build/bin/strata-server" -m "$tmp/tiny.gguf" --alias tiny --port 0 -c 512 -t 1 >"$tmp/server.log" 2>&1 &
-pid=$!
-port=$(wait_for_server "$pid" "$tmp/server.log" 150 nginx-front)
+start_tiny_server "$build" nginx-front -c 512 -t 1
+chmod 755 "$tmp"  # nginx's workers run as another user
 # A free port for nginx: bind 0 and read what the kernel picked.
 nport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null \
         || echo $((20000 + RANDOM % 20000)))
@@ -33,7 +22,7 @@ sed -e "s/127.0.0.1:8080/127.0.0.1:$port/" -e "s/127.0.0.1:8443/127.0.0.1:$nport
     -e "s|^http {|pid $tmp/nginx.pid;\nerror_log $tmp/error.log;\nhttp {\n    access_log $tmp/access.log;\n    client_body_temp_path $tmp/body;\n    proxy_temp_path $tmp/proxy;\n    fastcgi_temp_path $tmp/fastcgi;\n    uwsgi_temp_path $tmp/uwsgi;\n    scgi_temp_path $tmp/scgi;|" \
     docs/nginx-strata.conf >"$tmp/nginx.conf"
 "$nginx_bin" -p "$tmp" -c "$tmp/nginx.conf" -g 'daemon off;' 2>"$tmp/nginx.stderr" &
-npid=$!
+extra_pids+=($!)
 base="http://127.0.0.1:$nport"
 for _ in $(seq 1 50); do curl -sf "$base/health" >/dev/null && break; sleep 0.1; done
 fails=0
