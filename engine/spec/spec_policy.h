@@ -24,9 +24,9 @@
 //    kept the pause resumes with twice the backoff (capped at 1024); once the credit is
 //    positive again the drafter is back and the next pause starts from 64.
 //
-// It reads only the acceptance, never the clock, so a seeded sampled request gives the
-// same text on every run (speculation changes which uniforms the acceptance rule draws;
-// a probe draws none: it compares with the token plain decoding sampled).
+// It reads only the acceptance, never the clock, so which steps draft is the same on
+// every run (and a seeded sampled request's text does not depend on it at all: every
+// position's token is the sampler's own draw, docs/spec.md).
 #pragma once
 #include <cstdint>
 
