@@ -64,6 +64,11 @@ std::string Metrics::render(const EngineStats& e, bool ready) const {
     one("strata_spec_acceptance_ratio", "gauge", "accepted / drafted tokens since start (0 before any draft)",
         fmt::format("{:.4f}", e.spec_drafted > 0 ? static_cast<double>(e.spec_accepted) / static_cast<double>(e.spec_drafted)
                                                  : 0.0));
+    one("strata_pipeline_early_windows_total", "counter",
+        "verify windows started on stage 0 before the previous verdict (--pipeline-windows 2)", e.pipeline_early);
+    one("strata_pipeline_kept_windows_total", "counter", "early windows kept (the guess was right)", e.pipeline_kept);
+    one("strata_pipeline_rolled_back_windows_total", "counter", "early windows rolled back (wrong guess, or forced)",
+        e.pipeline_rolled_back);
     one("strata_handoff_waits_total", "counter", "stage hand-off waits (layer split)", e.handoff_waits);
     one("strata_handoff_timeouts_total", "counter", "stage hand-off waits that timed out or were aborted", e.handoff_timeouts);
     return o;

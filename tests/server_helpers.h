@@ -14,6 +14,7 @@
 
 #include "engine/engine.h"
 #include "engine/spec/mtp_drafter.h"
+#include "engine/split/split_runner.h"
 #include "server/http_server.h"
 #include "tests/model_helpers.h"
 
@@ -44,7 +45,20 @@ struct ServerConfig {
     int spec_draft = -1;  // --spec-draft
     // EngineOptions::spec_edit_draft (forces drafts: random models accept almost nothing)
     std::function<void(std::span<const int32_t>, int64_t, int, Draft&)> spec_edit_draft = {};
+    bool split = false;        // two CPU stages (--devices cpu:0,cpu:1, auto split)
+    int pipeline_windows = 0;  // with split: --pipeline-windows
 };
+
+// The runner a test server uses: local, or a two-stage split of CPU devices.
+inline std::unique_ptr<Runner> test_runner(std::shared_ptr<const Model> model, const ServerConfig& c) {
+    if (!c.split) return make_local_runner(model, 2, c.n_ctx, GgmlType::F16);
+    const int64_t L = model->hp().n_layer;
+    const SplitPlan plan = plan_split("cpu:0,cpu:1", "auto", L, layer_weight_bytes(model->file(), L),
+                                      head_weight_bytes(model->file()));
+    SplitConfig cfg;
+    cfg.pipeline_windows = c.pipeline_windows;
+    return make_split_runner(model, plan, 1, c.n_ctx, GgmlType::F16, cfg);
+}
 
 // Serves until destroyed; the destructor stops the listener and the engine.
 class TestServer {
@@ -68,8 +82,8 @@ public:
         port_ = http_->bind();
         if (c.load) {
             auto model = server_model(c.arch, c.mtp);
-            engine_ = std::make_shared<Engine>(model, Tokenizer::from_gguf(model->file()),
-                                               make_local_runner(model, 2, c.n_ctx, GgmlType::F16), o.engine);
+            engine_ = std::make_shared<Engine>(model, Tokenizer::from_gguf(model->file()), test_runner(model, c),
+                                               o.engine);
             http_->set_engine(engine_);
         }
         thread_ = std::thread([this] { http_->listen(); });

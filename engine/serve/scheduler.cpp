@@ -7,6 +7,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "engine/spec/pipeline.h"
 #include "engine/split/split_runner.h"
 
 namespace strata {
@@ -34,8 +35,8 @@ Scheduler::Scheduler(Runner& runner, const Tokenizer& tok, EngineOptions opt)
         spdlog::info("speculative decoding: K={} drafts per window from the MTP head (when a slot decodes alone)",
                      spec_default_);
     if (runner_.stage_pipe())
-        spdlog::info("pipelined windows are off in the server: it batches conversations (a slot decoding alone "
-                     "speculates serially)");
+        spdlog::info("pipelined windows: a slot decoding alone with speculation runs them; batched steps when "
+                     "others join");
     thread_ = std::thread([this] { loop(); });
 }
 
@@ -148,6 +149,8 @@ void Scheduler::start_slot(Slot& s, Queued& q) {
                          "penalty with penalty_last_n != 0); they decode plainly (logged once)");
         k = 0;
     }
+    const bool pipelined = k > 0 && runner_.stage_pipe() != nullptr;
+    if (pipelined) k = std::min<int>(k, static_cast<int>(StagePipe::kMaxRows) - 1);
     if (k > 0) {
         SpecOptions so;
         so.k = k;
@@ -157,7 +160,12 @@ void Scheduler::start_slot(Slot& s, Queued& q) {
             std::vector<int32_t> prompt = s.req.prompt;
             so.edit_draft = [edit, prompt](int64_t pos, int k_round, Draft& d) { edit(prompt, pos, k_round, d); };
         }
-        s.spec = std::make_unique<SpecDecoder>(runner_, s.seq, *s.sampler, so);
+        if (pipelined)
+            s.spec = std::make_unique<PipelinedDecoder>(runner_, s.seq, *s.sampler, so, PipelineOptions::from(env()));
+        else
+            s.spec = std::make_unique<SpecDecoder>(runner_, s.seq, *s.sampler, so);
+        s.pipelined = pipelined;
+        s.spec_open = false;
         // Only the default K adapts (SpecPolicy); a K from the request or --spec-draft is honoured.
         s.policy.emplace(k, s.req.spec_draft < 0 && opt_.spec_draft < 0);
         const size_t E = static_cast<size_t>(runner_.model().hp().n_embd);
@@ -213,7 +221,8 @@ void Scheduler::finish(Slot& s, FinishReason why, std::string error, Event::Erro
     }
     s.stream->push(std::move(e));
     s.stream.reset();
-    s.spec.reset();
+    s.spec.reset();  // a pipelined decoder waits for its stages' ops first
+    s.spec_open = false;
     s.policy.reset();
     std::vector<float>().swap(s.prompt_hidden);
     try {
@@ -231,20 +240,37 @@ void Scheduler::run_window() {
     // token of a batched window (a policy's probe or pause is one of those). Prompt chunks
     // go into the batched window (alone, after a speculative round).
     Slot* solo = nullptr;
-    int decoding = 0;
+    int decoding = 0, busy = 0;
     for (Slot& s : slots_) {
         if (!s.busy()) continue;
         if (s.stream->cancelled()) {
             finish(s, FinishReason::Cancelled);
             continue;
         }
+        ++busy;
         if (s.in_prompt()) continue;
         ++decoding;
         solo = &s;
     }
-    if (decoding == 1 && solo->spec && solo->policy->next_k() > 0) spec_window(*solo);
+    // A pipelined round leaves work on the stages, so it runs only while its slot is the
+    // only busy one: a request that arrives sends it back to batched steps.
+    const bool want = decoding == 1 && solo->spec && solo->policy->next_k() > 0;
+    if (want && (!solo->pipelined || busy == 1)) spec_window(*solo);
     else solo = nullptr;
     batch_window(solo);
+}
+
+bool Scheduler::close_spec(Slot& s) {
+    if (!s.spec_open) return true;
+    s.spec_open = false;
+    try {
+        s.spec->finish();
+    } catch (const std::exception& ex) {
+        Slot* one[1] = {&s};
+        fail_window(ex, one);
+        return false;
+    }
+    return true;
 }
 
 void Scheduler::batch_window(const Slot* skip) {
@@ -259,6 +285,8 @@ void Scheduler::batch_window(const Slot* skip) {
     items.clear();
     owner.clear();
     int64_t budget = opt_.n_batch;
+    for (Slot& s : slots_)  // a pipelined decoder leaves the stages to this window
+        if (s.busy() && &s != skip) close_spec(s);
     for (Slot& s : slots_) {
         if (!s.busy() || s.in_prompt() || &s == skip) continue;
         s.probe_guess.reset();
@@ -342,21 +370,28 @@ void Scheduler::batch_window(const Slot* skip) {
 void Scheduler::spec_window(Slot& s) {
     // Never more tokens than max_tokens or the context allow: the round drafts at most
     // max_emit - 1 tokens, so its window fits wherever a plain window would.
-    const int64_t n0 = runner_.n_past(s.seq);
+    // A pipelined decoder tells the runner its length only when it finishes; the sequence
+    // holds the prompt and every emitted token but the last either way.
+    const int64_t n0 = s.pipelined ? static_cast<int64_t>(s.req.prompt.size()) + s.n_gen - 1 : runner_.n_past(s.seq);
     int64_t max_emit = runner_.n_ctx() - n0;
     if (s.req.max_tokens >= 0) max_emit = std::min(max_emit, s.req.max_tokens - s.n_gen);
     const SpecStats& st = s.spec->stats();
     const int64_t w0 = st.windows, d0 = st.drafted, a0 = st.accepted;
+    PipelineStats p0, p1;
+    s.spec->pipeline_stats(p0);
     spec_out_.clear();
     const auto t0 = clock::now();
     try {
+        s.spec_open = s.pipelined;
         s.spec->step(max_emit, spec_out_, s.policy->next_k());
     } catch (const std::exception& ex) {
+        s.spec_open = false;  // the decoder cleaned up after itself
         Slot* one[1] = {&s};
         fail_window(ex, one);
         return;
     }
     const int64_t windows = st.windows - w0, drafted = st.drafted - d0, accepted = st.accepted - a0;
+    s.spec->pipeline_stats(p1);  // read now: commit() may end the request and free the decoder
     // The committed tokens in order, as plain decoding would have produced them one by
     // one: the request may end at any of them (end of generation, a stop string,
     // max_tokens); the rest are dropped with the sequence.
@@ -373,6 +408,9 @@ void Scheduler::spec_window(Slot& s) {
     stats_.spec_windows += windows;
     stats_.spec_drafted += drafted;
     stats_.spec_accepted += accepted;
+    stats_.pipeline_early += p1.early - p0.early;
+    stats_.pipeline_kept += p1.hits - p0.hits;
+    stats_.pipeline_rolled_back += p1.misses - p0.misses;
 }
 
 void Scheduler::log_pause(const Slot& s) {

@@ -39,8 +39,11 @@ private:
     // One window over the decode tokens of every decoding slot but `skip`, then prompt
     // chunks.
     void batch_window(const Slot* skip);
-    // One speculative round of the only decoding slot (SpecDecoder::step).
+    // One speculative round of the only decoding slot (Speculator::step).
     void spec_window(Slot& s);
+    // Brings a slot's pipelined decoder back to plain decoding's state (Speculator::finish)
+    // before the runner does anything else; false when that failed (the request failed).
+    bool close_spec(Slot& s);
     // A token of s chosen from `row` (its post-penalty logits). n_past: the sequence's
     // length with every token before t in it. Streams its text, ends the request when
     // t ends it (returns false), else t becomes the token to feed next.

@@ -10,6 +10,7 @@
 #include "engine/sample/sampler.h"
 #include "engine/serve/stop_strings.h"
 #include "engine/spec/speculative.h"
+#include "engine/spec/speculator.h"
 #include "engine/text/detokenizer.h"
 
 namespace strata {
@@ -26,9 +27,14 @@ struct Slot {
     std::optional<StreamingDetokenizer> detok;
     std::optional<StopMatcher> stops;
     std::vector<TokenLogprob> pending_lp;  // logprobs of tokens whose text is held back
-    // Speculative decoding of this request (null: plain). It refers to *sampler, so it
+    // Speculative decoding of this request (null: plain): serial, or pipelined on a
+    // two-stage split started with --pipeline-windows 2. It refers to *sampler, so it
     // goes before the sampler is replaced.
-    std::unique_ptr<SpecDecoder> spec;
+    std::unique_ptr<Speculator> spec;
+    bool pipelined = false;
+    // A pipelined step may leave ops on the stages and a window run ahead: finish()
+    // before the runner serves anything else.
+    bool spec_open = false;
     std::optional<SpecPolicy> policy;  // with spec: K per round, and the default's probes and pauses
     std::optional<int32_t> probe_guess;  // the drafter's guess for this plain window's token (a probe)
     std::vector<float> prompt_hidden;  // [prompt, n_embd] hidden rows of the prompt (spec, prompt phase)

@@ -221,6 +221,7 @@ void PipelinedDecoder::run_step(int64_t max_emit, std::vector<int32_t>& out, int
     const int64_t m = o.accepted;
     const int32_t y = o.token;
     stats_.add_window(kd, m);
+    verified_buf_ = buf;
 
     const bool early_ran = e && e->go;  // the chain is done: stage 1 ran it before the verify
     bool hit = false;
@@ -267,6 +268,12 @@ void PipelinedDecoder::run_step(int64_t max_emit, std::vector<int32_t>& out, int
     n_ += m + 1;
     last_ = y;
     if (hit) ready_ = e;
+}
+
+std::span<const float> PipelinedDecoder::logits(size_t i) const {
+    STRATA_CHECK(verified_buf_ >= 0, "logits: no window was verified yet");
+    const size_t V = static_cast<size_t>(runner_.model().hp().n_vocab);
+    return {pipe_.logits(verified_buf_) + i * V, V};
 }
 
 void PipelinedDecoder::advance(const float* hidden, int32_t next, bool paused) {

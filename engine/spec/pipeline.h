@@ -47,33 +47,42 @@ struct PipelineStats {
     size_t buffer_bytes = 0;  // the second buffer set, per stage
 };
 
-class PipelinedDecoder {
+class PipelinedDecoder final : public Speculator {
 public:
     // runner.stage_pipe() must be non-null. Same contract as SpecDecoder otherwise.
     PipelinedDecoder(Runner& runner, int seq, const Sampler& sampler, const SpecOptions& opt,
                      const PipelineOptions& popt);
     ~PipelinedDecoder();  // waits for every op still queued (they point into this object)
 
-    void start(const float* prompt_hidden, std::span<const int32_t> prompt, int32_t first);
+    void start(const float* prompt_hidden, std::span<const int32_t> prompt, int32_t first) override;
     // One window: at most max_emit tokens appended to out (as SpecDecoder::step; k: drafts
     // of a newly drafted window, 0 = SpecOptions::k).
-    void step(int64_t max_emit, std::vector<int32_t>& out, int k = 0);
+    void step(int64_t max_emit, std::vector<int32_t>& out, int k = 0) override;
     // After the last step: waits for the stages, undoes an early window still on stage 0
     // and leaves the sequence as plain decoding would (every emitted token but the last
     // evaluated). Speculation may go on after it: plain steps through Runner::eval, each
     // reported with advance(), then step() again (SpecPolicy's pauses).
-    void finish();
+    void finish() override;
     // A token committed by a plain step after finish() (SpecDecoder::advance; paused:
     // keep only the newest kPausedPairs pairs for the MTP).
-    void advance(const float* hidden, int32_t next, bool paused);
+    void advance(const float* hidden, int32_t next, bool paused) override;
     // A shadow probe after finish() (SpecDecoder::guess), on the last stage.
-    int32_t guess();
+    int32_t guess() override;
 
-    const SpecStats& stats() const { return stats_; }
+    // The target's logits row of the i-th token the last step() appended: row i of the
+    // verified window's buffer set, which nothing writes again before the next step()
+    // (stage 1's replays run no head).
+    std::span<const float> logits(size_t i) const override;
+
+    const SpecStats& stats() const override { return stats_; }
     PipelineStats pipeline_stats() const {
         PipelineStats p = pstats_;
         p.cut = cut_.load();
         return p;
+    }
+    bool pipeline_stats(PipelineStats& out) const override {
+        out = pipeline_stats();
+        return true;
     }
 
 private:
@@ -114,6 +123,7 @@ private:
 
     int32_t last_ = 0;  // committed, not yet evaluated
     int64_t n_ = 0;     // positions both stages hold (committed)
+    int verified_buf_ = -1;  // buffer set of the last verified window (logits)
     MtpPairs pend_;  // committed pairs the MTP has not seen
 
     // The window to verify next when the previous verdict kept an early window.

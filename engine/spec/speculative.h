@@ -13,6 +13,7 @@
 #include "engine/sample/sampler.h"
 #include "engine/spec/mtp_drafter.h"
 #include "engine/spec/spec_policy.h"
+#include "engine/spec/speculator.h"
 #include "engine/spec/verifier.h"
 
 namespace strata {
@@ -55,7 +56,7 @@ struct SpecStats {
     }
 };
 
-class SpecDecoder {
+class SpecDecoder final : public Speculator {
 public:
     // sampler: the request's sampler (its penalties must be off: the caller decodes
     // serially otherwise). A window's tokens are the ones it draws at their positions
@@ -65,15 +66,16 @@ public:
     // After the prompt pass: hidden rows [n_prompt, n_embd] of every prompt token
     // (Runner::Item::hidden_out), the prompt, and the first token sampled from its
     // logits (emitted, not yet evaluated).
-    void start(const float* prompt_hidden, std::span<const int32_t> prompt, int32_t first);
+    void start(const float* prompt_hidden, std::span<const int32_t> prompt, int32_t first) override;
 
     // One round: at most max_emit (>= 1) tokens are committed and appended to out (the
     // accepted drafts, then the target's correction or bonus token). The sequence's
     // state then holds every committed token but the last, as after plain decoding.
     // k: drafts for this round, 1..SpecOptions::k (0: SpecOptions::k; SpecPolicy::next_k).
-    void step(int64_t max_emit, std::vector<int32_t>& out, int k = 0);
+    void step(int64_t max_emit, std::vector<int32_t>& out, int k = 0) override;
+    void finish() override {}  // the state is plain decoding's after every step
 
-    const SpecStats& stats() const { return stats_; }
+    const SpecStats& stats() const override { return stats_; }
 
     // For callers that mix speculative rounds with plain decoding (the server's
     // scheduler decodes a slot plainly while it shares a window with others):
@@ -85,18 +87,18 @@ public:
     // rows stay bounded however long the sequence decodes plainly. paused: the default's
     // speculation is paused (SpecPolicy): only the newest kPausedPairs pairs are kept and
     // nothing runs on the MTP, so a paused decoder costs a plain step nothing.
-    void advance(const float* hidden, int32_t next, bool paused = false);
+    void advance(const float* hidden, int32_t next, bool paused = false) override;
 
     // A shadow probe (SpecPolicy::probe): feeds the pending pairs to the MTP and returns
     // the first draft a round started now would verify (after edit_draft), or -1 when the
     // chain gives none (--spec-draft-min-p). The caller then decodes the last committed
     // token plainly and compares the token it gets; the state is not touched.
-    int32_t guess();
+    int32_t guess() override;
 
     // The target's logits row [n_vocab] (post-penalty: penalties are off here) of the
     // i-th token the last step() appended, i.e. the distribution it was chosen from
     // (for logprobs). Valid until the next step().
-    std::span<const float> logits(size_t i) const;
+    std::span<const float> logits(size_t i) const override;
 
 private:
     Runner& runner_;
