@@ -48,6 +48,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/backend/cpu_ops.h"
 #include "engine/core/flags.h"
 #include "engine/core/thread_pool.h"
 #include "engine/model/model.h"
@@ -358,7 +359,8 @@ int main(int argc, char** argv) {
         auto model = Model::load(path);
         const auto& hp = model->hp();
         const double bpt = bytes_per_token(*model);
-        ForwardCtx ctx{pool, {}};
+        CpuOps cpu_ops(pool);
+        ForwardCtx ctx{cpu_ops, {}};
         std::vector<float> logits(static_cast<size_t>(hp.n_vocab));
         std::vector<int32_t> prompt(static_cast<size_t>(pp));
         for (int i = 0; i < pp; ++i) prompt[static_cast<size_t>(i)] = static_cast<int32_t>((i * 7919 + 13) % hp.n_vocab);

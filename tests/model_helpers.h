@@ -6,6 +6,7 @@
 #include <span>
 #include <vector>
 
+#include "engine/backend/cpu_ops.h"
 #include "engine/gguf/reader.h"
 #include "engine/model/model.h"
 #include "engine/synth/model_writer.h"
@@ -32,7 +33,8 @@ inline synth::SynthModel tiny_model(synth::Arch arch, GgmlType type, uint64_t se
 // Logits [T, n_vocab] of toks fed in windows of `window` tokens on `threads` threads.
 inline std::vector<float> eval_all(const Model& m, int threads, const std::vector<int32_t>& toks, int window) {
     ThreadPool pool(threads);
-    ForwardCtx ctx{pool, {}};
+    CpuOps cpu_ops(pool);
+    ForwardCtx ctx{cpu_ops, {}};
     SeqState s = m.new_state(64, GgmlType::F16);
     const int64_t V = m.hp().n_vocab;
     std::vector<float> out(toks.size() * static_cast<size_t>(V));

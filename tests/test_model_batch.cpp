@@ -2,6 +2,7 @@
 // bit-identical to running it alone, for every architecture.
 #include <catch2/catch.hpp>
 
+#include "engine/backend/cpu_ops.h"
 #include "engine/model/model.h"
 #include "tests/model_helpers.h"
 
@@ -13,7 +14,8 @@ TEST_CASE("eval_batch: sequences sharing a window match running alone", "[model]
         auto m = Model::load(test::to_file(test::tiny_model(arch, GgmlType::Q8_0, 21)));
         const int64_t V = m->hp().n_vocab;
         ThreadPool pool(2);
-        ForwardCtx ctx{pool, {}};
+        CpuOps cpu_ops(pool);
+        ForwardCtx ctx{cpu_ops, {}};
 
         // Alone: prompt, then two decode steps with fixed tokens.
         std::vector<std::vector<float>> alone;

@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "engine/backend/cpu_ops.h"
 #include "engine/gguf/reader.h"
 #include "engine/model/model.h"
 #include "engine/model/reference.h"
@@ -70,7 +71,8 @@ TEST_CASE("dense forward is batch- and thread-count-invariant", "[model][determi
 TEST_CASE("dense forward refuses bad input clearly", "[model]") {
     auto m = Model::load(tiny(synth::Arch::Llama, GgmlType::F32));
     ThreadPool pool(1);
-    ForwardCtx ctx{pool, {}};
+    CpuOps cpu_ops(pool);
+    ForwardCtx ctx{cpu_ops, {}};
     SeqState s = m->new_state(4, GgmlType::F16);
     std::vector<float> logits(static_cast<size_t>(m->hp().n_vocab) * 8);
     const std::vector<int32_t> bad = {1, static_cast<int32_t>(m->hp().n_vocab)};

@@ -8,6 +8,8 @@
 #include <cstdio>
 #include <random>
 
+#include "engine/backend/cpu_ops.h"
+#include "kernels/cpu/gdn_rule.h"
 #include "engine/gguf/reader.h"
 #include "engine/model/gdn.h"
 #include "engine/model/model.h"
@@ -73,6 +75,8 @@ DeltaInputs delta_inputs(int64_t T, uint32_t seed) {
     return in;
 }
 
+ops::GdnHeads heads(const GdnDims& d) { return {d.nk, d.nv, d.dk, d.dv}; }
+
 double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
     double m = 0;
     for (size_t i = 0; i < a.size(); ++i) m = std::max(m, static_cast<double>(std::fabs(a[i] - b[i])));
@@ -122,8 +126,8 @@ TEST_CASE("chunked and recurrent delta rule agree", "[gdn]") {
             DeltaInputs in = delta_inputs(T, 5);
             std::vector<float> s_rec = in.state, s_chk = in.state;
             std::vector<float> o_rec(static_cast<size_t>(T * in.d.value_dim())), o_chk(o_rec.size());
-            gdn_recurrent(pool, in.d, in.u.data(), in.g.data(), in.beta.data(), T, s_rec.data(), o_rec.data());
-            gdn_chunked(pool, in.d, in.u.data(), in.g.data(), in.beta.data(), T, s_chk.data(), o_chk.data(), chunk);
+            ops::gdn_recurrent(pool, heads(in.d), in.u.data(), in.g.data(), in.beta.data(), T, s_rec.data(), o_rec.data());
+            ops::gdn_chunked(pool, heads(in.d), in.u.data(), in.g.data(), in.beta.data(), T, s_chk.data(), o_chk.data(), chunk);
             const double eo = max_abs_diff(o_rec, o_chk), es = max_abs_diff(s_rec, s_chk);
             INFO("T " << T << " chunk " << chunk << ": max |d out| " << eo << ", max |d state| " << es);
             CHECK(eo < 2e-5);
@@ -137,10 +141,10 @@ TEST_CASE("recurrent delta rule continues across windows bit for bit", "[gdn][de
     DeltaInputs in = delta_inputs(40, 9);
     const int64_t vd = in.d.value_dim(), cd = in.d.conv_dim(), nv = in.d.nv;
     std::vector<float> s1 = in.state, s2 = in.state, o1(static_cast<size_t>(40 * vd)), o2(o1.size());
-    gdn_recurrent(pool, in.d, in.u.data(), in.g.data(), in.beta.data(), 40, s1.data(), o1.data());
+    ops::gdn_recurrent(pool, heads(in.d), in.u.data(), in.g.data(), in.beta.data(), 40, s1.data(), o1.data());
     for (int64_t t0 = 0; t0 < 40; t0 += 7) {
         const int64_t n = std::min<int64_t>(7, 40 - t0);
-        gdn_recurrent(pool, in.d, in.u.data() + t0 * cd, in.g.data() + t0 * nv, in.beta.data() + t0 * nv, n,
+        ops::gdn_recurrent(pool, heads(in.d), in.u.data() + t0 * cd, in.g.data() + t0 * nv, in.beta.data() + t0 * nv, n,
                       s2.data(), o2.data() + t0 * vd);
     }
     CHECK(o1 == o2);
@@ -167,7 +171,8 @@ TEST_CASE("qwen3next MTP block matches the float64 reference", "[model][qwen3nex
         CHECK(compare(eval_all(*m, 2, kPrompt, 4), main_ref).rel() < 5e-4);
 
         ThreadPool pool(2);
-        ForwardCtx ctx{pool, {}};
+        CpuOps cpu_ops(pool);
+        ForwardCtx ctx{cpu_ops, {}};
         SeqState s = m->new_state(32, GgmlType::F16);
         const int64_t V = m->hp().n_vocab;
         std::vector<float> logits(static_cast<size_t>(T * V)), hout(static_cast<size_t>(T * 256));
@@ -195,7 +200,8 @@ TEST_CASE("qwen3next without MTP refuses mtp_forward", "[model][qwen3next][mtp]"
     auto m = Model::load(tiny(GgmlType::F32, synth::GdnLayout::Split));
     CHECK_FALSE(m->has_mtp());
     ThreadPool pool(1);
-    ForwardCtx ctx{pool, {}};
+    CpuOps cpu_ops(pool);
+    ForwardCtx ctx{cpu_ops, {}};
     SeqState s = m->new_state(8, GgmlType::F16);
     std::vector<float> h(256), l(static_cast<size_t>(m->hp().n_vocab));
     const int32_t tok = 1;

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/backend/cpu_ops.h"
 #include "engine/core/flags.h"
 #include "engine/generate.h"
 #include "engine/split/split_runner.h"
@@ -162,7 +163,8 @@ void check_heads(GgmlType type, bool whole) {
     const int64_t V = m->hp().n_vocab, E = m->hp().n_embd;
     const std::vector<int32_t> toks = orbit(p, 17, whole ? p.cycle.size() + 1 : 97);
     ThreadPool pool(2);
-    ForwardCtx ctx{pool, {}};
+    CpuOps cpu_ops(pool);
+    ForwardCtx ctx{cpu_ops, {}};
     SeqState s = m->new_state(1024, GgmlType::F16);
     const int64_t T = static_cast<int64_t>(toks.size()) - 1;  // the last token is only an MTP input
     std::vector<float> logits(static_cast<size_t>(T * V)), hidden(static_cast<size_t>(T * E));

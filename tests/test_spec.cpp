@@ -6,6 +6,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "engine/backend/cpu_ops.h"
 #include "engine/generate.h"
 #include "engine/spec/accept.h"
 #include "engine/spec/speculative.h"
@@ -177,7 +178,8 @@ TEST_CASE("spec: hidden rows and the MTP through a runner match the model", "[sp
     const int64_t T = static_cast<int64_t>(toks.size());
     // Reference: the model directly.
     ThreadPool pool(1);
-    ForwardCtx ctx{pool, {}};
+    CpuOps cpu_ops(pool);
+    ForwardCtx ctx{cpu_ops, {}};
     SeqState s = m->new_state(128, GgmlType::F16);
     std::vector<float> h_ref(T * E), l_ref(T * V);
     const Model::BatchItem bi{&s, toks, true, h_ref.data()};

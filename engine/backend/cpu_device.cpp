@@ -15,7 +15,7 @@
 
 #include "engine/backend/device.h"
 #include "engine/core/error.h"
-#include "engine/model/model.h"
+#include "engine/backend/cpu_ops.h"
 
 namespace strata {
 
@@ -83,7 +83,7 @@ public:
     CpuDevice(std::string name, int threads, int first_core)
         : name_(std::move(name)),
           pool_(threads, [first_core](int i) { pin_current_thread(first_core + i); }),
-          ctx_{pool_, {}},
+          ops_(pool_),
           core_(first_core) {
         worker_ = std::thread([this] { loop(); });
     }
@@ -122,7 +122,7 @@ public:
         return DeviceEvent(st);
     }
 
-    ForwardCtx* cpu_ctx() override { return &ctx_; }
+    Ops& ops() override { return ops_; }
 
 private:
     struct Item {
@@ -172,7 +172,7 @@ private:
 
     std::string name_;
     ThreadPool pool_;
-    ForwardCtx ctx_;
+    CpuOps ops_;
     int core_;
     std::mutex mu_;
     std::condition_variable cv_;

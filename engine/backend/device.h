@@ -15,7 +15,7 @@
 
 namespace strata {
 
-struct ForwardCtx;
+class Ops;
 
 // Completion of everything submitted to a queue before the event was recorded.
 class DeviceEvent {
@@ -82,8 +82,9 @@ public:
     // events recorded after it failed; later ops still run (they check for themselves).
     virtual void submit(std::function<void()> op) = 0;
     virtual DeviceEvent record() = 0;
-    // The CPU execution context of this device's ops (its thread pool); null for GPUs.
-    virtual ForwardCtx* cpu_ctx() = 0;
+    // The op set this device executes (engine/backend/ops.h); called from inside its
+    // queue's ops.
+    virtual Ops& ops() = 0;
 };
 
 // "cpu:N" with `threads` threads, pinned to cores first_core .. first_core + threads - 1

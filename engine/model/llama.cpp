@@ -3,7 +3,6 @@
 #include "engine/model/blocks.h"
 #include "engine/model/scratch_slots.h"
 #include "engine/model/weights.h"
-#include "kernels/cpu/ops.h"
 
 namespace strata {
 namespace {
@@ -44,14 +43,15 @@ protected:
         const DenseLayer& L = layers_[static_cast<size_t>(il)];
         const int64_t T = batch.n_rows;
         const int64_t n = hp_.n_embd;
-        float* h = ctx.scratch.get(slot::kLayerNormed, static_cast<size_t>(T * n));    // [T, n_embd] normed input
-        float* out = ctx.scratch.get(slot::kLayerOut, static_cast<size_t>(T * n));  // [T, n_embd] block output
-        for (int64_t t = 0; t < T; ++t) ops::rmsnorm(x + t * n, L.attn.norm.data(), hp_.rms_eps, n, h + t * n);
-        attention_block(ctx, hp_, L.attn, batch, il, h, out);
-        ops::add(x, out, T * n);
-        for (int64_t t = 0; t < T; ++t) ops::rmsnorm(x + t * n, L.ffn_norm.data(), hp_.rms_eps, n, h + t * n);
-        ffn_block(ctx, L.ffn, h, T, n, out);
-        ops::add(x, out, T * n);
+        const Tensor xs = Tensor::f32(x, n, T);
+        const Tensor h = Tensor::f32(ctx.scratch.get(slot::kLayerNormed, static_cast<size_t>(T * n)), n, T);  // normed input
+        const Tensor out = Tensor::f32(ctx.scratch.get(slot::kLayerOut, static_cast<size_t>(T * n)), n, T);  // block output
+        ctx.ops.rms_norm(xs, L.attn.norm.data(), hp_.rms_eps, h);
+        attention_block(ctx, hp_, L.attn, batch, il, h.f(), out.f());
+        ctx.ops.add(xs, out);
+        ctx.ops.rms_norm(xs, L.ffn_norm.data(), hp_.rms_eps, h);
+        ffn_block(ctx, L.ffn, h.f(), T, n, out.f());
+        ctx.ops.add(xs, out);
     }
 
 private:

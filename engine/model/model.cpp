@@ -3,8 +3,6 @@
 #include "engine/core/error.h"
 #include "engine/model/scratch_slots.h"
 #include "engine/model/weights.h"
-#include "engine/quant/quant.h"
-#include "kernels/cpu/ops.h"
 
 namespace strata {
 
@@ -59,12 +57,8 @@ SeqState Model::new_state(int64_t n_ctx, GgmlType cache_type, int64_t l0, int64_
     return s;
 }
 
-void Model::embed(const int32_t* tokens, int64_t T, float* x) const {
-    for (int64_t t = 0; t < T; ++t) {
-        const int32_t id = tokens[t];
-        if (id < 0 || id >= hp_.n_vocab) fail("token id {} is out of range (vocabulary has {})", id, hp_.n_vocab);
-        dequantize_row(tok_embd_.type, tok_embd_.row(id), x + t * hp_.n_embd, hp_.n_embd);
-    }
+void Model::embed(ForwardCtx& ctx, const int32_t* tokens, int64_t T, float* x) const {
+    ctx.ops.get_rows(tok_embd_, tokens, Tensor::f32(x, hp_.n_embd, T));
 }
 
 void Model::run_layers(ForwardCtx& ctx, const Batch& batch, int64_t l0, int64_t l1, float* x) const {
@@ -78,19 +72,20 @@ void Model::output(ForwardCtx& ctx, const Batch& batch, const float* x, std::spa
     const int64_t E = hp_.n_embd;
     // Normalize only the rows somebody reads: every row of a sequence that wants hidden
     // states, the logit rows into one block for a single head pass.
-    float* sel = ctx.scratch.get(slot::kHeadRows, static_cast<size_t>(batch.n_rows * E));  // [n_sel, n_embd]
+    const Tensor xs = Tensor::f32(x, E, batch.n_rows);
+    const Tensor sel = Tensor::f32(ctx.scratch.get(slot::kHeadRows, static_cast<size_t>(batch.n_rows * E)), E,
+                                   batch.n_rows);  // [n_sel, n_embd]
     int64_t n_sel = 0;
     for (size_t i = 0; i < want.size(); ++i) {
         const BatchSeq& s = batch.seqs[i];
         if (want[i].hidden_out)
-            for (int64_t t = 0; t < s.n; ++t)
-                ops::rmsnorm(x + (s.row0 + t) * E, output_norm_.data(), hp_.rms_eps, E, want[i].hidden_out + t * E);
+            ctx.ops.rms_norm(xs.rows(s.row0, s.n), output_norm_.data(), hp_.rms_eps, Tensor::f32(want[i].hidden_out, E, s.n));
         if (!logits_rows) continue;
-        const int64_t first = want[i].all_logits ? s.row0 : s.row0 + s.n - 1;
-        for (int64_t r = first; r < s.row0 + s.n; ++r, ++n_sel)
-            ops::rmsnorm(x + r * E, output_norm_.data(), hp_.rms_eps, E, sel + n_sel * E);
+        const int64_t n = want[i].all_logits ? s.n : 1;
+        ctx.ops.rms_norm(xs.rows(s.row0 + s.n - n, n), output_norm_.data(), hp_.rms_eps, sel.rows(n_sel, n));
+        n_sel += n;
     }
-    if (logits_rows && n_sel > 0) matmul(ctx.pool, output_, sel, E, n_sel, logits_rows, hp_.n_vocab);
+    if (logits_rows && n_sel > 0) ctx.ops.matmul(output_, sel.rows(0, n_sel), Tensor::f32(logits_rows, hp_.n_vocab, n_sel));
 }
 
 void Model::mtp_forward(ForwardCtx&, SeqState&, const float*, const int32_t*, int64_t, int64_t, float*, float*,
@@ -117,7 +112,7 @@ void Model::eval_batch(ForwardCtx& ctx, std::span<const BatchItem> items, float*
     const int64_t E = hp_.n_embd;
     float* x = ctx.scratch.get(slot::kStream, static_cast<size_t>(batch.n_rows * E));
     for (size_t i = 0; i < items.size(); ++i)
-        embed(items[i].tokens.data(), batch.seqs[i].n, x + batch.seqs[i].row0 * E);
+        embed(ctx, items[i].tokens.data(), batch.seqs[i].n, x + batch.seqs[i].row0 * E);
     run_layers(ctx, batch, 0, hp_.n_layer, x);
     std::vector<OutputWant> want;
     want.reserve(items.size());

@@ -8,33 +8,38 @@
 #include <string>
 #include <vector>
 
-#include "engine/core/thread_pool.h"
+#include "engine/backend/ops.h"
 #include "engine/gguf/reader.h"
-#include "engine/model/batch.h"
+#include "engine/state/batch.h"
 #include "engine/model/hparams.h"
 #include "engine/model/weights.h"
 #include "engine/state/seq_state.h"
-#include "kernels/cpu/matmul.h"
 
 namespace strata {
 
 // Grow-only scratch buffers of one forward pass: after the first window of a given
-// size nothing is allocated on the hot path.
+// size nothing is allocated on the hot path. Slots are named in scratch_slots.h.
 class Scratch {
 public:
-    float* get(int slot, size_t n) {
-        if (bufs_.size() <= static_cast<size_t>(slot)) bufs_.resize(static_cast<size_t>(slot) + 1);
-        auto& b = bufs_[static_cast<size_t>(slot)];
+    float* get(int slot, size_t n) { return grow(bufs_, slot, n); }
+    int32_t* ints(int slot, size_t n) { return grow(ints_, slot, n); }
+
+private:
+    template <typename T>
+    static T* grow(std::vector<std::vector<T>>& v, int slot, size_t n) {
+        if (v.size() <= static_cast<size_t>(slot)) v.resize(static_cast<size_t>(slot) + 1);
+        auto& b = v[static_cast<size_t>(slot)];
         if (b.size() < n) b.resize(n);
         return b.data();
     }
-
-private:
     std::vector<std::vector<float>> bufs_;
+    std::vector<std::vector<int32_t>> ints_;
 };
 
+// What a forward pass runs on: the device's op set (engine/backend/ops.h) and the
+// window's buffers.
 struct ForwardCtx {
-    ThreadPool& pool;
+    Ops& ops;
     Scratch scratch;
 };
 
@@ -59,7 +64,7 @@ public:
     void eval(ForwardCtx& ctx, SeqState& state, std::span<const int32_t> tokens, float* logits,
               bool all_logits) const;
 
-    void embed(const int32_t* tokens, int64_t T, float* x) const;  // x: [T, n_embd]
+    void embed(ForwardCtx& ctx, const int32_t* tokens, int64_t T, float* x) const;  // x: [T, n_embd]
     // Layers [l0, l1) over the window's rows x [batch.n_rows, n_embd] in place.
     void run_layers(ForwardCtx& ctx, const Batch& batch, int64_t l0, int64_t l1, float* x) const;
     // Several sequences in one window: item i's tokens at positions state.n_past..;

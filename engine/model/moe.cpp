@@ -1,20 +1,15 @@
 #include "engine/model/moe.h"
 
-#include <algorithm>
-#include <cstring>
-
 #include "engine/model/scratch_slots.h"
 #include "engine/model/weights.h"
-#include "kernels/cpu/ops.h"
-#include "kernels/cpu/simd.h"
 
 namespace strata {
 
 // Scratch slots (blocks.cpp 0-7, layers 14-17, gdn 20-28, MTP 40+). ffn_block (the
 // shared expert) uses slots 4-5, which are free here.
 enum : int {
-    kRouter = slot::kMoeRouter, kXe = slot::kMoeXe, kGe = slot::kMoeGe, kUe = slot::kMoeUe, kYe = slot::kMoeYe,
-    kRouted = slot::kMoeRouted, kShared = slot::kMoeShared,
+    kRouter = slot::kMoeRouter, kWeights = slot::kMoeWeights, kRouted = slot::kMoeRouted, kShared = slot::kMoeShared,
+    kIds = slot::kMoeIds,  // an int slot
 };
 
 MoeWeights bind_moe(const WeightBinder& b, const HParams& hp, const std::string& p) {
@@ -42,79 +37,20 @@ MoeWeights bind_moe(const WeightBinder& b, const HParams& hp, const std::string&
     return w;
 }
 
-void top_k(const float* p, int64_t n, int64_t k, int32_t* idx) {
-    // k is small (10 of 512): k passes of a strict '>' scan keep the lowest index on ties.
-    for (int64_t s = 0; s < k; ++s) {
-        int32_t best = -1;
-        for (int64_t e = 0; e < n; ++e) {
-            bool taken = false;
-            for (int64_t q = 0; q < s; ++q) taken |= idx[q] == e;
-            if (!taken && (best < 0 || p[e] > p[best])) best = static_cast<int32_t>(e);
-        }
-        idx[s] = best;
-    }
-}
-
 void moe_block(ForwardCtx& ctx, const HParams& hp, const MoeWeights& w, const float* h, int64_t T, float* out) {
-    const int64_t E = hp.n_embd, X = hp.n_expert, k = hp.n_expert_used, F = hp.n_ff_exp;
-    float* probs = ctx.scratch.get(kRouter, static_cast<size_t>(T * X));  // [T, n_expert]
-    matmul(ctx.pool, w.router, h, E, T, probs, X);
-
-    // Routing: per token the chosen experts and weights; then, per expert, the list of
-    // (token, slot) pairs routed to it so each expert runs one batched matmul.
-    thread_local std::vector<int32_t> sel, order, start;
-    thread_local std::vector<float> wt;
-    sel.resize(static_cast<size_t>(T * k));
-    wt.resize(static_cast<size_t>(T * k));
-    for (int64_t t = 0; t < T; ++t) {
-        float* p = probs + t * X;
-        ops::softmax(p, X);
-        top_k(p, X, k, sel.data() + t * k);
-        float sum = 0.0f;
-        for (int64_t s = 0; s < k; ++s) sum += p[sel[t * k + s]];
-        sum = std::max(sum, 6.103515625e-5f);  // llama.cpp's clamp of the renormalizer
-        for (int64_t s = 0; s < k; ++s) wt[t * k + s] = p[sel[t * k + s]] / sum;
-    }
-    start.assign(static_cast<size_t>(X + 1), 0);
-    for (int64_t i = 0; i < T * k; ++i) ++start[sel[i] + 1];
-    for (int64_t e = 0; e < X; ++e) start[e + 1] += start[e];
-    order.resize(static_cast<size_t>(T * k));
-    thread_local std::vector<int32_t> next;
-    next.assign(start.begin(), start.end() - 1);
-    for (int64_t i = 0; i < T * k; ++i) order[next[sel[i]]++] = static_cast<int32_t>(i);  // i = t*k + slot
-
-    // Routed experts: gather rows, SwiGLU, scatter into routed[t][slot].
-    float* routed = ctx.scratch.get(kRouted, static_cast<size_t>(T * k * E));  // [T, k, n_embd]
-    for (int64_t e = 0; e < X; ++e) {
-        const int64_t n = start[e + 1] - start[e];
-        if (n == 0) continue;
-        float* xe = ctx.scratch.get(kXe, static_cast<size_t>(n * E));
-        float* ge = ctx.scratch.get(kGe, static_cast<size_t>(n * F));
-        float* ue = ctx.scratch.get(kUe, static_cast<size_t>(n * F));
-        float* ye = ctx.scratch.get(kYe, static_cast<size_t>(n * E));
-        for (int64_t i = 0; i < n; ++i)
-            std::memcpy(xe + i * E, h + (order[start[e] + i] / k) * E, sizeof(float) * E);
-        matmul(ctx.pool, w.gate[e], xe, E, n, ge, F);
-        matmul(ctx.pool, w.up[e], xe, E, n, ue, F);
-        ops::swiglu(ge, ue, n * F, ge);
-        matmul(ctx.pool, w.down[e], ge, F, n, ye, E);
-        for (int64_t i = 0; i < n; ++i)
-            std::memcpy(routed + static_cast<int64_t>(order[start[e] + i]) * E, ye + i * E, sizeof(float) * E);
-    }
-
-    float* shared = ctx.scratch.get(kShared, static_cast<size_t>(T * E));
-    ffn_block(ctx, w.shared, h, T, E, shared);
-    for (int64_t t = 0; t < T; ++t) {
-        const float sg = ops::sigmoid(simd::dot(w.shared_gate.data(), h + t * E, E));
-        float* y = out + t * E;
-        std::fill(y, y + E, 0.0f);
-        for (int64_t s = 0; s < k; ++s) {
-            const float ws = wt[t * k + s];
-            const float* ys = routed + (t * k + s) * E;
-            for (int64_t i = 0; i < E; ++i) y[i] += ws * ys[i];
-        }
-        for (int64_t i = 0; i < E; ++i) y[i] += sg * shared[t * E + i];
-    }
+    const int64_t E = hp.n_embd, X = hp.n_expert, k = hp.n_expert_used;
+    const Tensor hs = Tensor::f32(h, E, T);
+    const Tensor probs = Tensor::f32(ctx.scratch.get(kRouter, static_cast<size_t>(T * X)), X, T);  // [T, n_expert]
+    ctx.ops.matmul(w.router, hs, probs);
+    // Routing: per token the chosen experts and their weights.
+    int32_t* sel = ctx.scratch.ints(kIds, static_cast<size_t>(T * k));
+    float* wt = ctx.scratch.get(kWeights, static_cast<size_t>(T * k));
+    ctx.ops.topk_softmax(probs, k, sel, wt);
+    const Tensor routed = Tensor::f32(ctx.scratch.get(kRouted, static_cast<size_t>(T * k * E)), E, T * k);  // [T, k, n_embd]
+    ctx.ops.moe_experts(w.gate, w.up, w.down, sel, k, hs, routed);
+    const Tensor shared = Tensor::f32(ctx.scratch.get(kShared, static_cast<size_t>(T * E)), E, T);
+    ffn_block(ctx, w.shared, h, T, E, shared.f());
+    ctx.ops.moe_combine(routed, wt, k, shared, w.shared_gate.data(), hs, Tensor::f32(out, E, T));
 }
 
 }  // namespace strata

@@ -30,7 +30,4 @@ MoeWeights bind_moe(const WeightBinder& b, const HParams& hp, const std::string&
 // does not depend on which other tokens share the window.
 void moe_block(ForwardCtx& ctx, const HParams& hp, const MoeWeights& w, const float* h, int64_t T, float* out);
 
-// Top-k of p[n] by value, ties to the lower index; idx[k] in descending order.
-void top_k(const float* p, int64_t n, int64_t k, int32_t* idx);
-
 }  // namespace strata

@@ -10,8 +10,6 @@
 #include "engine/model/moe.h"
 #include "engine/model/scratch_slots.h"
 #include "engine/model/weights.h"
-#include "engine/quant/quant.h"
-#include "kernels/cpu/ops.h"
 
 namespace strata {
 namespace {
@@ -35,7 +33,7 @@ struct MtpBlock {
 
 class Qwen3NextModel final : public Model {
 public:
-    explicit Qwen3NextModel(GgufFile f) : Model(std::move(f)), gdn_dims_(GdnDims::from(hp_)) {
+    explicit Qwen3NextModel(GgufFile f) : Model(std::move(f)), gdn_dims_(gdn_dims(hp_)) {
         const GdnDims& d = gdn_dims_;
         STRATA_CHECK(d.dv * d.nv == hp_.ssm_d_inner, "{}: ssm.inner_size {} is not a multiple of time_step_rank {}",
                      file_.path(), hp_.ssm_d_inner, d.nv);
@@ -115,15 +113,16 @@ Q3nLayer Qwen3NextModel::bind_layer(const WeightBinder& b, int64_t il, bool recu
 void Qwen3NextModel::decoder_layer(ForwardCtx& ctx, const Batch& batch, const Q3nLayer& L, int64_t il,
                                    float* x) const {
     const int64_t n = hp_.n_embd, T = batch.n_rows;
-    float* h = ctx.scratch.get(slot::kLayerNormed, static_cast<size_t>(T * n));    // [T, n_embd] normed input
-    float* out = ctx.scratch.get(slot::kLayerOut, static_cast<size_t>(T * n));  // [T, n_embd] block output
-    for (int64_t t = 0; t < T; ++t) ops::rmsnorm(x + t * n, L.attn_norm.data(), hp_.rms_eps, n, h + t * n);
-    if (L.recurrent) gdn_block(ctx, gdn_dims_, L.gdn, batch, il, h, out, GdnForm::Recurrent);
-    else attention_block(ctx, hp_, L.attn, batch, il, h, out);
-    ops::add(x, out, T * n);
-    for (int64_t t = 0; t < T; ++t) ops::rmsnorm(x + t * n, L.post_norm.data(), hp_.rms_eps, n, h + t * n);
-    moe_block(ctx, hp_, L.moe, h, T, out);
-    ops::add(x, out, T * n);
+    const Tensor xs = Tensor::f32(x, n, T);
+    const Tensor h = Tensor::f32(ctx.scratch.get(slot::kLayerNormed, static_cast<size_t>(T * n)), n, T);  // normed input
+    const Tensor out = Tensor::f32(ctx.scratch.get(slot::kLayerOut, static_cast<size_t>(T * n)), n, T);  // block output
+    ctx.ops.rms_norm(xs, L.attn_norm.data(), hp_.rms_eps, h);
+    if (L.recurrent) gdn_block(ctx, gdn_dims_, L.gdn, batch, il, h.f(), out.f(), GdnForm::Recurrent);
+    else attention_block(ctx, hp_, L.attn, batch, il, h.f(), out.f());
+    ctx.ops.add(xs, out);
+    ctx.ops.rms_norm(xs, L.post_norm.data(), hp_.rms_eps, h);
+    moe_block(ctx, hp_, L.moe, h.f(), T, out.f());
+    ctx.ops.add(xs, out);
 }
 
 void Qwen3NextModel::mtp_forward(ForwardCtx& ctx, SeqState& s, const float* hidden, const int32_t* next_tokens,
@@ -135,24 +134,21 @@ void Qwen3NextModel::mtp_forward(ForwardCtx& ctx, SeqState& s, const float* hidd
     STRATA_CHECK(static_cast<int64_t>(s.kv_slot.size()) > hp_.n_layer, "this state has no MTP KV slot");
     const MtpBlock& m = mtp_.front();  // one MTP block, reused for every chained step (4.11.4)
     const int64_t E = hp_.n_embd;
-    float* eh = ctx.scratch.get(slot::kMtpEh, static_cast<size_t>(T * 2 * E));  // [T, 2 n_embd] [enorm(e) ; hnorm(h)]
-    float* x = ctx.scratch.get(slot::kMtpStream, static_cast<size_t>(T * E));       // [T, n_embd] block stream
-    for (int64_t t = 0; t < T; ++t) {
-        const int32_t id = next_tokens[t];
-        if (id < 0 || id >= hp_.n_vocab) fail("token id {} is out of range (vocabulary has {})", id, hp_.n_vocab);
-        float* e = eh + t * 2 * E;
-        dequantize_row(m.embd.type, m.embd.row(id), e, E);
-        ops::rmsnorm(e, m.enorm.data(), hp_.rms_eps, E, e);  // embedding half first (4.11.2)
-        ops::rmsnorm(hidden + t * E, m.hnorm.data(), hp_.rms_eps, E, e + E);
-    }
-    matmul(ctx.pool, m.eh_proj, eh, 2 * E, T, x, E);
-    decoder_layer(ctx, Batch::single(s, pos0, T), m.layer, hp_.n_layer, x);
-    float* hn = ctx.scratch.get(slot::kMtpNormed, static_cast<size_t>(T * E));
-    for (int64_t t = 0; t < T; ++t) ops::rmsnorm(x + t * E, m.head_norm.data(), hp_.rms_eps, E, hn + t * E);
-    if (hidden_out) std::copy(hn, hn + T * E, hidden_out);
+    // [T, 2 n_embd]: [enorm(embedding) ; hnorm(hidden)] (the embedding half first, 4.11.2)
+    const Tensor eh = Tensor::f32(ctx.scratch.get(slot::kMtpEh, static_cast<size_t>(T * 2 * E)), 2 * E, T);
+    const Tensor e = Tensor::f32(eh.f(), E, T, 2 * E), hh = Tensor::f32(eh.f() + E, E, T, 2 * E);
+    const Tensor x = Tensor::f32(ctx.scratch.get(slot::kMtpStream, static_cast<size_t>(T * E)), E, T);  // block stream
+    ctx.ops.get_rows(m.embd, next_tokens, e);
+    ctx.ops.rms_norm(e, m.enorm.data(), hp_.rms_eps, e);
+    ctx.ops.rms_norm(Tensor::f32(hidden, E, T), m.hnorm.data(), hp_.rms_eps, hh);
+    ctx.ops.matmul(m.eh_proj, eh, x);
+    decoder_layer(ctx, Batch::single(s, pos0, T), m.layer, hp_.n_layer, x.f());
+    const Tensor hn = Tensor::f32(ctx.scratch.get(slot::kMtpNormed, static_cast<size_t>(T * E)), E, T);
+    ctx.ops.rms_norm(x, m.head_norm.data(), hp_.rms_eps, hn);
+    if (hidden_out) ctx.ops.copy(Tensor::f32(hidden_out, E, T), hn);
     if (!logits_out) return;
-    if (last_logits_only) matmul(ctx.pool, m.head, hn + (T - 1) * E, E, 1, logits_out, hp_.n_vocab);
-    else matmul(ctx.pool, m.head, hn, E, T, logits_out, hp_.n_vocab);
+    const int64_t n = last_logits_only ? 1 : T;
+    ctx.ops.matmul(m.head, hn.rows(T - n, n), Tensor::f32(logits_out, hp_.n_vocab, n));
 }
 
 }  // namespace

@@ -13,9 +13,10 @@ enum : int {
     // the architectures' layer code (llama.cpp, qwen3next.cpp)
     kLayerNormed = 16, kLayerOut = 17,
     // engine/model/gdn.cpp
-    kGdnQkv = 20, kGdnZ, kGdnMixed, kGdnBa, kGdnG, kGdnBeta, kGdnConvIn, kGdnU, kGdnO,
+    kGdnQkv = 20, kGdnZ, kGdnMixed, kGdnBa, kGdnG, kGdnBeta, kGdnU, kGdnO,
     // engine/model/moe.cpp
-    kMoeRouter = 30, kMoeXe, kMoeGe, kMoeUe, kMoeYe, kMoeRouted, kMoeShared,
+    kMoeRouter = 30, kMoeWeights, kMoeRouted, kMoeShared,
+    kMoeIds = 0,  // Scratch::ints
     // the MTP block (qwen3next.cpp)
     kMtpEh = 40, kMtpStream, kMtpNormed,
 };

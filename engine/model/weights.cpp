@@ -5,6 +5,7 @@
 
 #include "engine/core/error.h"
 #include "engine/quant/quant.h"
+#include "kernels/cpu/matmul.h"  // pack_weights: moves to the CPU backend's prepare_weight
 
 namespace strata {
 

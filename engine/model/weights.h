@@ -11,7 +11,7 @@
 
 #include "engine/core/huge_buffer.h"
 #include "engine/gguf/reader.h"
-#include "kernels/cpu/matmul.h"
+#include "engine/quant/mat_view.h"
 
 namespace strata {
 

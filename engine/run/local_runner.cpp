@@ -2,6 +2,7 @@
 #include <map>
 #include <vector>
 
+#include "engine/backend/cpu_ops.h"
 #include "engine/core/error.h"
 #include "engine/run/runner.h"
 #include "engine/state/snapshot.h"
@@ -12,7 +13,7 @@ namespace {
 class LocalRunner final : public Runner {
 public:
     LocalRunner(std::shared_ptr<const Model> model, int threads, int64_t n_ctx, GgmlType cache_type)
-        : model_(std::move(model)), pool_(threads), ctx_{pool_, {}}, n_ctx_(n_ctx), cache_type_(cache_type) {
+        : model_(std::move(model)), pool_(threads), ops_(pool_), ctx_{ops_, {}}, n_ctx_(n_ctx), cache_type_(cache_type) {
         STRATA_CHECK(n_ctx > 0, "context length must be positive, got {}", n_ctx);
     }
 
@@ -76,6 +77,7 @@ private:
 
     std::shared_ptr<const Model> model_;
     ThreadPool pool_;
+    CpuOps ops_;
     ForwardCtx ctx_;
     int64_t n_ctx_;
     GgmlType cache_type_;

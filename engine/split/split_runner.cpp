@@ -21,6 +21,7 @@ namespace {
 
 struct Stage {
     std::unique_ptr<Device> dev;
+    std::unique_ptr<ForwardCtx> ctx;  // the device's ops and this stage's window buffers
     int64_t l0 = 0, l1 = 0;
     std::vector<float> x;  // [rows, n_embd] this stage's activations (device memory on GPUs)
 };
@@ -91,6 +92,7 @@ public:
             Stage st;
             if (opened.count(sp.device)) shared_device = true;
             st.dev = open_device(sp.device, threads, core);
+            st.ctx = std::make_unique<ForwardCtx>(ForwardCtx{st.dev->ops(), {}});
             core += threads;
             st.l0 = sp.l0;
             st.l1 = sp.l1;
@@ -239,12 +241,12 @@ void SplitRunnerImpl::run_stage(size_t s, uint64_t w) {
     const int64_t E = model_->hp().n_embd;
     const Batch& batch = win_batches_[s];
     const int64_t rows = batch.n_rows;
-    ForwardCtx& ctx = *st.dev->cpu_ctx();
+    ForwardCtx& ctx = *st.ctx;
     float* x = st.x.data();
     try {
         if (s == 0) {
             for (size_t i = 0; i < win_tokens_.size(); ++i)
-                model_->embed(win_tokens_[i].data(), batch.seqs[i].n, x + batch.seqs[i].row0 * E);
+                model_->embed(*st.ctx, win_tokens_[i].data(), batch.seqs[i].n, x + batch.seqs[i].row0 * E);
         } else {
             Handoff& in = *handoffs_[s - 1];
             const Handoff::Wait r = in.wait(w, cfg_.wait_ms);
@@ -406,7 +408,7 @@ void SplitRunnerImpl::mtp(int seq, const float* hidden, const int32_t* tokens, i
     mtp_hidden_out_.resize(static_cast<size_t>(T * E));
     const bool want_logits = logits_rows != nullptr;
     st.dev->submit([this, &st, &state, T, pos0, want_logits] {
-        model_->mtp_forward(*st.dev->cpu_ctx(), state, mtp_hidden_.data(), mtp_tokens_.data(), T, pos0,
+        model_->mtp_forward(*st.ctx, state, mtp_hidden_.data(), mtp_tokens_.data(), T, pos0,
                             want_logits ? mtp_logits_.data() : nullptr, mtp_hidden_out_.data(), /*last_logits_only=*/true);
     });
     const DeviceEvent ev = st.dev->record();
@@ -478,11 +480,11 @@ bool Pipe::forward(size_t stage, int seq, std::span<const int32_t> tokens, int64
     Stage& st = r_.stages_[stage];
     SeqState& state = q.states[stage];
     const Batch batch = Batch::single(state, pos0, T);
-    ForwardCtx& ctx = *st.dev->cpu_ctx();
+    ForwardCtx& ctx = *st.ctx;
     const size_t bytes = sizeof(float) * static_cast<size_t>(T * E);
     if (stage == 0) {
         float* x = set.x0.data();
-        r_.model_->embed(tokens.data(), T, x);
+        r_.model_->embed(ctx, tokens.data(), T, x);
         for (int64_t l = st.l0; l < st.l1; ++l) {
             if (cancel && cancel->load(std::memory_order_acquire)) return false;
             r_.model_->run_layers(ctx, batch, l, l + 1, x);
@@ -541,7 +543,7 @@ void Pipe::restore(size_t stage, int seq, int slot) {
 void Pipe::mtp_here(int seq, const float* hidden, const int32_t* tokens, int64_t T, int64_t pos0, float* logits,
                     float* hidden_out) {
     Sequence& q = r_.sequence(seq);
-    r_.model_->mtp_forward(*r_.stages_.back().dev->cpu_ctx(), q.states.back(), hidden, tokens, T, pos0, logits,
+    r_.model_->mtp_forward(*r_.stages_.back().ctx, q.states.back(), hidden, tokens, T, pos0, logits,
                            hidden_out, /*last_logits_only=*/true);
 }
 

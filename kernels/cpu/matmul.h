@@ -12,34 +12,16 @@
 #include <string_view>
 
 #include "engine/core/thread_pool.h"
+#include "engine/quant/mat_view.h"
 #include "engine/quant/types.h"
 
 namespace strata {
 
-// A 2-D weight: n_out rows of n_in values each, row r at data + r * row_stride.
-// packed, when set, holds the same weights in the matmul kernels' own layout
-// (pack_weights below); matmul then reads it instead of the rows, with the same results.
-struct MatView {
-    GgmlType type = GgmlType::F32;
-    const void* data = nullptr;
-    int64_t n_in = 0;
-    int64_t n_out = 0;
-    size_t row_stride = 0;  // bytes between rows
-    const void* packed = nullptr;
-
-    const uint8_t* row(int64_t r) const { return static_cast<const uint8_t*>(data) + static_cast<size_t>(r) * row_stride; }
-};
 
 // x: [T, n_in] f32 with row stride ldx (floats); y: [T, n_out] with row stride ldy.
 void matmul(ThreadPool& pool, const MatView& w, const float* x, int64_t ldx, int64_t T, float* y,
             int64_t ldy);
 
-// One weight of a multi-output product: y [T, w.n_out] with row stride ldy.
-struct MatOut {
-    MatView w;
-    float* y;
-    int64_t ldy;
-};
 
 // Several weights with the same n_in applied to the same x (a layer's q, k and v; an
 // FFN's gate and up): exactly the results of one matmul per weight, with x quantized

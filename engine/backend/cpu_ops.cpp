@@ -1,0 +1,284 @@
+#include "engine/backend/cpu_ops.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "engine/quant/quant.h"
+#include "engine/state/seq_state.h"
+#include "kernels/cpu/attention.h"
+#include "kernels/cpu/gdn_rule.h"
+#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/ops.h"
+#include "kernels/cpu/simd.h"
+
+namespace strata {
+
+namespace {
+ops::GdnHeads heads(const GdnDims& d) { return {d.nk, d.nv, d.dk, d.dv}; }
+}  // namespace
+
+void CpuOps::row_seqs(const Batch& batch) {
+    row_seq_.resize(static_cast<size_t>(batch.n_rows));
+    for (size_t i = 0; i < batch.seqs.size(); ++i)
+        for (int64_t r = 0; r < batch.seqs[i].n; ++r)
+            row_seq_[static_cast<size_t>(batch.seqs[i].row0 + r)] = static_cast<int32_t>(i);
+}
+
+void CpuOps::get_rows(const MatView& table, const int32_t* ids, Tensor x) {
+    for (int64_t t = 0; t < x.ne1; ++t) {
+        const int32_t id = ids[t];
+        if (id < 0 || id >= table.n_out) fail("token id {} is out of range (vocabulary has {})", id, table.n_out);
+        dequantize_row(table.type, table.row(id), x.row(t), table.n_in);
+    }
+}
+
+void CpuOps::rms_norm(Tensor x, const float* w, float eps, Tensor y) {
+    for (int64_t r = 0; r < x.ne1; ++r) ops::rmsnorm(x.row(r), w, eps, x.ne0, y.row(r));
+}
+
+void CpuOps::rms_norm_gated(Tensor x, Tensor z, const float* w, int64_t head, float eps) {
+    const int64_t n_heads = x.ne0 / head;
+    for (int64_t t = 0; t < x.ne1; ++t)
+        for (int64_t hh = 0; hh < n_heads; ++hh) {
+            float* oh = x.row(t) + hh * head;
+            const float* zh = z.row(t) + hh * head;
+            ops::rmsnorm(oh, w, eps, head, oh);
+            for (int64_t j = 0; j < head; ++j) oh[j] *= ops::silu(zh[j]);
+        }
+}
+
+void CpuOps::l2_norm(Tensor x, int64_t col0, int64_t n_heads, int64_t head, float eps, float scale) {
+    for (int64_t t = 0; t < x.ne1; ++t)
+        for (int64_t g = 0; g < n_heads; ++g) {
+            float* v = x.row(t) + col0 + g * head;
+            const float inv = 1.0f / std::max(std::sqrt(simd::dot(v, v, head)), eps);
+            for (int64_t i = 0; i < head; ++i) v[i] = v[i] * inv * scale;
+        }
+}
+
+void CpuOps::add(Tensor y, Tensor x) {
+    if (y.contiguous() && x.contiguous()) {
+        ops::add(y.f(), x.f(), y.ne0 * y.ne1);
+        return;
+    }
+    for (int64_t r = 0; r < y.ne1; ++r) ops::add(y.row(r), x.row(r), y.ne0);
+}
+
+void CpuOps::swiglu(Tensor g, Tensor u, Tensor y) {
+    STRATA_CHECK(g.contiguous() && u.contiguous() && y.contiguous(), "swiglu: strided views are not supported");
+    // Elementwise, so the split across threads changes nothing in the result: one equal
+    // part per thread (a decode step has a few thousand values).
+    const int64_t n = g.ne0 * g.ne1, parts = pool_.size();
+    pool_.run(parts, [&](int64_t k) {
+        const int64_t i0 = n * k / parts, i1 = n * (k + 1) / parts;
+        ops::swiglu(g.f() + i0, u.f() + i0, i1 - i0, y.f() + i0);
+    });
+}
+
+void CpuOps::copy(Tensor dst, Tensor src) {
+    STRATA_CHECK(dst.ne0 == src.ne0 && dst.ne1 == src.ne1, "copy: shapes differ");
+    for (int64_t r = 0; r < src.ne1; ++r) std::memcpy(dst.row(r), src.row(r), sizeof(float) * src.ne0);
+}
+
+void CpuOps::matmul(const MatView& w, Tensor x, Tensor y) {
+    strata::matmul(pool_, w, x.f(), x.ld(), x.ne1, y.f(), y.ld());
+}
+
+void CpuOps::matmul_multi(std::span<const MatOut> outs, Tensor x) {
+    strata::matmul_multi(pool_, outs, x.f(), x.ld(), x.ne1);
+}
+
+void CpuOps::norm_rope(const Batch& batch, Tensor x, int64_t n_heads, int64_t head_stride, int64_t head_dim,
+                       const float* norm_w, float eps, const RopeParams& rope) {
+    // The angles once per row, shared by its heads: the same floats as ops::rope per head.
+    row_seqs(batch);
+    cs_.resize(static_cast<size_t>(rope.n_rot));
+    for (int64_t t = 0; t < x.ne1; ++t) {
+        const BatchSeq& bs = batch.seqs[static_cast<size_t>(row_seq_[static_cast<size_t>(t)])];
+        ops::rope_angles(rope.n_rot, bs.pos0 + (t - bs.row0), rope.freq_base, rope.freq_scale, nullptr, cs_.data());
+        for (int64_t hh = 0; hh < n_heads; ++hh) {
+            float* xh = x.row(t) + hh * head_stride;
+            if (norm_w) ops::rmsnorm(xh, norm_w, eps, head_dim, xh);
+            ops::rope_apply(xh, rope.n_rot, rope.neox, cs_.data());
+        }
+    }
+}
+
+void CpuOps::kv_store(const Batch& batch, int64_t il, Tensor k, Tensor v) {
+    for (const BatchSeq& bs : batch.seqs)
+        for (int64_t r = 0; r < bs.n; ++r)
+            bs.state->kv->store(bs.state->kv_slot[static_cast<size_t>(il)], bs.pos0 + r, k.row(bs.row0 + r),
+                                v.row(bs.row0 + r));
+}
+
+void CpuOps::attention(const Batch& batch, int64_t il, const AttnDims& d, Tensor q, int64_t head_stride, bool gated,
+                       Tensor out) {
+    // Each query head's result is the same fixed sequence as ever (scores in position
+    // order, softmax, weighted sum of V in position order) and depends only on its
+    // token's query and the cache, never on the rest of the window. A task takes a run of
+    // up to kRun consecutive tokens of one sequence and `span` query heads of one KV head's
+    // group, so each cached K/V row is read and converted once for all of them
+    // (ops::attend_tokens); the group is split only as far as needed to give every thread
+    // work (a decode step has one token).
+    constexpr int64_t kRun = 4;
+    const int64_t T = q.ne1, hd = d.head_dim, hdv = d.head_dim_v, ldq = q.ld(), ldo = out.ld();
+    row_seqs(batch);
+    runs_.clear();
+    for (int64_t t = 0; t < T; ++t)
+        if (runs_.empty() || t - runs_.back() == kRun || row_seq_[t] != row_seq_[runs_.back()]) runs_.push_back(t);
+    const int64_t n_runs = static_cast<int64_t>(runs_.size());
+    runs_.push_back(T);
+    const int64_t group = d.n_head / d.n_head_kv;
+    int64_t span = group;
+    while (span % 2 == 0 && n_runs * d.n_head_kv * (group / span) < 2 * pool_.size()) span /= 2;
+    const int64_t n_split = group / span;
+    const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    pool_.run(n_runs * d.n_head_kv * n_split, [&](int64_t task) {
+        const int64_t ri = task / (d.n_head_kv * n_split), kvh = task / n_split % d.n_head_kv;
+        const int64_t t0 = runs_[static_cast<size_t>(ri)], n_tok = runs_[static_cast<size_t>(ri) + 1] - t0;
+        const int64_t h0 = kvh * group + task % n_split * span;  // first query head of the task
+        const BatchSeq& bs = batch.seqs[static_cast<size_t>(row_seq_[t0])];
+        const KvCache& kv = *bs.state->kv;
+        const int64_t kv_layer = bs.state->kv_slot[static_cast<size_t>(il)];
+        const int64_t n_pos0 = bs.pos0 + (t0 - bs.row0) + 1;
+        const ops::KvRows k_rows{kv.type(), kv.k_head(kv_layer, kvh), kv.k_stride()};
+        const ops::KvRows v_rows{kv.type(), kv.v_head(kv_layer, kvh), kv.v_stride()};
+        const float* q0 = q.row(t0) + h0 * head_stride;
+        float* o0 = out.row(t0) + h0 * hdv;
+        ops::attend_tokens(q0, ldq, head_stride, n_tok, span, hd, hdv, scale, k_rows, v_rows, n_pos0, o0, ldo, hdv);
+        if (gated)
+            for (int64_t tk = 0; tk < n_tok; ++tk)
+                for (int64_t j = 0; j < span; ++j) {
+                    const float* gate = q0 + tk * ldq + j * head_stride + hd;
+                    float* o = o0 + tk * ldo + j * hdv;
+                    for (int64_t i = 0; i < hdv; ++i) o[i] = o[i] * ops::sigmoid(gate[i]);
+                }
+    });
+}
+
+void CpuOps::gdn_gates(const GdnDims& d, Tensor ba, const float* a, const float* dt_bias, Tensor beta, Tensor g) {
+    const int64_t nv = d.nv, r = nv / d.nk;
+    for (int64_t t = 0; t < ba.ne1; ++t) {
+        const float* bat = ba.row(t);
+        for (int64_t hh = 0; hh < nv; ++hh) {
+            const int64_t grp = hh / r, j = hh % r;
+            beta.row(t)[hh] = ops::sigmoid(bat[grp * 2 * r + j]);
+            g.row(t)[hh] = a[hh] * ops::softplus(bat[grp * 2 * r + r + j] + dt_bias[hh]);
+        }
+    }
+}
+
+void CpuOps::conv1d_silu(const GdnDims& d, Tensor x, const float* w, float* conv_state, Tensor u) {
+    // Over [history (K-1 rows) ; the rows]: the last tap meets the current token; the new
+    // history is the last K-1 rows.
+    const int64_t cd = d.conv_dim(), K = d.conv_k, n = x.ne1;
+    STRATA_CHECK(x.ne0 == cd && u.ne0 == cd, "conv1d: {} / {} channels, expected {}", x.ne0, u.ne0, cd);
+    conv_in_.resize(static_cast<size_t>((K - 1 + n) * cd));
+    float* X = conv_in_.data();
+    std::memcpy(X, conv_state, sizeof(float) * (K - 1) * cd);
+    for (int64_t t = 0; t < n; ++t) std::memcpy(X + (K - 1 + t) * cd, x.row(t), sizeof(float) * cd);
+    pool_.parallel_for(cd, 64, [&](int64_t c0, int64_t c1) {
+        for (int64_t t = 0; t < n; ++t)
+            for (int64_t c = c0; c < c1; ++c) {
+                const float* wc = w + c * K;
+                float s = 0.0f;
+                for (int64_t j = 0; j < K; ++j) s += wc[j] * X[(t + j) * cd + c];
+                u.row(t)[c] = ops::silu(s);
+            }
+    });
+    std::memcpy(conv_state, X + n * cd, sizeof(float) * (K - 1) * cd);
+}
+
+void CpuOps::gdn_recurrent(const GdnDims& d, Tensor u, Tensor g, Tensor beta, float* state, Tensor o) {
+    STRATA_CHECK(u.contiguous() && g.contiguous() && beta.contiguous() && o.contiguous(),
+                 "gdn_recurrent: strided views are not supported");
+    ops::gdn_recurrent(pool_, heads(d), u.f(), g.f(), beta.f(), u.ne1, state, o.f());
+}
+
+void CpuOps::gdn_chunked(const GdnDims& d, Tensor u, Tensor g, Tensor beta, float* state, Tensor o, int64_t chunk) {
+    STRATA_CHECK(u.contiguous() && g.contiguous() && beta.contiguous() && o.contiguous(),
+                 "gdn_chunked: strided views are not supported");
+    ops::gdn_chunked(pool_, heads(d), u.f(), g.f(), beta.f(), u.ne1, state, o.f(), chunk);
+}
+
+namespace {
+
+void top_k(const float* p, int64_t n, int64_t k, int32_t* idx) {
+    // k is small (10 of 512): k passes of a strict '>' scan keep the lowest index on ties.
+    for (int64_t s = 0; s < k; ++s) {
+        int32_t best = -1;
+        for (int64_t e = 0; e < n; ++e) {
+            bool taken = false;
+            for (int64_t q = 0; q < s; ++q) taken |= idx[q] == e;
+            if (!taken && (best < 0 || p[e] > p[best])) best = static_cast<int32_t>(e);
+        }
+        idx[s] = best;
+    }
+}
+
+}  // namespace
+
+void CpuOps::topk_softmax(Tensor logits, int64_t k, int32_t* ids, float* wt) {
+    const int64_t X = logits.ne0;
+    for (int64_t t = 0; t < logits.ne1; ++t) {
+        float* p = logits.row(t);
+        ops::softmax(p, X);
+        top_k(p, X, k, ids + t * k);
+        float sum = 0.0f;
+        for (int64_t s = 0; s < k; ++s) sum += p[ids[t * k + s]];
+        sum = std::max(sum, 6.103515625e-5f);  // llama.cpp's clamp of the renormalizer
+        for (int64_t s = 0; s < k; ++s) wt[t * k + s] = p[ids[t * k + s]] / sum;
+    }
+}
+
+void CpuOps::moe_experts(std::span<const MatView> gate, std::span<const MatView> up, std::span<const MatView> down,
+                         const int32_t* ids, int64_t k, Tensor h, Tensor routed) {
+    const int64_t T = h.ne1, E = h.ne0, X = static_cast<int64_t>(gate.size());
+    // Per expert, the list of (token, slot) pairs routed to it, so each expert runs one
+    // batched matmul.
+    start_.assign(static_cast<size_t>(X + 1), 0);
+    for (int64_t i = 0; i < T * k; ++i) ++start_[ids[i] + 1];
+    for (int64_t e = 0; e < X; ++e) start_[e + 1] += start_[e];
+    order_.resize(static_cast<size_t>(T * k));
+    next_.assign(start_.begin(), start_.end() - 1);
+    for (int64_t i = 0; i < T * k; ++i) order_[next_[ids[i]]++] = static_cast<int32_t>(i);  // i = t*k + slot
+
+    // Gather rows, SwiGLU, scatter into routed[t * k + slot].
+    for (int64_t e = 0; e < X; ++e) {
+        const int64_t n = start_[e + 1] - start_[e];
+        if (n == 0) continue;
+        const int64_t F = gate[e].n_out;
+        xe_.resize(static_cast<size_t>(n * E));
+        ge_.resize(static_cast<size_t>(n * F));
+        ue_.resize(static_cast<size_t>(n * F));
+        ye_.resize(static_cast<size_t>(n * E));
+        for (int64_t i = 0; i < n; ++i)
+            std::memcpy(xe_.data() + i * E, h.row(order_[start_[e] + i] / k), sizeof(float) * E);
+        strata::matmul(pool_, gate[e], xe_.data(), E, n, ge_.data(), F);
+        strata::matmul(pool_, up[e], xe_.data(), E, n, ue_.data(), F);
+        ops::swiglu(ge_.data(), ue_.data(), n * F, ge_.data());
+        strata::matmul(pool_, down[e], ge_.data(), F, n, ye_.data(), E);
+        for (int64_t i = 0; i < n; ++i)
+            std::memcpy(routed.row(order_[start_[e] + i]), ye_.data() + i * E, sizeof(float) * E);
+    }
+}
+
+void CpuOps::moe_combine(Tensor routed, const float* wt, int64_t k, Tensor shared, const float* shared_gate, Tensor h,
+                         Tensor out) {
+    const int64_t E = out.ne0;
+    for (int64_t t = 0; t < out.ne1; ++t) {
+        const float sg = ops::sigmoid(simd::dot(shared_gate, h.row(t), E));
+        float* y = out.row(t);
+        std::fill(y, y + E, 0.0f);
+        for (int64_t s = 0; s < k; ++s) {
+            const float ws = wt[t * k + s];
+            const float* ys = routed.row(t * k + s);
+            for (int64_t i = 0; i < E; ++i) y[i] += ws * ys[i];
+        }
+        const float* sh = shared.row(t);
+        for (int64_t i = 0; i < E; ++i) y[i] += sg * sh[i];
+    }
+}
+
+}  // namespace strata

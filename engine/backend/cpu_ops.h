@@ -1,0 +1,60 @@
+// The CPU backend of the op set (engine/backend/ops.h): each op runs as it is called,
+// on the device's thread pool, through the kernels of kernels/cpu/. The buffers an op
+// needs beyond its arguments are members, grown once and reused: no thread_local state,
+// so the same CpuOps serves whichever thread drives its device.
+#pragma once
+#include <vector>
+
+#include "engine/backend/ops.h"
+#include "engine/core/thread_pool.h"
+
+namespace strata {
+
+class CpuOps final : public Ops {
+public:
+    explicit CpuOps(ThreadPool& pool) : pool_(pool) {}
+    std::string_view name() const override { return "cpu"; }
+    ThreadPool& pool() { return pool_; }
+
+    void get_rows(const MatView& table, const int32_t* ids, Tensor x) override;
+    void rms_norm(Tensor x, const float* w, float eps, Tensor y) override;
+    void rms_norm_gated(Tensor x, Tensor z, const float* w, int64_t head, float eps) override;
+    void l2_norm(Tensor x, int64_t col0, int64_t n_heads, int64_t head, float eps, float scale) override;
+    void add(Tensor y, Tensor x) override;
+    void swiglu(Tensor g, Tensor u, Tensor y) override;
+    void copy(Tensor dst, Tensor src) override;
+
+    void matmul(const MatView& w, Tensor x, Tensor y) override;
+    void matmul_multi(std::span<const MatOut> outs, Tensor x) override;
+
+    void norm_rope(const Batch& batch, Tensor x, int64_t n_heads, int64_t head_stride, int64_t head_dim,
+                   const float* norm_w, float eps, const RopeParams& rope) override;
+    void kv_store(const Batch& batch, int64_t il, Tensor k, Tensor v) override;
+    void attention(const Batch& batch, int64_t il, const AttnDims& d, Tensor q, int64_t head_stride, bool gated,
+                   Tensor out) override;
+
+    void gdn_gates(const GdnDims& d, Tensor ba, const float* a, const float* dt_bias, Tensor beta, Tensor g) override;
+    void conv1d_silu(const GdnDims& d, Tensor x, const float* w, float* conv_state, Tensor u) override;
+    void gdn_recurrent(const GdnDims& d, Tensor u, Tensor g, Tensor beta, float* state, Tensor o) override;
+    void gdn_chunked(const GdnDims& d, Tensor u, Tensor g, Tensor beta, float* state, Tensor o,
+                     int64_t chunk) override;
+
+    void topk_softmax(Tensor logits, int64_t k, int32_t* ids, float* wt) override;
+    void moe_experts(std::span<const MatView> gate, std::span<const MatView> up, std::span<const MatView> down,
+                     const int32_t* ids, int64_t k, Tensor h, Tensor routed) override;
+    void moe_combine(Tensor routed, const float* wt, int64_t k, Tensor shared, const float* shared_gate, Tensor h,
+                     Tensor out) override;
+
+private:
+    void row_seqs(const Batch& batch);  // row_seq_: row -> index of its sequence in the batch
+
+    ThreadPool& pool_;
+    std::vector<int32_t> row_seq_;
+    std::vector<float> cs_;          // rope angles of one row
+    std::vector<int64_t> runs_;      // attention: first row of each run, then the row count
+    std::vector<float> conv_in_;     // conv1d: [K - 1 + n, conv_dim]
+    std::vector<int32_t> order_, start_, next_;  // moe: rows grouped by expert
+    std::vector<float> xe_, ge_, ue_, ye_;       // moe: one expert's rows
+};
+
+}  // namespace strata

@@ -1,0 +1,128 @@
+// The op set: everything a layer of llama, qwen3 and qwen3next (and the MTP block) asks
+// of a device. The model describes a window as a sequence of these calls on tensor views
+// (engine/model/); a backend executes them on its device: the CPU backend (cpu_ops.cpp)
+// runs them on the device's thread pool as they are called; a GPU backend queues them
+// as kernels on the device's stream. Every pointer an op takes is memory of the
+// backend's device (weights bound to it, activations, the sequence state it holds).
+//
+// Canonical order. The CPU backend's result for a row is the same bits whatever other
+// rows share the call, whatever the thread count and whatever instruction set runs it;
+// where an op's floats follow a fixed order, it is named below. tests/test_ops.cpp
+// checks every op of every backend present against the plain references of
+// tests/ops_reference.h, bit for bit where the op promises it, else within the
+// tolerance it states.
+#pragma once
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+#include "engine/backend/tensor.h"
+#include "engine/quant/mat_view.h"
+#include "engine/state/batch.h"
+
+namespace strata {
+
+struct RopeParams {
+    int64_t n_rot = 0;  // dims that rotate (the first n_rot of each head)
+    bool neox = false;  // pairs (i, i + n_rot/2); else adjacent pairs (2i, 2i+1)
+    float freq_base = 10000.0f;
+    float freq_scale = 1.0f;  // 1 / linear scaling factor
+};
+
+struct AttnDims {
+    int64_t n_head = 0, n_head_kv = 0;
+    int64_t head_dim = 0, head_dim_v = 0;
+};
+
+// Gated DeltaNet dimensions (MODEL_SPEC 4.4).
+struct GdnDims {
+    int64_t nk = 0, nv = 0;  // key heads (groups), value heads; value head h uses key head h / (nv / nk)
+    int64_t dk = 0, dv = 0;  // key / value head size
+    int64_t conv_k = 0;      // conv kernel K
+    float eps = 1e-6f;       // rms_eps: gated norm and (as llama.cpp does) the l2-norm floor
+
+    int64_t key_dim() const { return nk * dk; }
+    int64_t value_dim() const { return nv * dv; }
+    int64_t conv_dim() const { return 2 * key_dim() + value_dim(); }  // q | k | v channels
+};
+
+class Ops {
+public:
+    virtual ~Ops() = default;
+    virtual std::string_view name() const = 0;
+
+    // --- rows ---
+    // x[t] = row ids[t] of table, dequantized (ne0 = table.n_in). An id outside the table
+    // is a strata::Error naming it.
+    virtual void get_rows(const MatView& table, const int32_t* ids, Tensor x) = 0;
+    // y[r] = x[r] / sqrt(mean(x[r]^2) + eps) * w (w: ne0 values, null = none); y may be x.
+    // Canonical: the sum of squares in simd::dot's order, then one scale per element.
+    virtual void rms_norm(Tensor x, const float* w, float eps, Tensor y) = 0;
+    // Per head of `head` values, in place: x_h = rms_norm(x_h) * w * silu(z_h) (the GDN
+    // output norm; w: head values shared by every head).
+    virtual void rms_norm_gated(Tensor x, Tensor z, const float* w, int64_t head, float eps) = 0;
+    // Per head of `head` values starting at column col0 of every row, in place:
+    // x_h = x_h / max(||x_h||, eps) * scale (llama.cpp's l2 norm).
+    virtual void l2_norm(Tensor x, int64_t col0, int64_t n_heads, int64_t head, float eps, float scale) = 0;
+    virtual void add(Tensor y, Tensor x) = 0;  // y += x, elementwise
+    // y = silu(g) * u elementwise (e^x from simd::exp); y may be g.
+    virtual void swiglu(Tensor g, Tensor u, Tensor y) = 0;
+    virtual void copy(Tensor dst, Tensor src) = 0;  // row by row, ne0 values each
+
+    // --- matmul: y = x W^T for a weight in any supported block format ---
+    // Each output element is one fixed sequence of operations (kernels/cpu/matmul.h): the
+    // integer path quantizes each row of x on its own; no result depends on the others.
+    virtual void matmul(const MatView& w, Tensor x, Tensor y) = 0;
+    // Several weights with the same input (q, k, v; gate, up): one matmul each, x read once.
+    virtual void matmul_multi(std::span<const MatOut> outs, Tensor x) = 0;
+
+    // --- attention ---
+    // Per row of the batch, per head (n_heads heads of head_dim at head_stride): the
+    // per-head RMS norm (norm_w: head_dim values; null = none), then the rotary embedding
+    // at the row's position (its sequence's pos0 + offset). Angles once per row.
+    virtual void norm_rope(const Batch& batch, Tensor x, int64_t n_heads, int64_t head_stride, int64_t head_dim,
+                           const float* norm_w, float eps, const RopeParams& rope) = 0;
+    // Each row's k and v into its sequence's KV cache, layer il, at the row's position.
+    virtual void kv_store(const Batch& batch, int64_t il, Tensor k, Tensor v) = 0;
+    // Causal attention of every row's query heads (q: rows of n_head heads at head_stride,
+    // gated: each head followed by its gate, out *= sigmoid(gate)) over its sequence's
+    // cache up to and including its own position; out: rows of n_head * head_dim_v.
+    // Canonical (kernels/cpu/attention.h): scores in position order, softmax, weighted
+    // sum of V in position order; a row's result depends only on its query and the cache.
+    virtual void attention(const Batch& batch, int64_t il, const AttnDims& d, Tensor q, int64_t head_stride,
+                           bool gated, Tensor out) = 0;
+
+    // --- Gated DeltaNet ---
+    // From ssm_ba rows [T, per key group: b(r) | a(r)]: beta = sigmoid(b),
+    // g = a_h * softplus(a + dt_bias_h) (log-decay, <= 0); both [T, nv].
+    virtual void gdn_gates(const GdnDims& d, Tensor ba, const float* a, const float* dt_bias, Tensor beta,
+                           Tensor g) = 0;
+    // One sequence's rows x [n, conv_dim]: causal depthwise conv over [conv_state ; x]
+    // (w: conv_dim x K taps), SiLU, into u [n, conv_dim]; conv_state [K-1, conv_dim]
+    // becomes the last K-1 rows. Canonical: each channel's K taps summed in order.
+    virtual void conv1d_silu(const GdnDims& d, Tensor x, const float* w, float* conv_state, Tensor u) = 0;
+    // The delta rule over one sequence's prepared rows (u: q L2-normed and scaled, k
+    // L2-normed, v; g, beta: [n, nv]) and its state [nv, dv, dk]; o: [n, value_dim].
+    // Recurrent: token by token (kernels/cpu/gdn_step.h), so any split of a sequence
+    // into windows gives the same bits. Chunked: the WY form in chunks of `chunk`
+    // tokens, equal to the recurrence to f32 rounding.
+    virtual void gdn_recurrent(const GdnDims& d, Tensor u, Tensor g, Tensor beta, float* state, Tensor o) = 0;
+    virtual void gdn_chunked(const GdnDims& d, Tensor u, Tensor g, Tensor beta, float* state, Tensor o,
+                             int64_t chunk) = 0;
+
+    // --- mixture of experts ---
+    // Per row of router logits [T, n_expert] (softmaxed in place): the k largest
+    // probabilities (ties: the lower index), ids [T, k], and their weights renormalized to
+    // sum 1 (the sum clamped below at 2^-14, as llama.cpp does) into wt [T, k].
+    virtual void topk_softmax(Tensor logits, int64_t k, int32_t* ids, float* wt) = 0;
+    // routed[t * k + s] = down_e(silu(gate_e(h_t)) * up_e(h_t)) for e = ids[t * k + s]:
+    // every expert's rows in one matmul each (rows of one expert in (t, s) order).
+    virtual void moe_experts(std::span<const MatView> gate, std::span<const MatView> up,
+                             std::span<const MatView> down, const int32_t* ids, int64_t k, Tensor h,
+                             Tensor routed) = 0;
+    // out[t] = sum_s wt[t, s] routed[t * k + s] (s in order) + sigmoid(shared_gate . h_t) shared[t].
+    virtual void moe_combine(Tensor routed, const float* wt, int64_t k, Tensor shared, const float* shared_gate,
+                             Tensor h, Tensor out) = 0;
+};
+
+}  // namespace strata

@@ -1,0 +1,32 @@
+// Views of 2-D weights, shared by the kernels (which multiply by them), the backends
+// (whose matmul op takes them) and the model (which binds them from the GGUF file).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "engine/quant/types.h"
+
+namespace strata {
+
+// A 2-D weight: n_out rows of n_in values each, row r at data + r * row_stride.
+// packed, when set, holds the same weights in the matmul kernels' own layout
+// (kernels/cpu/matmul.h: pack_weights); matmul then reads it instead of the rows, with the same results.
+struct MatView {
+    GgmlType type = GgmlType::F32;
+    const void* data = nullptr;
+    int64_t n_in = 0;
+    int64_t n_out = 0;
+    size_t row_stride = 0;  // bytes between rows
+    const void* packed = nullptr;
+
+    const uint8_t* row(int64_t r) const { return static_cast<const uint8_t*>(data) + static_cast<size_t>(r) * row_stride; }
+};
+
+// One weight of a multi-output product: y [T, w.n_out] with row stride ldy.
+struct MatOut {
+    MatView w;
+    float* y;
+    int64_t ldy;
+};
+
+}  // namespace strata
