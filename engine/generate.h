@@ -11,8 +11,8 @@
 #include "engine/model/model.h"
 #include "engine/run/runner.h"
 #include "engine/sample/sampler.h"
-#include "engine/spec/pipeline.h"
-#include "engine/spec/speculative.h"
+#include "engine/speculative/pipeline.h"
+#include "engine/speculative/speculative.h"
 #include "engine/text/tokenizer.h"
 
 namespace strata {

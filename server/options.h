@@ -6,7 +6,7 @@
 
 #include "engine/core/flags.h"
 #include "engine/engine.h"
-#include "engine/run/options.h"
+#include "engine/options.h"
 #include "server/listener.h"
 
 namespace strata::server {

@@ -13,7 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/engine.h"
-#include "engine/spec/mtp_drafter.h"
+#include "engine/speculative/mtp_drafter.h"
 #include "engine/split/split_runner.h"
 #include "server/http_server.h"
 #include "tests/model_helpers.h"

@@ -6,6 +6,7 @@
 // itself to backends(). Closes with "ops: N ops x M backends, K cases passed".
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <functional>
@@ -15,6 +16,8 @@
 #include <string>
 
 #include "engine/backend/cpu_ops.h"
+#include "engine/backend/device.h"
+#include "engine/backend/handoff.h"
 #include "engine/quant/types.h"
 #include "tests/ops_reference.h"
 
@@ -491,6 +494,55 @@ struct Harness {
             ran("moe_combine");
         }
     }
+
+    // The hand-off ops on a CPU device's host-mapped memory: the payload crosses exactly,
+    // a wait for a window never published times out, a dropped flag is never seen, an
+    // abort releases the waiter, and a publish from another device's queue wakes it.
+    void handoff() {
+        std::unique_ptr<Device> dev = open_device("cpu:0", 1, 0);
+        for (int64_t T : {1, 5}) {
+            const int64_t E = 24;
+            Handoff h(*dev, static_cast<size_t>(8 * E));
+            const Floats x = rng.normal(static_cast<size_t>(T * (E + 3)));
+            const Tensor xs = Tensor::f32(x.data() + 1, E, T, E + 3);  // strided rows
+            be.ops->handoff_publish(xs, h, 7, false);
+            EXPECT(h.ready() == 7);
+            ran("handoff_publish");
+            Floats got(static_cast<size_t>(T * E), -1.0f);
+            EXPECT(be.ops->handoff_wait(h, 7, 1000, Tensor::f32(got.data(), E, T)));
+            for (int64_t t = 0; t < T; ++t)
+                for (int64_t i = 0; i < E; ++i) EXPECT(got[t * E + i] == x[t * (E + 3) + 1 + i]);
+            ran("handoff_wait");
+
+            Floats untouched(got.size(), -1.0f);
+            EXPECT(!be.ops->handoff_wait(h, 8, 20, Tensor::f32(untouched.data(), E, T)));  // window 8: never
+            EXPECT(h.failure() == Handoff::Wait::TimedOut);
+            EXPECT(h.error() == Handoff::kTimeout);
+            EXPECT(std::all_of(untouched.begin(), untouched.end(), [](float v) { return v == -1.0f; }));
+            ran("handoff_wait");
+
+            h.reset();
+            be.ops->handoff_publish(xs, h, 9, /*drop=*/true);
+            EXPECT(!be.ops->handoff_wait(h, 9, 20, Tensor::f32(untouched.data(), E, T)));
+            ran("handoff_publish");
+
+            h.reset();
+            h.abort();
+            EXPECT(!be.ops->handoff_wait(h, 10, 0, Tensor::f32(untouched.data(), E, T)));  // no limit: the abort ends it
+            EXPECT(h.failure() == Handoff::Wait::Aborted);
+            ran("handoff_wait");
+
+            h.reset();
+            Ops& ops = *be.ops;
+            dev->submit([&] { ops.handoff_publish(xs, h, 11, false); });
+            const DeviceEvent ev = dev->record();
+            Floats other(got.size(), 0.0f);
+            EXPECT(be.ops->handoff_wait(h, 11, 5000, Tensor::f32(other.data(), E, T)));
+            EXPECT(ev.wait(5000));
+            EXPECT(other == got);
+            ran("handoff_wait");
+        }
+    }
 };
 
 }  // namespace
@@ -509,10 +561,11 @@ TEST_CASE("ops: every op on every backend agrees with its reference", "[ops]") {
         h.attention();
         h.gdn();
         h.moe();
+        h.handoff();
         ops.insert(h.ops_seen.begin(), h.ops_seen.end());
         cases += h.cases;
     }
-    CHECK(ops.size() == 19);  // every op of engine/backend/ops.h
+    CHECK(ops.size() == 21);  // every op of engine/backend/ops.h
     if (g_failed == 0)
         std::printf("ops: %zu ops x %zu backends, %lld cases passed\n", ops.size(), bes.size(),
                     static_cast<long long>(cases));

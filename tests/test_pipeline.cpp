@@ -1,4 +1,4 @@
-// Pipelined verify windows (--pipeline-windows 2, engine/spec/pipeline.*, docs/spec.md):
+// Pipelined verify windows (--pipeline-windows 2, engine/speculative/pipeline.*, docs/spec.md):
 // greedy output is byte-identical across the whole matrix of execution modes (no
 // speculation, K = 1..4, 1/2/3 stages, serial and overlap, pipelined with every
 // STRATA_PIPELINE_* variable flipped), with drafts forced so that early windows are
@@ -70,7 +70,7 @@ TEST_CASE("pipeline: greedy output is identical across every execution mode", "[
     const std::vector<int32_t> prompt = tok.encode("The quick brown fox jumps over the lazy dog", false);
     auto local = make_local_runner(m, 2, 160, GgmlType::F16);
     const std::vector<int32_t> want = gen(*local, tok, prompt, 0, 48, {}).out;
-    REQUIRE(want.size() >= 12);
+    REQUIRE(want.size() == 48);  // no end of generation: every window shape below is reached
     const std::vector<int32_t> none;
 
     for (const std::vector<int32_t>* forced : {&none, &want}) {
@@ -99,7 +99,7 @@ TEST_CASE("pipeline: greedy output is identical across every execution mode", "[
             CHECK(p.early == p.hits + p.misses);
             CHECK(p.early > 0);
             // (With K = 4 a window and its guess span five positions: one is always wrong.)
-            if (!forced->empty() && run.out.size() == 48 && k < 4) {
+            if (!forced->empty() && k < 4) {
                 CHECK(p.hits > 0);    // kept early windows ...
                 CHECK(p.misses > 0);  // ... and rolled-back ones
             }
@@ -137,7 +137,11 @@ TEST_CASE("pipeline: greedy output is identical across every execution mode", "[
             const PipelineStats& p = run.st.pipe;
             if (v.o.theta > 1) CHECK(p.early == 0);
             if (v.o.force_miss == 1) CHECK(p.hits == 0);
-            if (v.o.force_miss > 0 && p.early > 0) CHECK(p.forced + p.misses > 0);
+            if (v.o.force_miss > 0) {
+                CHECK(p.early > 0);  // theta 0: a window starts early wherever one fits
+                // Guesses that were right, rolled back by the variable (a random head's are never right).
+                if (!forced->empty()) CHECK(p.forced > 0);
+            }
         }
     }
 }

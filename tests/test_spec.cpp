@@ -1,4 +1,4 @@
-// Speculative decoding with the MTP head (engine/spec, docs/spec.md): the acceptance
+// Speculative decoding with the MTP head (engine/speculative, docs/spec.md): the acceptance
 // rule keeps the target distribution, rollback is bit-exact, and greedy output is the
 // same with speculation off and on, on one device and on a two-stage split.
 #include <catch2/catch.hpp>
@@ -8,8 +8,8 @@
 
 #include "engine/backend/cpu_ops.h"
 #include "engine/generate.h"
-#include "engine/spec/accept.h"
-#include "engine/spec/speculative.h"
+#include "engine/speculative/accept.h"
+#include "engine/speculative/speculative.h"
 #include "engine/split/split_runner.h"
 #include "tests/model_helpers.h"
 
@@ -67,8 +67,10 @@ void check_stats_add_up(const GenerateStats& st) {
         CHECK(s.accepted_at[i] <= s.drafted_at[i]);
         if (i > 0) CHECK(s.accepted_at[i] <= s.accepted_at[i - 1]);  // a chain keeps a prefix
     }
-    // One token from the prompt, then per window the kept drafts plus one.
-    if (!st.stopped_by_eog) CHECK(st.n_generated == 1 + s.windows + s.accepted);
+    // One token from the prompt, then per window the kept drafts plus one (fewer when an
+    // end of generation inside a window drops the window's tokens after it).
+    if (st.stopped_by_eog) CHECK(st.n_generated <= 1 + s.windows + s.accepted);
+    else CHECK(st.n_generated == 1 + s.windows + s.accepted);
     CHECK(s.tokens_per_window() == Approx(1.0 + static_cast<double>(s.accepted) / static_cast<double>(s.windows)));
 }
 

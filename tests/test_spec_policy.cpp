@@ -1,4 +1,4 @@
-// The default speculation's policy (engine/spec/spec_policy.*, docs/spec.md "The
+// The default speculation's policy (engine/speculative/spec_policy.*, docs/spec.md "The
 // default K"): it pauses a drafter that is not kept within a few windows, retries after a
 // doubling, capped backoff, comes back when the drafts are kept again, keeps drafting at
 // high acceptance, and honours an explicit K.
@@ -6,7 +6,7 @@
 
 #include <random>
 
-#include "engine/spec/spec_policy.h"
+#include "engine/speculative/spec_policy.h"
 
 using namespace strata;
 

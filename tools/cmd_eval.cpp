@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/model/model.h"
-#include "engine/run/options.h"
+#include "engine/options.h"
 #include "engine/text/tokenizer.h"
 #include "tools/commands.h"
 #include "tools/common.h"

@@ -5,7 +5,7 @@
 #include <fmt/format.h>
 
 #include "engine/generate.h"
-#include "engine/run/options.h"
+#include "engine/options.h"
 #include "engine/text/chat_template.h"
 #include "tools/commands.h"
 #include "tools/common.h"

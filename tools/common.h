@@ -1,4 +1,4 @@
-// Pieces the model-running subcommands share beyond engine/run/options.h.
+// Pieces the model-running subcommands share beyond engine/options.h.
 #pragma once
 #include <string>
 

@@ -281,4 +281,19 @@ void CpuOps::moe_combine(Tensor routed, const float* wt, int64_t k, Tensor share
     }
 }
 
+void CpuOps::handoff_publish(Tensor x, Handoff& h, uint64_t window, bool drop) {
+    STRATA_CHECK(static_cast<size_t>(x.ne0 * x.ne1) <= h.capacity(), "hand-off: {} values, the payload holds {}",
+                 x.ne0 * x.ne1, h.capacity());
+    for (int64_t r = 0; r < x.ne1; ++r) std::memcpy(h.payload() + r * x.ne0, x.row(r), sizeof(float) * x.ne0);
+    if (!drop) h.publish(window);  // release: the payload stores happen before the word
+}
+
+bool CpuOps::handoff_wait(Handoff& h, uint64_t window, int64_t timeout_ms, Tensor x) {
+    STRATA_CHECK(static_cast<size_t>(x.ne0 * x.ne1) <= h.capacity(), "hand-off: {} values, the payload holds {}",
+                 x.ne0 * x.ne1, h.capacity());
+    if (h.wait(window, timeout_ms) != Handoff::Wait::Ready) return false;
+    for (int64_t r = 0; r < x.ne1; ++r) std::memcpy(x.row(r), h.payload() + r * x.ne0, sizeof(float) * x.ne0);
+    return true;
+}
+
 }  // namespace strata

@@ -45,6 +45,9 @@ public:
     void moe_combine(Tensor routed, const float* wt, int64_t k, Tensor shared, const float* shared_gate, Tensor h,
                      Tensor out) override;
 
+    void handoff_publish(Tensor x, Handoff& h, uint64_t window, bool drop) override;
+    bool handoff_wait(Handoff& h, uint64_t window, int64_t timeout_ms, Tensor x) override;
+
 private:
     void row_seqs(const Batch& batch);  // row_seq_: row -> index of its sequence in the batch
 

@@ -16,6 +16,7 @@
 #include <span>
 #include <string_view>
 
+#include "engine/backend/handoff.h"
 #include "engine/backend/tensor.h"
 #include "engine/quant/mat_view.h"
 #include "engine/state/batch.h"
@@ -123,6 +124,17 @@ public:
     // out[t] = sum_s wt[t, s] routed[t * k + s] (s in order) + sigmoid(shared_gate . h_t) shared[t].
     virtual void moe_combine(Tensor routed, const float* wt, int64_t k, Tensor shared, const float* shared_gate,
                              Tensor h, Tensor out) = 0;
+
+    // --- the hand-off between stages (engine/backend/handoff.h) ---
+    // The writing stage's last op: x's rows into the payload, then the ready word raised
+    // to `window` with release order (a GPU: volatile stores, a system-scope fence, the
+    // last block raises the word). drop: the word stays down (STRATA_TEST_HANDOFF_DROP).
+    virtual void handoff_publish(Tensor x, Handoff& h, uint64_t window, bool drop) = 0;
+    // The reading stage's first op: waits until the ready word is `window` (timeout_ms,
+    // 0 = no limit), then the payload's rows into x. On expiry or abort the error word
+    // says which (Handoff::failure()) and x is not touched: false here, and the stage
+    // skips its layers (a GPU's kernels read the error word and do the same).
+    virtual bool handoff_wait(Handoff& h, uint64_t window, int64_t timeout_ms, Tensor x) = 0;
 };
 
 }  // namespace strata

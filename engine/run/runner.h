@@ -7,10 +7,28 @@
 #include <span>
 #include <string>
 
+#include "engine/core/error.h"
 #include "engine/model/model.h"
 #include "engine/run/stage_pipe.h"
 
 namespace strata {
+
+// Errors a Runner's windows may throw besides strata::Error (a split runner's).
+
+// A window failed at a stage boundary (a hand-off wait ran out, or was aborted). The
+// request that owned the window fails; the sequences in it must be reset.
+class HandoffError : public Error {
+public:
+    using Error::Error;
+};
+
+// The host watchdog fired: a window did not complete in time. The runner released
+// every wait, drained the devices and rebuilt every sequence's state (weights stay
+// loaded); whatever was in flight fails with this error.
+class EngineRestarted : public Error {
+public:
+    using Error::Error;
+};
 
 class Runner {
 public:
@@ -38,7 +56,7 @@ public:
     // the caller, as the error says.
     virtual void eval(std::span<const Item> items, float* logits_rows) = 0;
 
-    // --- Speculative decoding (engine/spec, docs/spec.md) ---
+    // --- Speculative decoding (engine/speculative, docs/spec.md) ---
     // Whether mtp() works: the model has an MTP block (split: it lives on the last stage).
     virtual bool has_mtp() const = 0;
     // Model::mtp_forward on the device holding the MTP block, with that sequence's MTP

@@ -1,5 +1,5 @@
 // Stage-level control of a two-stage split, for the pipelined verify windows
-// (engine/spec/pipeline.*, docs/spec.md). Runner::eval runs a whole window through
+// (engine/speculative/pipeline.*, docs/spec.md). Runner::eval runs a whole window through
 // every stage; this interface lets the caller queue each stage's half separately, so
 // stage 0 can work on window K+1 while stage 1 still verifies window K.
 //

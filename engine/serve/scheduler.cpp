@@ -7,8 +7,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "engine/spec/pipeline.h"
-#include "engine/split/split_runner.h"
+#include "engine/speculative/pipeline.h"
 
 namespace strata {
 

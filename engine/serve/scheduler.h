@@ -11,7 +11,9 @@
 #include <thread>
 #include <vector>
 
-#include "engine/engine.h"
+#include "engine/run/runner.h"
+#include "engine/serve/request.h"
+#include "engine/text/tokenizer.h"
 #include "engine/serve/slot.h"
 
 namespace strata {

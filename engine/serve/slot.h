@@ -6,11 +6,13 @@
 #include <string>
 #include <vector>
 
-#include "engine/engine.h"
+#include "engine/run/runner.h"
+#include "engine/serve/request.h"
+#include "engine/text/tokenizer.h"
 #include "engine/sample/sampler.h"
 #include "engine/serve/stop_strings.h"
-#include "engine/spec/speculative.h"
-#include "engine/spec/speculator.h"
+#include "engine/speculative/speculative.h"
+#include "engine/speculative/speculator.h"
 #include "engine/text/detokenizer.h"
 
 namespace strata {

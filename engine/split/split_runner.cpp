@@ -12,7 +12,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "engine/split/handoff.h"
+#include "engine/backend/handoff.h"
 #include "engine/split/split_runner.h"
 #include "engine/state/snapshot.h"
 
@@ -249,21 +249,18 @@ void SplitRunnerImpl::run_stage(size_t s, uint64_t w) {
                 model_->embed(*st.ctx, win_tokens_[i].data(), batch.seqs[i].n, x + batch.seqs[i].row0 * E);
         } else {
             Handoff& in = *handoffs_[s - 1];
-            const Handoff::Wait r = in.wait(w, cfg_.wait_ms);
-            if (r != Handoff::Wait::Ready) {
-                win_failed_[s] = static_cast<int>(r);
+            if (!ctx.ops.handoff_wait(in, w, cfg_.wait_ms, Tensor::f32(x, E, rows))) {
+                win_failed_[s] = static_cast<int>(in.failure());
                 if (!last) handoffs_[s]->abort();  // release the stage after this one
                 return;                            // finish without using the payload
             }
-            std::memcpy(x, in.payload(), sizeof(float) * static_cast<size_t>(rows * E));
         }
         model_->run_layers(ctx, batch, st.l0, st.l1, x);
         if (!last) {
-            Handoff& out = *handoffs_[s];
-            std::memcpy(out.payload(), x, sizeof(float) * static_cast<size_t>(rows * E));
             // Test hook: leave the flag down in the Nth window (overlap mode only; in
             // serial mode the host orders the stages and the flag is not waited for).
-            if (!(overlap_ && cfg_.drop_window > 0 && w == static_cast<uint64_t>(cfg_.drop_window))) out.publish(w);
+            const bool drop = overlap_ && cfg_.drop_window > 0 && w == static_cast<uint64_t>(cfg_.drop_window);
+            ctx.ops.handoff_publish(Tensor::f32(x, E, rows), *handoffs_[s], w, drop);
         } else {
             std::vector<Model::OutputWant> want;
             for (size_t i = 0; i < batch.seqs.size(); ++i) want.push_back({win_all_[i], win_hidden_[i]});
@@ -489,16 +486,13 @@ bool Pipe::forward(size_t stage, int seq, std::span<const int32_t> tokens, int64
             if (cancel && cancel->load(std::memory_order_acquire)) return false;
             r_.model_->run_layers(ctx, batch, l, l + 1, x);
         }
-        if (mode == Mode::Verify) {
-            std::memcpy(set.handoff->payload(), x, bytes);
-            // Test hook (STRATA_TEST_HANDOFF_DROP): leave the flag of the Nth window down.
-            if (!(r_.cfg_.drop_window > 0 && window == static_cast<uint64_t>(r_.cfg_.drop_window)))
-                set.handoff->publish(window);
-        }
+        if (mode == Mode::Verify)  // STRATA_TEST_HANDOFF_DROP: the flag of the Nth window stays down
+            ctx.ops.handoff_publish(Tensor::f32(x, E, T), *set.handoff, window,
+                                    r_.cfg_.drop_window > 0 && window == static_cast<uint64_t>(r_.cfg_.drop_window));
     } else {
         if (mode == Mode::Verify) {
-            const Handoff::Wait res = set.handoff->wait(window, r_.cfg_.wait_ms);
-            if (res != Handoff::Wait::Ready) {
+            if (!ctx.ops.handoff_wait(*set.handoff, window, r_.cfg_.wait_ms, Tensor::f32(set.in1.data(), E, T))) {
+                const Handoff::Wait res = set.handoff->failure();
                 {
                     std::lock_guard<std::mutex> lk(r_.stats_mu_);
                     ++r_.stats_.handoff_timeouts;
@@ -511,7 +505,6 @@ bool Pipe::forward(size_t stage, int seq, std::span<const int32_t> tokens, int64
                                                    : std::string("and was aborted"),
                     window));
             }
-            std::memcpy(set.in1.data(), set.handoff->payload(), bytes);
             std::lock_guard<std::mutex> lk(r_.stats_mu_);
             ++r_.stats_.handoff_waits;
             r_.stats_.wake_latency_us_sum += static_cast<double>(set.handoff->last_wake_latency_ns()) / 1000.0;

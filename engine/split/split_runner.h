@@ -11,21 +11,6 @@
 
 namespace strata {
 
-// A window failed at a stage boundary (a hand-off wait ran out, or was aborted). The
-// request that owned the window fails; the sequences in it must be reset.
-class HandoffError : public Error {
-public:
-    using Error::Error;
-};
-
-// The host watchdog fired: a window did not complete in time. The runner released
-// every wait, drained the devices and rebuilt every sequence's state (weights stay
-// loaded); whatever was in flight fails with this error.
-class EngineRestarted : public Error {
-public:
-    using Error::Error;
-};
-
 struct SplitConfig {
     bool overlap = false;           // STRATA_SPLIT_OVERLAP
     int64_t wait_ms = 30000;        // STRATA_SPLIT_WAIT_MS (0 = no limit)

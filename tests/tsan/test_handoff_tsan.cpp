@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "engine/backend/device.h"
-#include "engine/split/handoff.h"
+#include "engine/backend/handoff.h"
 
 using namespace strata;
 

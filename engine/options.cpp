@@ -1,4 +1,4 @@
-#include "engine/run/options.h"
+#include "engine/options.h"
 
 #include <thread>
 

@@ -1,4 +1,4 @@
-#include "engine/spec/accept.h"
+#include "engine/speculative/accept.h"
 
 #include <algorithm>
 

@@ -5,7 +5,7 @@
 // restore and replay of the kept tokens when a draft was rejected: bit-identical to
 // decoding them one by one, since every kernel is batch-invariant).
 //
-// The pipelined loop (engine/spec/pipeline.*) runs the same two steps per stage through
+// The pipelined loop (engine/speculative/pipeline.*) runs the same two steps per stage through
 // a StagePipe: launch = StagePipe::submit, poll = DeviceEvent::done, on two buffer sets
 // ("two verifiers per stage").
 #pragma once

@@ -38,6 +38,8 @@ public:
     void reset();
 
     uint32_t error() const { return err_->load(std::memory_order_acquire); }
+    // Why the last wait failed, from the error word (kAborted unless it timed out).
+    Wait failure() const { return error() == kTimeout ? Wait::TimedOut : Wait::Aborted; }
     uint64_t ready() const { return ready_->load(std::memory_order_acquire); }
     // Microseconds between the last publish and the wait that saw it (for benchmarks).
     int64_t last_wake_latency_ns() const { return last_latency_ns_; }

@@ -1,4 +1,4 @@
-#include "engine/split/handoff.h"
+#include "engine/backend/handoff.h"
 
 #include <chrono>
 #include <new>

@@ -1,4 +1,4 @@
-#include "engine/spec/mtp_drafter.h"
+#include "engine/speculative/mtp_drafter.h"
 
 #include <algorithm>
 #include <cmath>

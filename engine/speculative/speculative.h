@@ -11,10 +11,10 @@
 
 #include "engine/run/runner.h"
 #include "engine/sample/sampler.h"
-#include "engine/spec/mtp_drafter.h"
-#include "engine/spec/spec_policy.h"
-#include "engine/spec/speculator.h"
-#include "engine/spec/verifier.h"
+#include "engine/speculative/mtp_drafter.h"
+#include "engine/speculative/spec_policy.h"
+#include "engine/speculative/speculator.h"
+#include "engine/speculative/verifier.h"
 
 namespace strata {
 

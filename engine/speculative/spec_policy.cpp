@@ -1,4 +1,4 @@
-#include "engine/spec/spec_policy.h"
+#include "engine/speculative/spec_policy.h"
 
 #include <algorithm>
 

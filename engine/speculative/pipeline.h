@@ -20,8 +20,8 @@
 #include "engine/core/env.h"
 #include "engine/run/runner.h"
 #include "engine/sample/sampler.h"
-#include "engine/spec/mtp_drafter.h"
-#include "engine/spec/speculative.h"
+#include "engine/speculative/mtp_drafter.h"
+#include "engine/speculative/speculative.h"
 
 namespace strata {
 

@@ -1,4 +1,4 @@
-#include "engine/spec/verifier.h"
+#include "engine/speculative/verifier.h"
 
 #include "engine/core/error.h"
 

@@ -1,9 +1,9 @@
-#include "engine/spec/pipeline.h"
+#include "engine/speculative/pipeline.h"
 
 #include <algorithm>
 
 #include "engine/core/error.h"
-#include "engine/spec/accept.h"
+#include "engine/speculative/accept.h"
 
 namespace strata {
 
