@@ -37,18 +37,14 @@ GenerateStats generate(Runner& runner, const Tokenizer& tok, std::span<const int
     STRATA_CHECK(opt.n_batch > 0, "n_batch must be positive, got {}", opt.n_batch);
 
     SpecOptions spec_opt;
-    spec_opt.k = opt.spec_draft < 0 ? (runner.has_mtp() ? 3 : 0) : opt.spec_draft;
+    const SpecChoice choice = choose_spec(opt.spec_draft, -1, runner.has_mtp(), opt.sampling);
+    spec_opt.k = choice.k;
     spec_opt.draft_min_p = opt.spec_draft_min_p;
     spec_opt.edit_draft = opt.spec_edit_draft;
-    if (spec_opt.k > 0 && !runner.has_mtp()) {
-        spdlog::info("speculative decoding is off: the model has no MTP head");
-        spec_opt.k = 0;
-    }
-    if (spec_opt.k > 0 && opt.sampling.has_penalties() && opt.sampling.penalty_last_n != 0) {
+    if (choice.off == SpecOff::NoMtp) spdlog::info("speculative decoding is off: the model has no MTP head");
+    if (choice.off == SpecOff::Penalties)
         spdlog::info("speculative decoding is off for this request: penalties are on (penalty_last_n = {})",
                      opt.sampling.penalty_last_n);
-        spec_opt.k = 0;
-    }
     const bool spec = spec_opt.k > 0;
 
     std::vector<float> logits(static_cast<size_t>(hp.n_vocab));
@@ -97,7 +93,7 @@ GenerateStats generate(Runner& runner, const Tokenizer& tok, std::span<const int
     // newest pairs). The text is plain decoding's either way.
     bool go = true;  // generation goes on
     std::vector<float> hidden_row(spec ? static_cast<size_t>(hp.n_embd) : 0);
-    SpecPolicy policy(std::max(spec_opt.k, 1), opt.spec_draft < 0,
+    SpecPolicy policy(std::max(spec_opt.k, 1), choice.adaptive,
                       opt.spec_policy ? *opt.spec_policy : SpecPolicyParams{});
     auto log_pause = [&](int64_t windows) {  // the first pause of a request at info, later ones at debug
         spdlog::log(policy.pauses() == 1 ? spdlog::level::info : spdlog::level::debug,

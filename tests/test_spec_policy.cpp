@@ -175,3 +175,27 @@ TEST_CASE("spec policy: an explicit K is honoured; windows without drafts say no
     CHECK(q.credit() == c);
     CHECK(q.next_k() == 3);
 }
+
+TEST_CASE("spec policy: choose_spec is the one rule for the request's K", "[spec][auto]") {
+    const SamplingParams plain;
+    SamplingParams pen;
+    pen.repeat_penalty = 1.1f;
+    // The default: K = 3 with an MTP head, adapting; nothing without one.
+    CHECK(choose_spec(-1, -1, true, plain).k == kDefaultSpecK);
+    CHECK(choose_spec(-1, -1, true, plain).adaptive);
+    CHECK(choose_spec(-1, -1, false, plain).k == 0);
+    CHECK(choose_spec(-1, -1, false, plain).off == SpecOff::Asked);
+    // An engine default (--spec-draft) or a request's K is honoured, not adapted; the request wins.
+    CHECK(choose_spec(-1, 2, true, plain).k == 2);
+    CHECK_FALSE(choose_spec(-1, 2, true, plain).adaptive);
+    CHECK(choose_spec(5, 2, true, plain).k == 5);
+    CHECK(choose_spec(0, 2, true, plain).k == 0);
+    CHECK(choose_spec(0, 2, true, plain).off == SpecOff::Asked);
+    CHECK(choose_spec(1000, -1, true, plain).k == kMaxSpecK);
+    // Off without an MTP head, and with penalties that look back.
+    CHECK(choose_spec(3, -1, false, plain).off == SpecOff::NoMtp);
+    CHECK(choose_spec(-1, -1, true, pen).off == SpecOff::Penalties);
+    CHECK(choose_spec(-1, -1, true, pen).k == 0);
+    pen.penalty_last_n = 0;  // penalties over no tokens change nothing
+    CHECK(choose_spec(-1, -1, true, pen).k == kDefaultSpecK);
+}

@@ -10,23 +10,27 @@
 namespace strata {
 
 const std::vector<EnvSpec>& env_specs() {
+    // The defaults are EnvConfig's own (written once, in env.h).
+    static const EnvConfig d;
+    auto b = [](bool v) { return std::string(v ? "1" : "0"); };
+    auto n = [](auto v) { return fmt::format("{}", v); };
     static const std::vector<EnvSpec> specs = {
-        {"STRATA_SPLIT_OVERLAP", "0",
+        {"STRATA_SPLIT_OVERLAP", b(d.split_overlap),
          "1: launch every stage's window up front; stages wait on their hand-in flag (stages on different devices only)"},
-        {"STRATA_SPLIT_WAIT_MS", "30000", "bound on each hand-off wait in ms; on expiry the window fails with a hand-off error (0 = no limit)"},
-        {"STRATA_HOST_TIMEOUT_MS", "20000", "a window not done after this many ms restarts the engine (0 = no limit)"},
-        {"STRATA_TEST_HANDOFF_DROP", "0", "test hook: the Nth window's publish leaves the ready flag down (overlap mode and pipelined windows)"},
-        {"STRATA_PIPELINE_THETA", "0.25",
+        {"STRATA_SPLIT_WAIT_MS", n(d.split_wait_ms), "bound on each hand-off wait in ms; on expiry the window fails with a hand-off error (0 = no limit)"},
+        {"STRATA_HOST_TIMEOUT_MS", n(d.host_timeout_ms), "a window not done after this many ms restarts the engine (0 = no limit)"},
+        {"STRATA_TEST_HANDOFF_DROP", n(d.test_handoff_drop), "test hook: the Nth window's publish leaves the ready flag down (overlap mode and pipelined windows)"},
+        {"STRATA_PIPELINE_THETA", n(d.pipeline_theta),
          "pipelined windows: start window K+1 early only when the draft chain's estimate that it is kept (product of "
          "the draft probabilities) is above this (0 = always, 2 = never)"},
-        {"STRATA_PIPELINE_FORCE_MISS", "0",
+        {"STRATA_PIPELINE_FORCE_MISS", n(d.pipeline_force_miss),
          "test hook: 1 = treat every early window as wrong and roll it back, 2 = every other one"},
-        {"STRATA_PIPELINE_DOOM_SKIP", "1",
+        {"STRATA_PIPELINE_DOOM_SKIP", b(d.pipeline_doom_skip),
          "1: an early window known to be wrong stops at its next layer instead of running to the end"},
-        {"STRATA_PIPELINE_PRESTAGE", "1",
+        {"STRATA_PIPELINE_PRESTAGE", b(d.pipeline_prestage),
          "1: queue window K+1 on stage 0 behind the draft chain (it starts on the device the moment the chain is "
          "done); 0: the host waits for the chain, then queues it"},
-        {"STRATA_PIPELINE_SNAP_OVERLAP", "1",
+        {"STRATA_PIPELINE_SNAP_OVERLAP", b(d.pipeline_snap_overlap),
          "1: state snapshots and restores run as ops on each stage's queue, overlapping the other stage; 0: on the "
          "host, with the stage drained"},
     };

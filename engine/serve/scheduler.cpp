@@ -7,13 +7,11 @@
 
 #include <spdlog/spdlog.h>
 
-#include "engine/speculative/pipeline.h"
 
 namespace strata {
 
 using clock = std::chrono::steady_clock;
 
-static double secs(clock::time_point a, clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 
 Scheduler::Scheduler(Runner& runner, const Tokenizer& tok, EngineOptions opt)
     : runner_(runner), tok_(tok), opt_(opt) {
@@ -24,15 +22,14 @@ Scheduler::Scheduler(Runner& runner, const Tokenizer& tok, EngineOptions opt)
     // memory of every slot is reserved up front and never reallocated while serving.
     slots_.resize(static_cast<size_t>(opt_.n_parallel));
     for (Slot& s : slots_) s.seq = runner_.new_sequence();
-    spec_default_ = opt_.spec_draft < 0 ? (runner_.has_mtp() ? 3 : 0) : opt_.spec_draft;
-    if (spec_default_ > 0 && !runner_.has_mtp()) {
+    const SpecChoice dflt = choose_spec(-1, opt_.spec_draft, runner_.has_mtp(), SamplingParams{});
+    if (dflt.off == SpecOff::NoMtp) {
         spdlog::info("speculative decoding is off: the model has no MTP head");
-        spec_default_ = 0;
         said_no_mtp_ = true;
     }
-    if (spec_default_ > 0)
+    if (dflt.k > 0)
         spdlog::info("speculative decoding: K={} drafts per window from the MTP head (when a slot decodes alone)",
-                     spec_default_);
+                     dflt.k);
     if (runner_.stage_pipe())
         spdlog::info("pipelined windows: a slot decoding alone with speculation runs them; batched steps when "
                      "others join");
@@ -132,45 +129,7 @@ void Scheduler::start_slot(Slot& s, Queued& q) {
     s.submitted = q.submitted;
     s.started = clock::now();
 
-    // Speculative decoding, as generate() decides it: the request's K, else the
-    // engine's; off without an MTP head and with penalties (the penalties of draft i
-    // would depend on the drafts before it).
-    int k = s.req.spec_draft < 0 ? spec_default_ : static_cast<int>(std::min<int64_t>(s.req.spec_draft, 64));
-    if (k > 0 && !runner_.has_mtp()) {
-        if (!std::exchange(said_no_mtp_, true))
-            spdlog::info("speculative decoding is off: the model has no MTP head (spec_draft ignored)");
-        k = 0;
-    }
-    const SamplingParams& sp = s.req.sampling;
-    if (k > 0 && sp.has_penalties() && sp.penalty_last_n != 0) {
-        if (!std::exchange(said_penalties_, true))
-            spdlog::info("speculative decoding is off for requests with penalties (repeat, presence or frequency "
-                         "penalty with penalty_last_n != 0); they decode plainly (logged once)");
-        k = 0;
-    }
-    const bool pipelined = k > 0 && runner_.stage_pipe() != nullptr;
-    if (pipelined) k = std::min<int>(k, static_cast<int>(StagePipe::kMaxRows) - 1);
-    if (k > 0) {
-        SpecOptions so;
-        so.k = k;
-        so.draft_min_p = opt_.spec_draft_min_p;
-        if (opt_.spec_edit_draft) {
-            auto edit = opt_.spec_edit_draft;
-            std::vector<int32_t> prompt = s.req.prompt;
-            so.edit_draft = [edit, prompt](int64_t pos, int k_round, Draft& d) { edit(prompt, pos, k_round, d); };
-        }
-        if (pipelined)
-            s.spec = std::make_unique<PipelinedDecoder>(runner_, s.seq, *s.sampler, so, PipelineOptions::from(env()));
-        else
-            s.spec = std::make_unique<SpecDecoder>(runner_, s.seq, *s.sampler, so);
-        s.pipelined = pipelined;
-        s.spec_open = false;
-        // Only the default K adapts (SpecPolicy); a K from the request or --spec-draft is honoured.
-        s.policy.emplace(k, s.req.spec_draft < 0 && opt_.spec_draft < 0);
-        const size_t E = static_cast<size_t>(runner_.model().hp().n_embd);
-        s.prompt_hidden.resize(s.req.prompt.size() * E);
-        s.hidden_row.resize(E);
-    }
+    start_spec(s);
 }
 
 void Scheduler::admit(std::vector<Queued>& fresh) {
@@ -210,13 +169,13 @@ void Scheduler::finish(Slot& s, FinishReason why, std::string error, Event::Erro
     e.error_kind = kind;
     e.usage.prompt_tokens = static_cast<int64_t>(s.req.prompt.size());
     e.usage.completion_tokens = s.n_gen;
-    e.usage.queue_seconds = secs(s.submitted, s.started);
+    e.usage.queue_seconds = seconds_between(s.submitted, s.started);
     e.usage.spec_drafted = s.spec ? s.spec->stats().drafted : 0;
     e.usage.spec_accepted = s.spec ? s.spec->stats().accepted : 0;
     if (s.n_gen > 0) {
-        e.usage.ttft_seconds = secs(s.submitted, s.first_token);
-        e.usage.prompt_seconds = secs(s.started, s.first_token);
-        e.usage.decode_seconds = secs(s.first_token, now);
+        e.usage.ttft_seconds = seconds_between(s.submitted, s.first_token);
+        e.usage.prompt_seconds = seconds_between(s.started, s.first_token);
+        e.usage.decode_seconds = seconds_between(s.first_token, now);
     }
     s.stream->push(std::move(e));
     s.stream.reset();
@@ -257,19 +216,6 @@ void Scheduler::run_window() {
     if (want && (!solo->pipelined || busy == 1)) spec_window(*solo);
     else solo = nullptr;
     batch_window(solo);
-}
-
-bool Scheduler::close_spec(Slot& s) {
-    if (!s.spec_open) return true;
-    s.spec_open = false;
-    try {
-        s.spec->finish();
-    } catch (const std::exception& ex) {
-        Slot* one[1] = {&s};
-        fail_window(ex, one);
-        return false;
-    }
-    return true;
 }
 
 void Scheduler::batch_window(const Slot* skip) {
@@ -363,61 +309,7 @@ void Scheduler::batch_window(const Slot* skip) {
     std::lock_guard lk(mu_);
     ++stats_.windows;
     stats_.generated_tokens += sampled;
-    stats_.busy_seconds += secs(t0, clock::now());
-}
-
-void Scheduler::spec_window(Slot& s) {
-    // Never more tokens than max_tokens or the context allow: the round drafts at most
-    // max_emit - 1 tokens, so its window fits wherever a plain window would.
-    // A pipelined decoder tells the runner its length only when it finishes; the sequence
-    // holds the prompt and every emitted token but the last either way.
-    const int64_t n0 = s.pipelined ? static_cast<int64_t>(s.req.prompt.size()) + s.n_gen - 1 : runner_.n_past(s.seq);
-    int64_t max_emit = runner_.n_ctx() - n0;
-    if (s.req.max_tokens >= 0) max_emit = std::min(max_emit, s.req.max_tokens - s.n_gen);
-    const SpecStats& st = s.spec->stats();
-    const int64_t w0 = st.windows, d0 = st.drafted, a0 = st.accepted;
-    PipelineStats p0, p1;
-    s.spec->pipeline_stats(p0);
-    spec_out_.clear();
-    const auto t0 = clock::now();
-    try {
-        s.spec_open = s.pipelined;
-        s.spec->step(max_emit, spec_out_, s.policy->next_k());
-    } catch (const std::exception& ex) {
-        s.spec_open = false;  // the decoder cleaned up after itself
-        Slot* one[1] = {&s};
-        fail_window(ex, one);
-        return;
-    }
-    const int64_t windows = st.windows - w0, drafted = st.drafted - d0, accepted = st.accepted - a0;
-    s.spec->pipeline_stats(p1);  // read now: commit() may end the request and free the decoder
-    // The committed tokens in order, as plain decoding would have produced them one by
-    // one: the request may end at any of them (end of generation, a stop string,
-    // max_tokens); the rest are dropped with the sequence.
-    int64_t used = 0;
-    for (size_t i = 0; i < spec_out_.size(); ++i) {
-        ++used;
-        if (!commit(s, spec_out_[i], s.spec->logits(i), n0 + static_cast<int64_t>(i) + 1)) break;
-    }
-    if (s.busy() && s.policy->on_window(drafted, accepted)) log_pause(s);
-    std::lock_guard lk(mu_);
-    stats_.windows += windows;
-    stats_.generated_tokens += used;
-    stats_.busy_seconds += secs(t0, clock::now());
-    stats_.spec_windows += windows;
-    stats_.spec_drafted += drafted;
-    stats_.spec_accepted += accepted;
-    stats_.pipeline_early += p1.early - p0.early;
-    stats_.pipeline_kept += p1.hits - p0.hits;
-    stats_.pipeline_rolled_back += p1.misses - p0.misses;
-}
-
-void Scheduler::log_pause(const Slot& s) {
-    if (std::exchange(said_spec_stopped_, true)) return;
-    spdlog::info("speculative decoding paused for a request: its drafts were not kept; it decodes plainly for {} "
-                 "tokens, then probes again (the pause doubles while the drafts still are not kept; only the default "
-                 "K pauses, an explicit --spec-draft or spec_draft always speculates; logged once)",
-                 s.policy->pause_left());
+    stats_.busy_seconds += seconds_between(t0, clock::now());
 }
 
 bool Scheduler::commit(Slot& s, int32_t t, std::span<const float> row, int64_t n_past) {
@@ -465,29 +357,6 @@ void Scheduler::fail_window(const std::exception& ex, std::span<Slot* const> own
     for (Slot* s : owner)
         if (s->busy())
             finish(*s, FinishReason::Error, ex.what(), handoff ? Event::ErrorKind::Handoff : Event::ErrorKind::Internal);
-}
-
-TokenLogprob token_logprob(const Tokenizer& tok, std::span<const float> logits, int32_t chosen, int n_top) {
-    float mx = logits[0];
-    for (float l : logits) mx = std::max(mx, l);
-    double sum = 0;
-    for (float l : logits) sum += std::exp(static_cast<double>(l - mx));
-    const double lse = static_cast<double>(mx) + std::log(sum);
-    TokenLogprob out;
-    out.token = chosen;
-    out.text = std::string(tok.piece(chosen, true));  // control tokens by name: an empty string says nothing
-    out.logprob = static_cast<float>(logits[static_cast<size_t>(chosen)] - lse);
-    if (n_top > 0) {
-        std::vector<int32_t> idx(logits.size());
-        std::iota(idx.begin(), idx.end(), 0);
-        const size_t k = std::min(idx.size(), static_cast<size_t>(n_top));
-        std::partial_sort(idx.begin(), idx.begin() + static_cast<long>(k), idx.end(), [&](int32_t a, int32_t b) {
-            return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
-        });
-        for (size_t i = 0; i < k; ++i)
-            out.top.emplace_back(std::string(tok.piece(idx[i], true)), static_cast<float>(logits[idx[i]] - lse));
-    }
-    return out;
 }
 
 }  // namespace strata

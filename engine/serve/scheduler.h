@@ -37,6 +37,7 @@ private:
     void loop();
     void admit(std::vector<Queued>& fresh);  // queue -> free slots (under mu_)
     void start_slot(Slot& s, Queued& q);  // a request takes a free slot
+    void start_spec(Slot& s);  // its speculative decoder, if it speculates (scheduler_spec.cpp)
     void run_window();
     // One window over the decode tokens of every decoding slot but `skip`, then prompt
     // chunks.
@@ -64,7 +65,6 @@ private:
     std::vector<int32_t> spec_out_;  // tokens one speculative round committed
     std::vector<Runner::Item> items_;  // a batched window's items and the slot of each
     std::vector<Slot*> owner_;
-    int spec_default_ = 0;           // drafts per window for requests without spec_draft
     bool said_no_mtp_ = false, said_penalties_ = false, said_spec_stopped_ = false;  // each logged once
 
     mutable std::mutex mu_;

@@ -47,6 +47,11 @@ struct Slot {
     bool in_prompt() const { return prompt_done < req.prompt.size(); }
 };
 
+// Seconds from a to b.
+inline double seconds_between(Slot::clock::time_point a, Slot::clock::time_point b) {
+    return std::chrono::duration<double>(b - a).count();
+}
+
 // Log-probabilities of `chosen` and the top `n_top` tokens from logits (softmax at
 // temperature 1).
 TokenLogprob token_logprob(const Tokenizer& tok, std::span<const float> logits, int32_t chosen, int n_top);

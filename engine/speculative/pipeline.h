@@ -26,11 +26,12 @@
 namespace strata {
 
 struct PipelineOptions {
-    double theta = 0.25;      // speculate when the chain's estimate is >= theta (> 1: never)
-    int force_miss = 0;       // 1: every early window is treated as wrong; 2: every other one
-    bool doom_skip = true;    // a wrong early window stops at its next layer
-    bool prestage = true;     // queue the early window behind the chain on the device
-    bool snap_overlap = true;  // snapshots and restores as device ops (else on the host)
+    // Defaults: EnvConfig's (engine/core/env.h), where each is written once.
+    double theta = EnvConfig{}.pipeline_theta;            // speculate when the chain's estimate is >= theta (> 1: never)
+    int force_miss = EnvConfig{}.pipeline_force_miss;     // 1: every early window is treated as wrong; 2: every other one
+    bool doom_skip = EnvConfig{}.pipeline_doom_skip;      // a wrong early window stops at its next layer
+    bool prestage = EnvConfig{}.pipeline_prestage;        // queue the early window behind the chain on the device
+    bool snap_overlap = EnvConfig{}.pipeline_snap_overlap;  // snapshots and restores as device ops (else on the host)
     static PipelineOptions from(const EnvConfig& e) {
         return {e.pipeline_theta, e.pipeline_force_miss, e.pipeline_doom_skip, e.pipeline_prestage,
                 e.pipeline_snap_overlap};

@@ -6,6 +6,24 @@
 
 namespace strata {
 
+SpecChoice choose_spec(int64_t requested, int64_t engine_k, bool has_mtp, const SamplingParams& sp) {
+    SpecChoice c;
+    c.adaptive = requested < 0 && engine_k < 0;
+    const int64_t k = requested >= 0 ? requested : engine_k >= 0 ? engine_k : (has_mtp ? kDefaultSpecK : 0);
+    if (k <= 0) return c;
+    if (!has_mtp) {
+        c.off = SpecOff::NoMtp;
+        return c;
+    }
+    if (sp.has_penalties() && sp.penalty_last_n != 0) {
+        c.off = SpecOff::Penalties;
+        return c;
+    }
+    c.k = static_cast<int>(std::min<int64_t>(k, kMaxSpecK));
+    c.off = SpecOff::No;
+    return c;
+}
+
 SpecPolicy::SpecPolicy(int k, bool adaptive, const SpecPolicyParams& p)
     : k_(k), adaptive_(adaptive), p_(p), backoff_(p.backoff_first) {
     STRATA_CHECK(k >= 1, "the speculation policy needs k >= 1, got {}", k);

@@ -30,7 +30,24 @@
 #pragma once
 #include <cstdint>
 
+#include "engine/sample/sampler.h"
+
 namespace strata {
+
+// Whether and with which K a request speculates: the one rule for strata run and the
+// server. requested: the request's K (spec_draft; -1 = the default); engine_k: the
+// default (--spec-draft; -1 = kDefaultSpecK when the model has an MTP head). Off (k = 0)
+// without an MTP head, and with penalties (the penalties of draft i would depend on the
+// drafts before it). Only the default adapts (SpecPolicy); an explicit K is honoured.
+constexpr int kDefaultSpecK = 3;
+constexpr int kMaxSpecK = 64;
+enum class SpecOff { No, Asked, NoMtp, Penalties };  // why speculation is off (No: it is on)
+struct SpecChoice {
+    int k = 0;
+    bool adaptive = false;
+    SpecOff off = SpecOff::Asked;
+};
+SpecChoice choose_spec(int64_t requested, int64_t engine_k, bool has_mtp, const SamplingParams& sp);
 
 struct SpecPolicyParams {
     double pays_tokens = 1.5;       // a window pays when it commits at least this many tokens

@@ -1,0 +1,117 @@
+// The scheduler's speculative side (docs/server.md "Speculative decoding"): which
+// decoder a request gets, a round for the slot decoding alone, and bringing a pipelined
+// decoder back to plain decoding's state before anything else uses the runner.
+#include <algorithm>
+#include <utility>
+
+#include <spdlog/spdlog.h>
+
+#include "engine/serve/scheduler.h"
+#include "engine/speculative/pipeline.h"
+
+namespace strata {
+
+using clock = std::chrono::steady_clock;
+
+void Scheduler::start_spec(Slot& s) {
+    // Speculative decoding, by the rule generate() follows (choose_spec).
+    const SpecChoice choice = choose_spec(s.req.spec_draft, opt_.spec_draft, runner_.has_mtp(), s.req.sampling);
+    int k = choice.k;
+    if (choice.off == SpecOff::NoMtp && !std::exchange(said_no_mtp_, true))
+        spdlog::info("speculative decoding is off: the model has no MTP head (spec_draft ignored)");
+    if (choice.off == SpecOff::Penalties && !std::exchange(said_penalties_, true))
+        spdlog::info("speculative decoding is off for requests with penalties (repeat, presence or frequency "
+                     "penalty with penalty_last_n != 0); they decode plainly (logged once)");
+    const bool pipelined = k > 0 && runner_.stage_pipe() != nullptr;
+    if (pipelined) k = std::min<int>(k, static_cast<int>(StagePipe::kMaxRows) - 1);
+    if (k > 0) {
+        SpecOptions so;
+        so.k = k;
+        so.draft_min_p = opt_.spec_draft_min_p;
+        if (opt_.spec_edit_draft) {
+            auto edit = opt_.spec_edit_draft;
+            std::vector<int32_t> prompt = s.req.prompt;
+            so.edit_draft = [edit, prompt](int64_t pos, int k_round, Draft& d) { edit(prompt, pos, k_round, d); };
+        }
+        if (pipelined)
+            s.spec = std::make_unique<PipelinedDecoder>(runner_, s.seq, *s.sampler, so, PipelineOptions::from(env()));
+        else
+            s.spec = std::make_unique<SpecDecoder>(runner_, s.seq, *s.sampler, so);
+        s.pipelined = pipelined;
+        s.spec_open = false;
+        // Only the default K adapts (SpecPolicy); a K from the request or --spec-draft is honoured.
+        s.policy.emplace(k, choice.adaptive);
+        const size_t E = static_cast<size_t>(runner_.model().hp().n_embd);
+        s.prompt_hidden.resize(s.req.prompt.size() * E);
+        s.hidden_row.resize(E);
+    }
+}
+
+bool Scheduler::close_spec(Slot& s) {
+    if (!s.spec_open) return true;
+    s.spec_open = false;
+    try {
+        s.spec->finish();
+    } catch (const std::exception& ex) {
+        Slot* one[1] = {&s};
+        fail_window(ex, one);
+        return false;
+    }
+    return true;
+}
+
+void Scheduler::spec_window(Slot& s) {
+    // Never more tokens than max_tokens or the context allow: the round drafts at most
+    // max_emit - 1 tokens, so its window fits wherever a plain window would.
+    // A pipelined decoder tells the runner its length only when it finishes; the sequence
+    // holds the prompt and every emitted token but the last either way.
+    const int64_t n0 = s.pipelined ? static_cast<int64_t>(s.req.prompt.size()) + s.n_gen - 1 : runner_.n_past(s.seq);
+    int64_t max_emit = runner_.n_ctx() - n0;
+    if (s.req.max_tokens >= 0) max_emit = std::min(max_emit, s.req.max_tokens - s.n_gen);
+    const SpecStats& st = s.spec->stats();
+    const int64_t w0 = st.windows, d0 = st.drafted, a0 = st.accepted;
+    PipelineStats p0, p1;
+    s.spec->pipeline_stats(p0);
+    spec_out_.clear();
+    const auto t0 = clock::now();
+    try {
+        s.spec_open = s.pipelined;
+        s.spec->step(max_emit, spec_out_, s.policy->next_k());
+    } catch (const std::exception& ex) {
+        s.spec_open = false;  // the decoder cleaned up after itself
+        Slot* one[1] = {&s};
+        fail_window(ex, one);
+        return;
+    }
+    const int64_t windows = st.windows - w0, drafted = st.drafted - d0, accepted = st.accepted - a0;
+    s.spec->pipeline_stats(p1);  // read now: commit() may end the request and free the decoder
+    // The committed tokens in order, as plain decoding would have produced them one by
+    // one: the request may end at any of them (end of generation, a stop string,
+    // max_tokens); the rest are dropped with the sequence.
+    int64_t used = 0;
+    for (size_t i = 0; i < spec_out_.size(); ++i) {
+        ++used;
+        if (!commit(s, spec_out_[i], s.spec->logits(i), n0 + static_cast<int64_t>(i) + 1)) break;
+    }
+    if (s.busy() && s.policy->on_window(drafted, accepted)) log_pause(s);
+    std::lock_guard lk(mu_);
+    stats_.windows += windows;
+    stats_.generated_tokens += used;
+    stats_.busy_seconds += seconds_between(t0, clock::now());
+    stats_.spec_windows += windows;
+    stats_.spec_drafted += drafted;
+    stats_.spec_accepted += accepted;
+    stats_.pipeline_early += p1.early - p0.early;
+    stats_.pipeline_kept += p1.hits - p0.hits;
+    stats_.pipeline_rolled_back += p1.misses - p0.misses;
+}
+
+void Scheduler::log_pause(const Slot& s) {
+    if (std::exchange(said_spec_stopped_, true)) return;
+    spdlog::info("speculative decoding paused for a request: its drafts were not kept; it decodes plainly for {} "
+                 "tokens, then probes again (the pause doubles while the drafts still are not kept; only the default "
+                 "K pauses, an explicit --spec-draft or spec_draft always speculates; logged once)",
+                 s.policy->pause_left());
+}
+
+}  // namespace strata

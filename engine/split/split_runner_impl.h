@@ -1,0 +1,236 @@
+// The split runner's insides, shared by its two source files: split_runner.cpp (the
+// stage chain: windows through every stage, the watchdog) and stage_pipe.cpp (the stage
+// pipe of pipelined windows). Not for use outside engine/split.
+#pragma once
+#include <array>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <spdlog/spdlog.h>
+
+#include "engine/backend/handoff.h"
+#include "engine/split/split_runner.h"
+#include "engine/state/snapshot.h"
+
+namespace strata::split_detail {
+
+struct Stage {
+    std::unique_ptr<Device> dev;
+    std::unique_ptr<ForwardCtx> ctx;  // the device's ops and this stage's window buffers
+    int64_t l0 = 0, l1 = 0;
+    std::vector<float> x;  // [rows, n_embd] this stage's activations (device memory on GPUs)
+};
+
+struct Sequence {
+    int64_t n_past = 0;
+    std::vector<SeqState> states;  // one per stage, for that stage's layers
+    std::vector<StateSnapshot> snaps;  // per stage, empty until the first snapshot()
+    // Pipelined windows: per stage, StagePipe::kSnapSlots snapshots (allocated with the
+    // sequence when the pipe is on).
+    std::vector<std::array<StateSnapshot, StagePipe::kSnapSlots>> pipe_snaps;
+};
+
+class SplitRunnerImpl;
+
+// The stage pipe of a two-stage split (engine/run/stage_pipe.h). Both buffer sets are
+// allocated here, when the runner starts.
+class Pipe final : public StagePipe {
+public:
+    explicit Pipe(SplitRunnerImpl& r);
+    DeviceEvent submit(size_t stage, std::function<void()> op) override;
+    void wait(const DeviceEvent& ev, size_t stage) override;
+    bool forward(size_t stage, int seq, std::span<const int32_t> tokens, int64_t pos0, int buf, uint64_t window,
+                 Mode mode, const std::atomic<bool>* cancel) override;
+    void snapshot(size_t stage, int seq, int slot) override;
+    void restore(size_t stage, int seq, int slot) override;
+    void mtp_here(int seq, const float* hidden, const int32_t* tokens, int64_t T, int64_t pos0, float* logits,
+                  float* hidden_out) override;
+    float* logits(int buf) override { return sets_[check_buf(buf)].logits.data(); }
+    const float* hidden(int buf) const override { return sets_[check_buf(buf)].hidden.data(); }
+    void set_n_past(int seq, int64_t n) override;
+    void abort() override {
+        for (Set& s : sets_) s.handoff->abort();
+    }
+    void reset() override {
+        for (Set& s : sets_) s.handoff->reset();
+    }
+    uint64_t next_window() override;
+    size_t second_set_bytes() const override { return set_bytes_; }
+
+private:
+    static size_t check_buf(int buf) {
+        STRATA_CHECK(buf >= 0 && buf < kBuffers, "no buffer set {}", buf);
+        return static_cast<size_t>(buf);
+    }
+    struct Set {
+        std::unique_ptr<Handoff> handoff;  // stage 0 -> stage 1
+        std::vector<float> x0, x1;         // [kMaxRows, n_embd] each stage's activations
+        std::vector<float> in1;            // [kMaxRows, n_embd] stage 1's hand-in, kept for a replay
+        std::vector<float> logits, hidden;  // [kMaxRows, n_vocab], [kMaxRows, n_embd] stage 1's output
+    };
+    SplitRunnerImpl& r_;
+    Set sets_[kBuffers];
+    size_t set_bytes_ = 0;
+};
+
+class SplitRunnerImpl final : public SplitRunner {
+public:
+    SplitRunnerImpl(std::shared_ptr<const Model> model, const SplitPlan& plan, int threads, int64_t n_ctx,
+                    GgmlType cache_type, const SplitConfig& cfg)
+        : model_(std::move(model)), n_ctx_(n_ctx), cache_type_(cache_type), cfg_(cfg), plan_(plan) {
+        STRATA_CHECK(!plan.stages.empty(), "a split needs at least one stage");
+        STRATA_CHECK(n_ctx > 0, "context length must be positive, got {}", n_ctx);
+        int core = 0;
+        std::map<std::string, Device*> opened;
+        bool shared_device = false;
+        for (const StagePlan& sp : plan.stages) {
+            Stage st;
+            if (opened.count(sp.device)) shared_device = true;
+            st.dev = open_device(sp.device, threads, core);
+            st.ctx = std::make_unique<ForwardCtx>(ForwardCtx{st.dev->ops(), {}});
+            core += threads;
+            st.l0 = sp.l0;
+            st.l1 = sp.l1;
+            opened[sp.device] = st.dev.get();
+            stages_.push_back(std::move(st));
+        }
+        overlap_ = cfg.overlap;
+        if (overlap_ && shared_device) {
+            spdlog::info("split: STRATA_SPLIT_OVERLAP is off: two stages share a device");
+            overlap_ = false;
+        }
+        if (overlap_ && stages_.size() < 2) overlap_ = false;
+        for (size_t s = 0; s + 1 < stages_.size(); ++s) handoffs_.push_back(std::make_unique<Handoff>(*stages_[s].dev, 0));
+        if (cfg.pipeline_windows == 2) {
+            std::string why;
+            if (stages_.size() != 2) why = fmt::format("the split has {} stage(s); it needs exactly 2", stages_.size());
+            else if (shared_device) why = "both stages are on one device";
+            if (!why.empty()) {
+                spdlog::info("pipelined windows are off: {}", why);
+            } else {
+                if (overlap_) {
+                    spdlog::info("split: STRATA_SPLIT_OVERLAP is off under --pipeline-windows 2 (the pipeline "
+                                 "overlaps the stages its own way)");
+                    overlap_ = false;
+                }
+                pipe_ = std::make_unique<Pipe>(*this);
+            }
+        }
+    }
+
+    ~SplitRunnerImpl() override {
+        // Nothing may still wait on a flag when the devices shut down.
+        for (auto& h : handoffs_) h->abort();
+        if (pipe_) pipe_->abort();
+    }
+
+    const Model& model() const override { return *model_; }
+    int64_t n_ctx() const override { return n_ctx_; }
+    bool overlap() const override { return overlap_; }
+    SplitStats stats() const override {
+        std::lock_guard<std::mutex> lk(stats_mu_);  // read from other threads (metrics)
+        return stats_;
+    }
+    std::string describe() const override {
+        return plan_.describe() + (pipe_ ? " (pipelined windows)" : overlap_ ? " (overlap)" : " (serial)");
+    }
+    StagePipe* stage_pipe() override { return pipe_.get(); }
+
+    int new_sequence() override {
+        int id = 0;
+        while (seqs_.count(id)) ++id;
+        seqs_.emplace(id, fresh_sequence());
+        return id;
+    }
+    void free_sequence(int seq) override { seqs_.erase(seq); }
+    void reset_sequence(int seq) override { sequence(seq) = fresh_sequence(); }
+    int64_t n_past(int seq) const override { return const_cast<SplitRunnerImpl*>(this)->sequence(seq).n_past; }
+
+    void eval(std::span<const Item> items, float* logits_rows) override;
+
+    // The MTP block's state lives with the last stage (fresh_sequence), so its windows
+    // run on that device only; no hand-off is involved.
+    bool has_mtp() const override { return model_->has_mtp(); }
+    void mtp(int seq, const float* hidden, const int32_t* tokens, int64_t T, int64_t pos0, float* logits_rows,
+             float* hidden_out) override;
+
+    // The devices are idle between windows (the host waits for each), so the copies run
+    // on the host here. On a GPU they would be device copies queued on each stage.
+    void snapshot(int seq) override {
+        Sequence& q = sequence(seq);
+        q.snaps.resize(q.states.size());
+        for (size_t s = 0; s < q.states.size(); ++s) q.snaps[s].save(q.states[s]);
+    }
+    void restore(int seq) override {
+        Sequence& q = sequence(seq);
+        STRATA_CHECK(!q.snaps.empty(), "sequence {} has no snapshot", seq);
+        for (size_t s = 0; s < q.states.size(); ++s) q.snaps[s].load(q.states[s]);
+        q.n_past = q.states.front().n_past;
+    }
+    size_t snapshot_bytes() const override {
+        size_t n = 0;
+        for (const auto& [id, q] : seqs_) {
+            for (const StateSnapshot& s : q.snaps) n += s.bytes();
+            for (const auto& slots : q.pipe_snaps)
+                for (const StateSnapshot& s : slots) n += s.bytes();
+        }
+        return n;
+    }
+
+private:
+    friend class Pipe;
+
+    Sequence fresh_sequence() const {
+        Sequence q;
+        for (size_t s = 0; s < stages_.size(); ++s)
+            q.states.push_back(model_->new_state(n_ctx_, cache_type_, stages_[s].l0, stages_[s].l1,
+                                                 /*with_mtp=*/s + 1 == stages_.size()));
+        if (pipe_) {  // the pipeline's snapshot memory, allocated up front
+            q.pipe_snaps.resize(stages_.size());
+            for (size_t s = 0; s < stages_.size(); ++s)
+                for (StateSnapshot& snap : q.pipe_snaps[s]) {
+                    snap.save(q.states[s]);
+                    snap.invalidate();
+                }
+        }
+        return q;
+    }
+    Sequence& sequence(int seq) {
+        auto it = seqs_.find(seq);
+        STRATA_CHECK(it != seqs_.end(), "no sequence {}", seq);
+        return it->second;
+    }
+    void run_stage(size_t s, uint64_t w);
+    [[noreturn]] void watchdog(size_t stuck_stage, uint64_t w);
+
+    std::shared_ptr<const Model> model_;
+    int64_t n_ctx_;
+    GgmlType cache_type_;
+    SplitConfig cfg_;
+    SplitPlan plan_;
+    bool overlap_ = false;
+    std::vector<Stage> stages_;
+    std::vector<std::unique_ptr<Handoff>> handoffs_;  // handoffs_[s]: stage s -> s + 1
+    std::unique_ptr<Pipe> pipe_;  // --pipeline-windows 2 on a two-stage split
+    std::map<int, Sequence> seqs_;
+    uint64_t window_ = 0;
+    mutable std::mutex stats_mu_;
+    SplitStats stats_;  // guarded by stats_mu_
+
+    // The window in flight. Kept in members, not on the host's stack: a device op must
+    // never outlive what it reads, even if the host gives up on it.
+    std::vector<std::vector<int32_t>> win_tokens_;
+    std::vector<bool> win_all_;
+    std::vector<float*> win_hidden_;  // per item: hidden rows wanted (null: none)
+    // The MTP window in flight: inputs and outputs kept here for the same reason.
+    std::vector<float> mtp_hidden_, mtp_logits_, mtp_hidden_out_;
+    std::vector<int32_t> mtp_tokens_;
+    std::vector<Batch> win_batches_;  // per stage
+    std::vector<int> win_failed_;     // per stage: Handoff::Wait of its hand-in, as int (0 = fine)
+    float* win_logits_ = nullptr;
+};
+
+}  // namespace strata::split_detail

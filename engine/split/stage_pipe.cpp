@@ -1,0 +1,124 @@
+// The stage pipe of a two-stage split (engine/run/stage_pipe.h): each stage's half of a
+// pipelined verify window, queued separately, on two buffer sets.
+#include <cstring>
+
+#include "engine/split/split_runner_impl.h"
+
+namespace strata::split_detail {
+
+Pipe::Pipe(SplitRunnerImpl& r) : r_(r) {
+    const int64_t E = r.model_->hp().n_embd, V = r.model_->hp().n_vocab;
+    const auto rows = static_cast<size_t>(kMaxRows);
+    for (Set& set : sets_) {
+        set.handoff = std::make_unique<Handoff>(*r.stages_[0].dev, rows * static_cast<size_t>(E));
+        set.x0.resize(rows * static_cast<size_t>(E));
+        set.x1.resize(rows * static_cast<size_t>(E));
+        set.in1.resize(rows * static_cast<size_t>(E));
+        set.logits.resize(rows * static_cast<size_t>(V));
+        set.hidden.resize(rows * static_cast<size_t>(E));
+    }
+    set_bytes_ = sizeof(float) * rows * static_cast<size_t>(5 * E + V);
+    spdlog::info("pipelined windows: 2 buffer sets per stage ({:.1f} KiB each, up to {} rows)",
+                 static_cast<double>(set_bytes_) / 1024.0, kMaxRows);
+}
+
+DeviceEvent Pipe::submit(size_t stage, std::function<void()> op) {
+    STRATA_CHECK(stage < r_.stages_.size(), "no stage {}", stage);
+    Device& dev = *r_.stages_[stage].dev;
+    dev.submit(std::move(op));
+    return dev.record();
+}
+
+void Pipe::wait(const DeviceEvent& ev, size_t stage) {
+    if (!ev.wait(r_.cfg_.host_timeout_ms)) r_.watchdog(stage, r_.window_);
+    ev.rethrow();
+}
+
+bool Pipe::forward(size_t stage, int seq, std::span<const int32_t> tokens, int64_t pos0, int buf, uint64_t window,
+                   Mode mode, const std::atomic<bool>* cancel) {
+    STRATA_CHECK(stage < 2, "the stage pipe has stages 0 and 1, not {}", stage);
+    const int64_t T = static_cast<int64_t>(tokens.size()), E = r_.model_->hp().n_embd;
+    STRATA_CHECK(T >= 1 && T <= kMaxRows, "a pipelined window holds 1..{} rows, not {}", kMaxRows, T);
+    if (pos0 + T > r_.n_ctx_) fail("the window needs {} positions but the context holds {}", pos0 + T, r_.n_ctx_);
+    Set& set = sets_[check_buf(buf)];
+    Sequence& q = r_.sequence(seq);
+    Stage& st = r_.stages_[stage];
+    SeqState& state = q.states[stage];
+    const Batch batch = Batch::single(state, pos0, T);
+    ForwardCtx& ctx = *st.ctx;
+    const size_t bytes = sizeof(float) * static_cast<size_t>(T * E);
+    if (stage == 0) {
+        float* x = set.x0.data();
+        r_.model_->embed(ctx, tokens.data(), T, x);
+        for (int64_t l = st.l0; l < st.l1; ++l) {
+            if (cancel && cancel->load(std::memory_order_acquire)) return false;
+            r_.model_->run_layers(ctx, batch, l, l + 1, x);
+        }
+        if (mode == Mode::Verify)  // STRATA_TEST_HANDOFF_DROP: the flag of the Nth window stays down
+            ctx.ops.handoff_publish(Tensor::f32(x, E, T), *set.handoff, window,
+                                    r_.cfg_.drop_window > 0 && window == static_cast<uint64_t>(r_.cfg_.drop_window));
+    } else {
+        if (mode == Mode::Verify) {
+            if (!ctx.ops.handoff_wait(*set.handoff, window, r_.cfg_.wait_ms, Tensor::f32(set.in1.data(), E, T))) {
+                const Handoff::Wait res = set.handoff->failure();
+                {
+                    std::lock_guard<std::mutex> lk(r_.stats_mu_);
+                    ++r_.stats_.handoff_timeouts;
+                }
+                throw HandoffError(fmt::format(
+                    "hand-off failed: stage 1 ({}) waited for stage 0 ({}) {} in pipelined window {}; the request "
+                    "was cancelled",
+                    r_.plan_.stages[1].device, r_.plan_.stages[0].device,
+                    res == Handoff::Wait::TimedOut ? fmt::format("longer than STRATA_SPLIT_WAIT_MS={} ms", r_.cfg_.wait_ms)
+                                                   : std::string("and was aborted"),
+                    window));
+            }
+            std::lock_guard<std::mutex> lk(r_.stats_mu_);
+            ++r_.stats_.handoff_waits;
+            r_.stats_.wake_latency_us_sum += static_cast<double>(set.handoff->last_wake_latency_ns()) / 1000.0;
+        }
+        float* x = set.x1.data();
+        std::memcpy(x, set.in1.data(), bytes);  // a replay reuses the rows its verify received
+        r_.model_->run_layers(ctx, batch, st.l0, st.l1, x);
+        if (mode == Mode::Verify) {
+            const Model::OutputWant want{true, set.hidden.data()};
+            r_.model_->output(ctx, batch, x, std::span<const Model::OutputWant>(&want, 1), set.logits.data());
+        }
+    }
+    state.n_past = pos0 + T;
+    return true;
+}
+
+void Pipe::snapshot(size_t stage, int seq, int slot) {
+    Sequence& q = r_.sequence(seq);
+    STRATA_CHECK(stage < q.pipe_snaps.size() && slot >= 0 && slot < kSnapSlots, "no snapshot slot {}:{}", stage, slot);
+    q.pipe_snaps[stage][static_cast<size_t>(slot)].save(q.states[stage]);
+}
+
+void Pipe::restore(size_t stage, int seq, int slot) {
+    Sequence& q = r_.sequence(seq);
+    STRATA_CHECK(stage < q.pipe_snaps.size() && slot >= 0 && slot < kSnapSlots, "no snapshot slot {}:{}", stage, slot);
+    q.pipe_snaps[stage][static_cast<size_t>(slot)].load(q.states[stage]);
+}
+
+void Pipe::mtp_here(int seq, const float* hidden, const int32_t* tokens, int64_t T, int64_t pos0, float* logits,
+                    float* hidden_out) {
+    Sequence& q = r_.sequence(seq);
+    r_.model_->mtp_forward(*r_.stages_.back().ctx, q.states.back(), hidden, tokens, T, pos0, logits,
+                           hidden_out, /*last_logits_only=*/true);
+}
+
+void Pipe::set_n_past(int seq, int64_t n) {
+    Sequence& q = r_.sequence(seq);
+    STRATA_CHECK(n >= 0 && n <= r_.n_ctx_, "n_past {} outside the context {}", n, r_.n_ctx_);
+    q.n_past = n;
+    for (SeqState& st : q.states) st.n_past = n;
+}
+
+uint64_t Pipe::next_window() {
+    std::lock_guard<std::mutex> lk(r_.stats_mu_);
+    ++r_.stats_.windows;
+    return ++r_.window_;
+}
+
+}  // namespace strata::split_detail
