@@ -360,7 +360,7 @@ int main(int argc, char** argv) {
         const auto& hp = model->hp();
         const double bpt = bytes_per_token(*model);
         CpuOps cpu_ops(pool);
-        ForwardCtx ctx{cpu_ops, {}};
+        ForwardCtx ctx(cpu_ops, *model);
         std::vector<float> logits(static_cast<size_t>(hp.n_vocab));
         std::vector<int32_t> prompt(static_cast<size_t>(pp));
         for (int i = 0; i < pp; ++i) prompt[static_cast<size_t>(i)] = static_cast<int32_t>((i * 7919 + 13) % hp.n_vocab);

@@ -34,7 +34,7 @@ inline synth::SynthModel tiny_model(synth::Arch arch, GgmlType type, uint64_t se
 inline std::vector<float> eval_all(const Model& m, int threads, const std::vector<int32_t>& toks, int window) {
     ThreadPool pool(threads);
     CpuOps cpu_ops(pool);
-    ForwardCtx ctx{cpu_ops, {}};
+    ForwardCtx ctx(cpu_ops, m);
     SeqState s = m.new_state(64, GgmlType::F16);
     const int64_t V = m.hp().n_vocab;
     std::vector<float> out(toks.size() * static_cast<size_t>(V));

@@ -15,7 +15,7 @@ TEST_CASE("eval_batch: sequences sharing a window match running alone", "[model]
         const int64_t V = m->hp().n_vocab;
         ThreadPool pool(2);
         CpuOps cpu_ops(pool);
-        ForwardCtx ctx{cpu_ops, {}};
+        ForwardCtx ctx(cpu_ops, *m);
 
         // Alone: prompt, then two decode steps with fixed tokens.
         std::vector<std::vector<float>> alone;

@@ -72,7 +72,7 @@ TEST_CASE("dense forward refuses bad input clearly", "[model]") {
     auto m = Model::load(tiny(synth::Arch::Llama, GgmlType::F32));
     ThreadPool pool(1);
     CpuOps cpu_ops(pool);
-    ForwardCtx ctx{cpu_ops, {}};
+    ForwardCtx ctx(cpu_ops, *m);
     SeqState s = m->new_state(4, GgmlType::F16);
     std::vector<float> logits(static_cast<size_t>(m->hp().n_vocab) * 8);
     const std::vector<int32_t> bad = {1, static_cast<int32_t>(m->hp().n_vocab)};
@@ -80,4 +80,45 @@ TEST_CASE("dense forward refuses bad input clearly", "[model]") {
     const std::vector<int32_t> longp = {1, 2, 3, 4, 5};
     SeqState s2 = m->new_state(4, GgmlType::F16);
     CHECK_THROWS_WITH(m->eval(ctx, s2, longp, logits.data(), false), Catch::Contains("context holds 4"));
+}
+
+TEST_CASE("a stage binds only its own layers, prepared for its device", "[model][bind]") {
+    auto m = Model::load(tiny(synth::Arch::Llama, GgmlType::Q8_0));  // Q8_0: packed on the CPU
+    const int64_t L = m->hp().n_layer, E = m->hp().n_embd;
+    REQUIRE(L >= 2);
+    ThreadPool pool(1);
+    CpuOps first(pool), last(pool), whole(pool);
+    const auto wf = m->bind(first, 0, L / 2, /*embed=*/true, /*head=*/false);
+    const auto wl = m->bind(last, L / 2, L, /*embed=*/false, /*head=*/true);
+    const auto ww = m->bind(whole);
+    // Each layer's matrices are prepared by the one stage that holds them.
+    CHECK(first.prepared_bytes() > 0);
+    CHECK(last.prepared_bytes() > first.prepared_bytes());  // the head goes with the last stage
+    CHECK(first.prepared_bytes() + last.prepared_bytes() == whole.prepared_bytes());
+    const auto again = m->bind(whole);  // the same device binding again packs nothing new
+    CHECK(first.prepared_bytes() + last.prepared_bytes() == whole.prepared_bytes());
+
+    // Two stages' halves give the whole model's logits, bit for bit.
+    const std::vector<int32_t> toks = {1, 17, 42, 5};
+    const int64_t T = static_cast<int64_t>(toks.size());
+    SeqState s1 = m->new_state(16, GgmlType::F16, 0, L / 2), s2 = m->new_state(16, GgmlType::F16, L / 2, L);
+    ForwardCtx cf(first, wf.get()), cl(last, wl.get());
+    std::vector<float> x(static_cast<size_t>(T * E)), split(static_cast<size_t>(m->hp().n_vocab));
+    m->embed(cf, toks.data(), T, x.data());
+    m->run_layers(cf, Batch::single(s1, 0, T), 0, L / 2, x.data());
+    m->run_layers(cl, Batch::single(s2, 0, T), L / 2, L, x.data());
+    const Model::OutputWant want{false, nullptr};
+    m->output(cl, Batch::single(s2, 0, T), x.data(), std::span<const Model::OutputWant>(&want, 1), split.data());
+    ForwardCtx cw(whole, ww.get());
+    SeqState s = m->new_state(16, GgmlType::F16);
+    std::vector<float> full(split.size());
+    m->eval(cw, s, toks, full.data(), false);
+    CHECK(split == full);
+
+    // What a stage did not bind, it cannot run.
+    CHECK_THROWS_WITH(m->run_layers(cf, Batch::single(s1, 0, T), L / 2, L, x.data()), Catch::Contains("not bound"));
+    CHECK_THROWS_WITH(m->embed(cl, toks.data(), T, x.data()), Catch::Contains("embedding"));
+    CHECK_THROWS_WITH(m->output(cf, Batch::single(s1, 0, T), x.data(), std::span<const Model::OutputWant>(&want, 1),
+                                split.data()),
+                      Catch::Contains("LM head"));
 }

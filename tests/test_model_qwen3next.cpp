@@ -171,7 +171,7 @@ TEST_CASE("qwen3next MTP block matches the float64 reference", "[model][qwen3nex
 
         ThreadPool pool(2);
         CpuOps cpu_ops(pool);
-        ForwardCtx ctx{cpu_ops, {}};
+        ForwardCtx ctx(cpu_ops, *m);
         SeqState s = m->new_state(32, GgmlType::F16);
         const int64_t V = m->hp().n_vocab;
         std::vector<float> logits(static_cast<size_t>(T * V)), hout(static_cast<size_t>(T * 256));
@@ -200,7 +200,7 @@ TEST_CASE("qwen3next without MTP refuses mtp_forward", "[model][qwen3next][mtp]"
     CHECK_FALSE(m->has_mtp());
     ThreadPool pool(1);
     CpuOps cpu_ops(pool);
-    ForwardCtx ctx{cpu_ops, {}};
+    ForwardCtx ctx(cpu_ops, *m);
     SeqState s = m->new_state(8, GgmlType::F16);
     std::vector<float> h(256), l(static_cast<size_t>(m->hp().n_vocab));
     const int32_t tok = 1;

@@ -181,7 +181,7 @@ TEST_CASE("spec: hidden rows and the MTP through a runner match the model", "[sp
     // Reference: the model directly.
     ThreadPool pool(1);
     CpuOps cpu_ops(pool);
-    ForwardCtx ctx{cpu_ops, {}};
+    ForwardCtx ctx(cpu_ops, *m);
     SeqState s = m->new_state(128, GgmlType::F16);
     std::vector<float> h_ref(T * E), l_ref(T * V);
     const Model::BatchItem bi{&s, toks, true, h_ref.data()};

@@ -18,6 +18,20 @@ namespace {
 ops::GdnHeads heads(const GdnDims& d) { return {d.nk, d.nv, d.dk, d.dv}; }
 }  // namespace
 
+MatView CpuOps::prepare_weight(const MatView& w) {
+    const size_t n = packed_size(w);
+    if (n == 0 || w.packed) return w;
+    MatView out = w;
+    const void*& copy = packed_of_[{w.data, static_cast<int>(w.type), w.n_in, w.n_out}];
+    if (!copy) {
+        void* dst = store_.alloc(n);
+        pack_weights(w, dst);
+        copy = dst;
+    }
+    out.packed = copy;
+    return out;
+}
+
 void CpuOps::row_seqs(const Batch& batch) {
     row_seq_.resize(static_cast<size_t>(batch.n_rows));
     for (size_t i = 0; i < batch.seqs.size(); ++i)

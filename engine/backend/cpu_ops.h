@@ -3,9 +3,12 @@
 // needs beyond its arguments are members, grown once and reused: no thread_local state,
 // so the same CpuOps serves whichever thread drives its device.
 #pragma once
+#include <map>
+#include <tuple>
 #include <vector>
 
 #include "engine/backend/ops.h"
+#include "engine/backend/weight_store.h"
 #include "engine/core/thread_pool.h"
 
 namespace strata {
@@ -15,6 +18,9 @@ public:
     explicit CpuOps(ThreadPool& pool) : pool_(pool) {}
     std::string_view name() const override { return "cpu"; }
     ThreadPool& pool() { return pool_; }
+    size_t prepared_bytes() const { return store_.bytes(); }  // packed copies made so far
+
+    MatView prepare_weight(const MatView& w) override;
 
     void get_rows(const MatView& table, const int32_t* ids, Tensor x) override;
     void rms_norm(Tensor x, const float* w, float eps, Tensor y) override;
@@ -52,6 +58,10 @@ private:
     void row_seqs(const Batch& batch);  // row_seq_: row -> index of its sequence in the batch
 
     ThreadPool& pool_;
+    WeightStore store_;  // packed copies (prepare_weight)
+    // The copy made for each weight (its rows, type and shape), so a matrix a stage binds
+    // twice (a head the MTP block shares) is packed once.
+    std::map<std::tuple<const void*, int, int64_t, int64_t>, const void*> packed_of_;
     std::vector<int32_t> row_seq_;
     std::vector<float> cs_;          // rope angles of one row
     std::vector<int64_t> runs_;      // attention: first row of each run, then the row count

@@ -52,6 +52,13 @@ public:
     virtual ~Ops() = default;
     virtual std::string_view name() const = 0;
 
+    // --- weights ---
+    // A matmul weight made ready for this device, valid as long as this Ops: the CPU
+    // backend adds a packed copy in its kernels' layout where the type has one (the same
+    // results, bit for bit); a GPU backend copies the blocks into device memory. Called
+    // when a stage binds its layers (Model::bind), never per window.
+    virtual MatView prepare_weight(const MatView& w) = 0;
+
     // --- rows ---
     // x[t] = row ids[t] of table, dequantized (ne0 = table.n_in). An id outside the table
     // is a strata::Error naming it.

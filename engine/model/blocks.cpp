@@ -10,6 +10,14 @@ enum : int {
     kGate = slot::kFfnGate, kUp = slot::kFfnUp,
 };
 
+void prepare(Ops& ops, AttnWeights& w) {
+    for (MatView* m : {&w.wq, &w.wk, &w.wv, &w.wo}) *m = ops.prepare_weight(*m);
+}
+
+void prepare(Ops& ops, FfnWeights& w) {
+    for (MatView* m : {&w.gate, &w.up, &w.down}) *m = ops.prepare_weight(*m);
+}
+
 void attention_block(ForwardCtx& ctx, const HParams& hp, const AttnWeights& w, const Batch& batch,
                      int64_t il, const float* h, float* out) {
     const int64_t T = batch.n_rows;

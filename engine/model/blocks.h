@@ -23,6 +23,10 @@ struct FfnWeights {
     MatView down;      // [n_ff, n_embd]
 };
 
+// The matrices made ready for a device (Ops::prepare_weight), in place.
+void prepare(Ops& ops, AttnWeights& w);
+void prepare(Ops& ops, FfnWeights& w);
+
 // out[rows, n_embd] = attention(h) for the window's rows; h is already normed. Each
 // sequence's K/V go to its own cache, in the slot its state gives model layer il.
 void attention_block(ForwardCtx& ctx, const HParams& hp, const AttnWeights& w, const Batch& batch,

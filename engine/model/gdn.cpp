@@ -44,6 +44,11 @@ void deinterleave(Ops& ops, const GdnDims& d, Tensor mixed, Tensor qkv, Tensor z
 
 }  // namespace
 
+void prepare(Ops& ops, GdnWeights& w) {
+    for (MatView* m : {&w.qkv, &w.gate, &w.in, &w.ba, &w.out})
+        if (m->data) *m = ops.prepare_weight(*m);  // one of the two input layouts is bound
+}
+
 void gdn_block(ForwardCtx& ctx, const GdnDims& d, const GdnWeights& w, const Batch& batch, int64_t il,
                const float* h, float* out, GdnForm form) {
     Ops& ops = ctx.ops;

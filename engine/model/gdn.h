@@ -35,6 +35,7 @@ struct GdnWeights {
 // Recurrent form: each token's result depends only on the state and itself, so any
 // split of a sequence into windows gives bit-identical results.
 enum class GdnForm { Recurrent, Chunked };
+void prepare(Ops& ops, GdnWeights& w);  // the bound matrices, for a device (Ops::prepare_weight)
 void gdn_block(ForwardCtx& ctx, const GdnDims& d, const GdnWeights& w, const Batch& batch, int64_t il,
                const float* h, float* out, GdnForm form = GdnForm::Recurrent);
 

@@ -16,7 +16,7 @@ struct DenseLayer {
 class DenseModel final : public Model {
 public:
     explicit DenseModel(GgufFile f) : Model(std::move(f)) {
-        WeightBinder b(file_, &store_);
+        WeightBinder b(file_);
         const HParams& h = hp_;
         for (int64_t il = 0; il < h.n_layer; ++il) {
             const std::string p = "blk." + std::to_string(il) + ".";
@@ -40,7 +40,7 @@ public:
 
 protected:
     void layer(ForwardCtx& ctx, const Batch& batch, int64_t il, float* x) const override {
-        const DenseLayer& L = layers_[static_cast<size_t>(il)];
+        const DenseLayer& L = static_cast<const Stage&>(*ctx.weights).layers[static_cast<size_t>(il - ctx.weights->l0)];
         const int64_t T = batch.n_rows;
         const int64_t n = hp_.n_embd;
         const Tensor xs = Tensor::f32(x, n, T);
@@ -54,8 +54,22 @@ protected:
         ctx.ops.add(xs, out);
     }
 
+    std::unique_ptr<StageWeights> bind_layers(Ops& ops, int64_t l0, int64_t l1, bool) const override {
+        auto w = std::make_unique<Stage>();
+        for (int64_t il = l0; il < l1; ++il) {
+            DenseLayer L = layers_[static_cast<size_t>(il)];
+            prepare(ops, L.attn);
+            prepare(ops, L.ffn);
+            w->layers.push_back(std::move(L));
+        }
+        return w;
+    }
+
 private:
-    std::vector<DenseLayer> layers_;
+    struct Stage final : StageWeights {
+        std::vector<DenseLayer> layers;  // [l0, l1), prepared for the stage's device
+    };
+    std::vector<DenseLayer> layers_;  // as bound from the file
 };
 
 }  // namespace

@@ -10,12 +10,25 @@ std::unique_ptr<Model> make_dense_model(GgufFile file);      // engine/model/lla
 std::unique_ptr<Model> make_qwen3next_model(GgufFile file);  // engine/model/qwen3next.cpp
 
 Model::Model(GgufFile file) : file_(std::move(file)), hp_(HParams::from_gguf(file_)) {
-    WeightBinder b(file_, &store_);
-    // The embedding is read by row; it is packed only when it doubles as the head.
-    const bool tied = !b.has("output.weight");
-    tok_embd_ = b.mat("token_embd.weight", hp_.n_embd, hp_.n_vocab, tied);
-    output_ = tied ? tok_embd_ : b.mat("output.weight", hp_.n_embd, hp_.n_vocab);
+    WeightBinder b(file_);
+    tok_embd_ = b.mat("token_embd.weight", hp_.n_embd, hp_.n_vocab);
+    output_ = b.has("output.weight") ? b.mat("output.weight", hp_.n_embd, hp_.n_vocab) : tok_embd_;  // tied
     output_norm_ = b.vec("output_norm.weight", hp_.n_embd);
+}
+
+ForwardCtx::ForwardCtx(Ops& o, const Model& m) : ops(o), owned_(m.bind(o)), weights(owned_.get()) {}
+
+std::unique_ptr<StageWeights> Model::bind(Ops& ops, int64_t l0, int64_t l1, bool embed, bool head) const {
+    if (l1 < 0) l1 = hp_.n_layer;
+    STRATA_CHECK(0 <= l0 && l0 <= l1 && l1 <= hp_.n_layer, "bind: layers [{}, {}) outside 0..{}", l0, l1, hp_.n_layer);
+    std::unique_ptr<StageWeights> w = bind_layers(ops, l0, l1, head);
+    w->l0 = l0;
+    w->l1 = l1;
+    w->embed = embed;
+    w->head = head;
+    if (embed) w->tok_embd = tok_embd_;  // read by row: nothing to prepare on the CPU
+    if (head) w->output = ops.prepare_weight(output_);
+    return w;
 }
 
 std::unique_ptr<Model> Model::load(const std::string& path) { return load(GgufFile::open(path)); }
@@ -58,11 +71,14 @@ SeqState Model::new_state(int64_t n_ctx, GgmlType cache_type, int64_t l0, int64_
 }
 
 void Model::embed(ForwardCtx& ctx, const int32_t* tokens, int64_t T, float* x) const {
-    ctx.ops.get_rows(tok_embd_, tokens, Tensor::f32(x, hp_.n_embd, T));
+    STRATA_CHECK(ctx.weights && ctx.weights->embed, "embed: this stage did not bind the embedding table");
+    ctx.ops.get_rows(ctx.weights->tok_embd, tokens, Tensor::f32(x, hp_.n_embd, T));
 }
 
 void Model::run_layers(ForwardCtx& ctx, const Batch& batch, int64_t l0, int64_t l1, float* x) const {
     STRATA_CHECK(0 <= l0 && l0 <= l1 && l1 <= hp_.n_layer, "layer range [{}, {}) outside 0..{}", l0, l1, hp_.n_layer);
+    STRATA_CHECK(ctx.weights && ctx.weights->l0 <= l0 && l1 <= ctx.weights->l1,
+                 "layers [{}, {}) are not bound on this stage", l0, l1);
     for (int64_t il = l0; il < l1; ++il) layer(ctx, batch, il, x);
 }
 
@@ -85,7 +101,10 @@ void Model::output(ForwardCtx& ctx, const Batch& batch, const float* x, std::spa
         ctx.ops.rms_norm(xs.rows(s.row0 + s.n - n, n), output_norm_.data(), hp_.rms_eps, sel.rows(n_sel, n));
         n_sel += n;
     }
-    if (logits_rows && n_sel > 0) ctx.ops.matmul(output_, sel.rows(0, n_sel), Tensor::f32(logits_rows, hp_.n_vocab, n_sel));
+    if (logits_rows && n_sel > 0) {
+        STRATA_CHECK(ctx.weights && ctx.weights->head, "output: this stage did not bind the LM head");
+        ctx.ops.matmul(ctx.weights->output, sel.rows(0, n_sel), Tensor::f32(logits_rows, hp_.n_vocab, n_sel));
+    }
 }
 
 void Model::mtp_forward(ForwardCtx&, SeqState&, const float*, const int32_t*, int64_t, int64_t, float*, float*,

@@ -36,10 +36,35 @@ private:
     std::vector<std::vector<int32_t>> ints_;
 };
 
-// What a forward pass runs on: the device's op set (engine/backend/ops.h) and the
-// window's buffers.
+// The weights one stage holds, prepared for its device (Ops::prepare_weight): its layers
+// [l0, l1), the embedding table on the first stage, the head and the MTP block on the
+// last. Each architecture extends it with its layers (Model::bind).
+struct StageWeights {
+    virtual ~StageWeights() = default;
+    int64_t l0 = 0, l1 = 0;
+    bool embed = false, head = false;
+    MatView tok_embd;  // embed: read by row
+    MatView output;    // head: the LM head
+};
+
+class Model;
+
+// What a forward pass runs on: the device's op set (engine/backend/ops.h), the weights
+// its stage bound for that device, and the window's buffers.
 struct ForwardCtx {
+    ForwardCtx(Ops& o, const StageWeights* w) : ops(o), weights(w) {}
+    // All of m's weights bound for o, owned here (one device runs the whole model).
+    ForwardCtx(Ops& o, const Model& m);
+    ForwardCtx(const ForwardCtx&) = delete;
+    ForwardCtx& operator=(const ForwardCtx&) = delete;
+
     Ops& ops;
+
+private:
+    std::unique_ptr<StageWeights> owned_;  // before `weights`: the constructor above sets both
+
+public:
+    const StageWeights* weights;
     Scratch scratch;
 };
 
@@ -53,6 +78,13 @@ public:
 
     const HParams& hp() const { return hp_; }
     const GgufFile& file() const { return file_; }
+
+    // The weights a stage on `ops`'s device runs with: layers [l0, l1) (l1 = -1: to the
+    // last), the embedding table when embed, the LM head and the MTP block when head.
+    // Matrices go through ops.prepare_weight (the CPU backend packs them; a GPU backend
+    // copies them over), so only the layers a stage holds are prepared, on its device.
+    std::unique_ptr<StageWeights> bind(Ops& ops, int64_t l0 = 0, int64_t l1 = -1, bool embed = true,
+                                       bool head = true) const;
 
     // Fresh per-sequence state (KV cache for attention layers, recurrent state) for the
     // layers [l0, l1) (l1 = -1: to the last), plus the MTP blocks when with_mtp.
@@ -107,10 +139,13 @@ public:
 protected:
     explicit Model(GgufFile file);
     virtual void layer(ForwardCtx& ctx, const Batch& batch, int64_t il, float* x) const = 0;
+    // The architecture's part of bind(): a StageWeights of its own type holding layers
+    // [l0, l1) (and the MTP block when head) with every matrix prepared for ops.
+    virtual std::unique_ptr<StageWeights> bind_layers(Ops& ops, int64_t l0, int64_t l1, bool head) const = 0;
 
     GgufFile file_;
     HParams hp_;
-    WeightStore store_;               // packed copies of the matrices (weights.h)
+    // The file's views (in the mapping); each stage prepares its own (bind).
     MatView tok_embd_;                // [n_embd, n_vocab]
     MatView output_;                  // [n_embd, n_vocab]; token_embd when tied
     std::vector<float> output_norm_;  // [n_embd]

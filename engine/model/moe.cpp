@@ -37,6 +37,13 @@ MoeWeights bind_moe(const WeightBinder& b, const HParams& hp, const std::string&
     return w;
 }
 
+void prepare(Ops& ops, MoeWeights& w) {
+    w.router = ops.prepare_weight(w.router);
+    for (auto* list : {&w.gate, &w.up, &w.down})
+        for (MatView& m : *list) m = ops.prepare_weight(m);
+    prepare(ops, w.shared);
+}
+
 void moe_block(ForwardCtx& ctx, const HParams& hp, const MoeWeights& w, const float* h, int64_t T, float* out) {
     const int64_t E = hp.n_embd, X = hp.n_expert, k = hp.n_expert_used;
     const Tensor hs = Tensor::f32(h, E, T);

@@ -37,7 +37,7 @@ public:
         const GdnDims& d = gdn_dims_;
         STRATA_CHECK(d.dv * d.nv == hp_.ssm_d_inner, "{}: ssm.inner_size {} is not a multiple of time_step_rank {}",
                      file_.path(), hp_.ssm_d_inner, d.nv);
-        WeightBinder b(file_, &store_);
+        WeightBinder b(file_);
         for (int64_t il = 0; il < hp_.n_layer; ++il) layers_.push_back(bind_layer(b, il, hp_.is_recurrent(il)));
         for (int64_t i = 0; i < hp_.n_nextn; ++i) {
             const std::string p = "blk." + std::to_string(hp_.n_layer + i) + ".nextn.";
@@ -60,17 +60,48 @@ public:
 
 protected:
     void layer(ForwardCtx& ctx, const Batch& batch, int64_t il, float* x) const override {
-        decoder_layer(ctx, batch, layers_[static_cast<size_t>(il)], il, x);
+        decoder_layer(ctx, batch, static_cast<const Stage&>(*ctx.weights).layers[static_cast<size_t>(il - ctx.weights->l0)],
+                      il, x);
     }
+    std::unique_ptr<StageWeights> bind_layers(Ops& ops, int64_t l0, int64_t l1, bool head) const override;
 
 private:
     Q3nLayer bind_layer(const WeightBinder& b, int64_t il, bool recurrent) const;
     void decoder_layer(ForwardCtx& ctx, const Batch& batch, const Q3nLayer& L, int64_t il, float* x) const;
 
+    struct Stage final : StageWeights {
+        std::vector<Q3nLayer> layers;  // [l0, l1), prepared for the stage's device
+        std::vector<MtpBlock> mtp;     // on the last stage (head)
+    };
+    static void prepare_layer(Ops& ops, Q3nLayer& L);
+
     GdnDims gdn_dims_;
-    std::vector<Q3nLayer> layers_;
+    std::vector<Q3nLayer> layers_;  // as bound from the file
     std::vector<MtpBlock> mtp_;
 };
+
+void Qwen3NextModel::prepare_layer(Ops& ops, Q3nLayer& L) {
+    if (L.recurrent) prepare(ops, L.gdn);
+    else prepare(ops, L.attn);
+    prepare(ops, L.moe);
+}
+
+std::unique_ptr<StageWeights> Qwen3NextModel::bind_layers(Ops& ops, int64_t l0, int64_t l1, bool head) const {
+    auto w = std::make_unique<Stage>();
+    for (int64_t il = l0; il < l1; ++il) {
+        Q3nLayer L = layers_[static_cast<size_t>(il)];
+        prepare_layer(ops, L);
+        w->layers.push_back(std::move(L));
+    }
+    if (head)
+        for (MtpBlock m : mtp_) {
+            m.eh_proj = ops.prepare_weight(m.eh_proj);
+            m.head = ops.prepare_weight(m.head);  // the embedding table is read by row
+            prepare_layer(ops, m.layer);
+            w->mtp.push_back(std::move(m));
+        }
+    return w;
+}
 
 Q3nLayer Qwen3NextModel::bind_layer(const WeightBinder& b, int64_t il, bool recurrent) const {
     const HParams& h = hp_;
@@ -132,7 +163,8 @@ void Qwen3NextModel::mtp_forward(ForwardCtx& ctx, SeqState& s, const float* hidd
     STRATA_CHECK(T > 0 && pos0 >= 0 && pos0 + T <= s.n_ctx, "MTP window [{}, {}) outside the context of {}", pos0,
                  pos0 + T, s.n_ctx);
     STRATA_CHECK(static_cast<int64_t>(s.kv_slot.size()) > hp_.n_layer, "this state has no MTP KV slot");
-    const MtpBlock& m = mtp_.front();  // one MTP block, reused for every chained step (4.11.4)
+    STRATA_CHECK(ctx.weights && ctx.weights->head, "mtp_forward: this stage did not bind the MTP block");
+    const MtpBlock& m = static_cast<const Stage&>(*ctx.weights).mtp.front();  // one block, reused for every chained step (4.11.4)
     const int64_t E = hp_.n_embd;
     // [T, 2 n_embd]: [enorm(embedding) ; hnorm(hidden)] (the embedding half first, 4.11.2)
     const Tensor eh = Tensor::f32(ctx.scratch.get(slot::kMtpEh, static_cast<size_t>(T * 2 * E)), 2 * E, T);

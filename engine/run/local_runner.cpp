@@ -13,7 +13,7 @@ namespace {
 class LocalRunner final : public Runner {
 public:
     LocalRunner(std::shared_ptr<const Model> model, int threads, int64_t n_ctx, GgmlType cache_type)
-        : model_(std::move(model)), pool_(threads), ops_(pool_), ctx_{ops_, {}}, n_ctx_(n_ctx), cache_type_(cache_type) {
+        : model_(std::move(model)), pool_(threads), ops_(pool_), ctx_(ops_, *model_), n_ctx_(n_ctx), cache_type_(cache_type) {
         STRATA_CHECK(n_ctx > 0, "context length must be positive, got {}", n_ctx);
     }
 

@@ -19,7 +19,8 @@ namespace strata::split_detail {
 
 struct Stage {
     std::unique_ptr<Device> dev;
-    std::unique_ptr<ForwardCtx> ctx;  // the device's ops and this stage's window buffers
+    std::unique_ptr<StageWeights> weights;  // its layers (and embedding / head), prepared for dev
+    std::unique_ptr<ForwardCtx> ctx;        // the device's ops, those weights, this stage's window buffers
     int64_t l0 = 0, l1 = 0;
     std::vector<float> x;  // [rows, n_embd] this stage's activations (device memory on GPUs)
 };
@@ -90,7 +91,9 @@ public:
             Stage st;
             if (opened.count(sp.device)) shared_device = true;
             st.dev = open_device(sp.device, threads, core);
-            st.ctx = std::make_unique<ForwardCtx>(ForwardCtx{st.dev->ops(), {}});
+            const bool first = stages_.empty(), last = stages_.size() + 1 == plan.stages.size();
+            st.weights = model_->bind(st.dev->ops(), sp.l0, sp.l1, first, last);
+            st.ctx = std::make_unique<ForwardCtx>(st.dev->ops(), st.weights.get());
             core += threads;
             st.l0 = sp.l0;
             st.l1 = sp.l1;
