@@ -2,7 +2,9 @@
 // and the fault paths (a dropped hand-off, the host watchdog).
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <chrono>
+#include <thread>
 
 #include "engine/backend/device.h"
 #include "engine/split/plan.h"
@@ -152,4 +154,36 @@ TEST_CASE("split: the host watchdog restarts the engine and the next request suc
     CHECK(r->n_past(seq) == 0);  // state rebuilt
     r->eval(std::span<const Runner::Item>(&it, 1), logits.data());
     CHECK(r->n_past(seq) == 3);
+}
+
+TEST_CASE("devices: a queue waits for another queue's event as a device operation", "[split][device]") {
+    auto a = open_device("cpu:0", 1, 0), b = open_device("cpu:1", 1, 1);
+    std::atomic<int> step{0};
+    std::atomic<bool> release{false};
+    // a: an op held until released, then its event; b: a wait for that event, then an op.
+    a->submit([&] {
+        while (!release.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        step.store(1);
+    });
+    const DeviceEvent ea = a->record();
+    b->wait_event(ea);
+    int seen = -1;
+    b->submit([&] { seen = step.load(); });
+    const DeviceEvent eb = b->record();
+    CHECK_FALSE(eb.wait(50));  // b is held by a's event, not done
+    CHECK_FALSE(ea.done());
+    release.store(true);
+    REQUIRE(eb.wait(5000));
+    CHECK(seen == 1);  // b's op ran after a's
+    eb.rethrow();
+    // A failed op on a: b waits for it and goes on; a's event carries the error.
+    a->submit([] { throw Error("boom"); });
+    const DeviceEvent fail = a->record();
+    b->wait_event(fail);
+    b->submit([&] { seen = 2; });
+    const DeviceEvent eb2 = b->record();
+    REQUIRE(eb2.wait(5000));
+    CHECK_NOTHROW(eb2.rethrow());
+    CHECK(seen == 2);
+    CHECK_THROWS_WITH(fail.rethrow(), Catch::Contains("boom"));
 }

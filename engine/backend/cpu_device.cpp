@@ -13,17 +13,11 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "engine/backend/cpu_ops.h"
 #include "engine/backend/device.h"
 #include "engine/core/error.h"
-#include "engine/backend/cpu_ops.h"
 
 namespace strata {
-
-bool DeviceEvent::done() const {
-    if (!s_) return true;
-    std::lock_guard<std::mutex> lk(s_->mu);
-    return s_->done;
-}
 
 namespace {
 
@@ -42,33 +36,48 @@ bool spin_until(P&& pred) {
     }
 }
 
-}  // namespace
+// The CPU queue's event: set by the queue thread when it reaches the event's place.
+struct CpuEvent final : DeviceEvent::Impl {
+    mutable std::mutex mu;
+    mutable std::condition_variable cv;
+    bool done_ = false;
+    std::atomic<bool> done_flag{false};  // same as done_, for a lock-free spin before sleeping
+    std::exception_ptr error;             // the first op that failed before this event
 
-bool DeviceEvent::wait(int64_t timeout_ms) const {
-    if (!s_) return true;
-    if (spin_until([&] { return s_->done_flag.load(std::memory_order_acquire); })) {
-        std::lock_guard<std::mutex> lk(s_->mu);  // pairs with the signaller: error is visible
-        return true;
+    bool done() const override {
+        std::lock_guard<std::mutex> lk(mu);
+        return done_;
     }
-    std::unique_lock<std::mutex> lk(s_->mu);
-    if (timeout_ms <= 0) {
-        s_->cv.wait(lk, [&] { return s_->done; });
-        return true;
+    bool wait(int64_t timeout_ms) const override {
+        if (spin_until([&] { return done_flag.load(std::memory_order_acquire); })) {
+            std::lock_guard<std::mutex> lk(mu);  // pairs with the signaller: error is visible
+            return true;
+        }
+        std::unique_lock<std::mutex> lk(mu);
+        if (timeout_ms <= 0) {
+            cv.wait(lk, [&] { return done_; });
+            return true;
+        }
+        return cv.wait_for(lk, std::chrono::milliseconds(timeout_ms), [&] { return done_; });
     }
-    return s_->cv.wait_for(lk, std::chrono::milliseconds(timeout_ms), [&] { return s_->done; });
-}
-
-void DeviceEvent::rethrow() const {
-    if (!s_) return;
-    std::exception_ptr e;
-    {
-        std::lock_guard<std::mutex> lk(s_->mu);
-        e = s_->error;
+    void rethrow() const override {
+        std::exception_ptr e;
+        {
+            std::lock_guard<std::mutex> lk(mu);
+            e = error;
+        }
+        if (e) std::rethrow_exception(e);
     }
-    if (e) std::rethrow_exception(e);
-}
-
-namespace {
+    void signal(std::exception_ptr err) {
+        {
+            std::lock_guard<std::mutex> lk(mu);
+            done_ = true;
+            error = std::move(err);
+            done_flag.store(true, std::memory_order_release);
+        }
+        cv.notify_all();
+    }
+};
 
 void pin_current_thread(int core) {
     if (core < 0 || core >= static_cast<int>(std::thread::hardware_concurrency())) return;
@@ -112,7 +121,7 @@ public:
     }
 
     DeviceEvent record() override {
-        auto st = std::make_shared<DeviceEvent::State>();
+        auto st = std::make_shared<CpuEvent>();
         {
             std::lock_guard<std::mutex> lk(mu_);
             q_.push_back(Item{nullptr, st});
@@ -122,12 +131,16 @@ public:
         return DeviceEvent(st);
     }
 
+    void wait_event(const DeviceEvent& ev) override {
+        submit([ev] { ev.wait(0); });  // the other queue's error is its waiter's to report
+    }
+
     Ops& ops() override { return ops_; }
 
 private:
     struct Item {
         std::function<void()> op;             // work, or
-        std::shared_ptr<DeviceEvent::State> event;  // an event to signal
+        std::shared_ptr<CpuEvent> event;  // an event to signal
     };
 
     static Buffer host_alloc(size_t bytes) {
@@ -158,14 +171,8 @@ private:
                     if (!pending) pending = std::current_exception();
                 }
             } else {
-                {
-                    std::lock_guard<std::mutex> lk(it.event->mu);
-                    it.event->done = true;
-                    it.event->error = pending;
-                    it.event->done_flag.store(true, std::memory_order_release);
-                }
+                it.event->signal(pending);
                 pending = nullptr;
-                it.event->cv.notify_all();
             }
         }
     }

@@ -17,27 +17,31 @@ namespace strata {
 
 class Ops;
 
-// Completion of everything submitted to a queue before the event was recorded.
+// Completion of everything submitted to a queue before the event was recorded. Each
+// device kind has its own (a CPU queue's is a flag and a condition variable; a GPU's
+// wraps its runtime's event); callers see only this handle.
 class DeviceEvent {
 public:
-    struct State {
-        std::mutex mu;
-        std::condition_variable cv;
-        bool done = false;
-        std::atomic<bool> done_flag{false};  // same as done, for a lock-free spin before sleeping
-        std::exception_ptr error;  // the first op that failed before this event
+    class Impl {
+    public:
+        virtual ~Impl() = default;
+        virtual bool done() const = 0;
+        virtual bool wait(int64_t timeout_ms) const = 0;
+        virtual void rethrow() const = 0;
     };
     DeviceEvent() = default;
-    explicit DeviceEvent(std::shared_ptr<State> s) : s_(std::move(s)) {}
-    bool valid() const { return s_ != nullptr; }
-    bool done() const;
+    explicit DeviceEvent(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}
+    bool valid() const { return impl_ != nullptr; }
+    bool done() const { return !impl_ || impl_->done(); }
     // True when done; false when timeout_ms passed first (0 = wait forever).
-    bool wait(int64_t timeout_ms) const;
+    bool wait(int64_t timeout_ms) const { return !impl_ || impl_->wait(timeout_ms); }
     // Rethrows the error of a failed op, if any (call after wait returned true).
-    void rethrow() const;
+    void rethrow() const {
+        if (impl_) impl_->rethrow();
+    }
 
 private:
-    std::shared_ptr<State> s_;
+    std::shared_ptr<const Impl> impl_;
 };
 
 // Memory owned by a device, freed with it (RAII).
@@ -82,6 +86,10 @@ public:
     // events recorded after it failed; later ops still run (they check for themselves).
     virtual void submit(std::function<void()> op) = 0;
     virtual DeviceEvent record() = 0;
+    // The queue waits here until ev (another queue's) is done, without failing on its
+    // error (whoever waits on ev on the host reports that): a cross-queue dependency as a
+    // device operation (cudaStreamWaitEvent on a GPU).
+    virtual void wait_event(const DeviceEvent& ev) = 0;
     // The op set this device executes (engine/backend/ops.h); called from inside its
     // queue's ops.
     virtual Ops& ops() = 0;

@@ -38,6 +38,9 @@ public:
     };
 
     virtual DeviceEvent submit(size_t stage, std::function<void()> op) = 0;
+    // Queues on `stage` a wait for ev (recorded on the other stage): the ops queued after
+    // it start once ev is done (Device::wait_event), whatever ev's outcome.
+    virtual void wait_event(size_t stage, const DeviceEvent& ev) = 0;
     // Host side: waits for ev (the watchdog bounds it; a restart throws EngineRestarted),
     // then rethrows the error of a failed op.
     virtual void wait(const DeviceEvent& ev, size_t stage) = 0;

@@ -196,15 +196,11 @@ void PipelinedDecoder::run_step(int64_t max_emit, std::vector<int32_t>& out, int
         };
         if (popt_.prestage) {  // queued now; starts on the device the moment the chain is done
             if (!popt_.snap_overlap) snapshot(0, e->slot);  // on the host, before it is queued
-            on(0, [ev_chain, run_early, snap = popt_.snap_overlap] {
-                ev_chain.wait(0);
-                try {
-                    ev_chain.rethrow();
-                } catch (...) {
-                    return;  // the host reports the chain's error
-                }
-                run_early(snap);
-            });
+            // Stage 0's queue waits for the chain (a device operation, not the host); a
+            // chain that failed left e->go false, so the early window does not run, and
+            // the host reports the chain's error.
+            pipe_.wait_event(0, ev_chain);
+            on(0, [run_early, snap = popt_.snap_overlap] { run_early(snap); });
         } else {
             pipe_.wait(ev_chain, 1);
             if (e->go) {

@@ -29,6 +29,11 @@ DeviceEvent Pipe::submit(size_t stage, std::function<void()> op) {
     return dev.record();
 }
 
+void Pipe::wait_event(size_t stage, const DeviceEvent& ev) {
+    STRATA_CHECK(stage < r_.stages_.size(), "no stage {}", stage);
+    r_.stages_[stage].dev->wait_event(ev);
+}
+
 void Pipe::wait(const DeviceEvent& ev, size_t stage) {
     if (!ev.wait(r_.cfg_.host_timeout_ms)) r_.watchdog(stage, r_.window_);
     ev.rethrow();
