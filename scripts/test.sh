@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The README's test command: installs what is missing, builds Release, runs the server
 # end to end with the OpenAI client, a bounded HTTP fuzzing run against a live server,
-# the ThreadSanitizer test of the hand-off code and bounded libFuzzer runs of the GGUF
-# reader and the request parser, then every test through ctest (last, so its summary
-# closes the output).
+# the ThreadSanitizer test of the hand-off code, a bounded stress loop of pipelined runs
+# and bounded libFuzzer runs of the GGUF reader and the request parser, then every test
+# through ctest (last, so its summary closes the output).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
@@ -21,6 +21,8 @@ fi
 if [ "${STRATA_SKIP_TSAN:-0}" != 1 ]; then
     bash scripts/tsan.sh
 fi
+# Pipelined windows on a two-stage split, repeated (STRESS_RUNS, default 60).
+bash scripts/stress-pipeline.sh build
 if [ "${STRATA_SKIP_FUZZ:-0}" != 1 ]; then
     FUZZ_SECONDS=${FUZZ_SECONDS:-60} bash scripts/fuzz.sh
 fi

@@ -35,29 +35,21 @@ inline Vec rms_norm(const float* x, int64_t n, const float* w, double eps) {
     return y;
 }
 
-// y [T, n_out] = x [T, n_in] W^T.
-inline Vec matmul(const MatView& w, const float* x, int64_t T) {
+// y [T, n_out] = x [T, n_in] W^T; abs (when set) receives sum_i |w_i x_i| per output, the
+// scale an integer path's quantization error is bounded by.
+inline Vec matmul(const MatView& w, const float* x, int64_t T, Vec* abs = nullptr) {
     Vec y(static_cast<size_t>(T * w.n_out));
+    if (abs) abs->assign(y.size(), 0.0);
     for (int64_t o = 0; o < w.n_out; ++o) {
         const Vec row = dequant(w, o);
         for (int64_t t = 0; t < T; ++t) {
-            double s = 0;
-            for (int64_t i = 0; i < w.n_in; ++i) s += row[i] * x[t * w.n_in + i];
+            double s = 0, m = 0;
+            for (int64_t i = 0; i < w.n_in; ++i) {
+                s += row[i] * x[t * w.n_in + i];
+                m += std::fabs(row[i] * x[t * w.n_in + i]);
+            }
             y[t * w.n_out + o] = s;
-        }
-    }
-    return y;
-}
-
-// sum_i |w_i x_i| per output: the scale an integer path's quantization error is bounded by.
-inline Vec matmul_abs(const MatView& w, const float* x, int64_t T) {
-    Vec y(static_cast<size_t>(T * w.n_out));
-    for (int64_t o = 0; o < w.n_out; ++o) {
-        const Vec row = dequant(w, o);
-        for (int64_t t = 0; t < T; ++t) {
-            double s = 0;
-            for (int64_t i = 0; i < w.n_in; ++i) s += std::fabs(row[i] * x[t * w.n_in + i]);
-            y[t * w.n_out + o] = s;
+            if (abs) (*abs)[t * w.n_out + o] = m;
         }
     }
     return y;
