@@ -301,9 +301,27 @@ struct Harness {
                         ref::rope(v, rp.n_rot, neox, pos, rp.freq_base, rp.freq_scale);
                     }
                 }
-                be.ops->norm_rope(s.batch, Tensor::f32(x.data(), n_heads * stride, T), n_heads, stride, hd,
-                                  norm ? w.data() : nullptr, 1e-6f, rp);
+                // Two sets in one call (q's 3 heads at stride 2 hd, k's 2 heads packed), and the
+                // same sets one call each: the same floats.
+                Floats k = rng.normal(static_cast<size_t>(T * 2 * hd)), k1 = k, x1 = x;
+                ref::Vec want_k(k.begin(), k.end());
+                for (int64_t t = 0; t < T; ++t)
+                    for (int64_t h = 0; h < 2; ++h)
+                        ref::rope(want_k.data() + t * 2 * hd + h * hd, rp.n_rot, neox, t < 3 ? 4 + t : t - 3,
+                                  rp.freq_base, rp.freq_scale);
+                const RopeHeads both[2] = {{Tensor::f32(x.data(), n_heads * stride, T), n_heads, stride,
+                                            norm ? w.data() : nullptr},
+                                           {Tensor::f32(k.data(), 2 * hd, T), 2, hd, nullptr}};
+                be.ops->norm_rope(s.batch, both, hd, 1e-6f, rp);
                 close(x, want, 1e-5, 1e-5);
+                close(k, want_k, 1e-5, 1e-5);
+                const RopeHeads q_only[1] = {{Tensor::f32(x1.data(), n_heads * stride, T), n_heads, stride,
+                                              norm ? w.data() : nullptr}};
+                const RopeHeads k_only[1] = {{Tensor::f32(k1.data(), 2 * hd, T), 2, hd, nullptr}};
+                be.ops1->norm_rope(s.batch, q_only, hd, 1e-6f, rp);
+                be.ops1->norm_rope(s.batch, k_only, hd, 1e-6f, rp);
+                EXPECT(x1 == x);
+                EXPECT(k1 == k);
                 ran("norm_rope");
             }
         for (GgmlType cache : {GgmlType::F32, GgmlType::F16, GgmlType::Q8_0})

@@ -103,19 +103,19 @@ void CpuOps::matmul_multi(std::span<const MatOut> outs, Tensor x) {
     strata::matmul_multi(pool_, outs, x.f(), x.ld(), x.ne1);
 }
 
-void CpuOps::norm_rope(const Batch& batch, Tensor x, int64_t n_heads, int64_t head_stride, int64_t head_dim,
-                       const float* norm_w, float eps, const RopeParams& rope) {
-    // The angles once per row, shared by its heads: the same floats as ops::rope per head.
+void CpuOps::norm_rope(const Batch& batch, std::span<const RopeHeads> sets, int64_t head_dim, float eps,
+                       const RopeParams& rope) {
     row_seqs(batch);
     cs_.resize(static_cast<size_t>(rope.n_rot));
-    for (int64_t t = 0; t < x.ne1; ++t) {
+    for (int64_t t = 0; t < batch.n_rows; ++t) {
         const BatchSeq& bs = batch.seqs[static_cast<size_t>(row_seq_[static_cast<size_t>(t)])];
         ops::rope_angles(rope.n_rot, bs.pos0 + (t - bs.row0), rope.freq_base, rope.freq_scale, nullptr, cs_.data());
-        for (int64_t hh = 0; hh < n_heads; ++hh) {
-            float* xh = x.row(t) + hh * head_stride;
-            if (norm_w) ops::rmsnorm(xh, norm_w, eps, head_dim, xh);
-            ops::rope_apply(xh, rope.n_rot, rope.neox, cs_.data());
-        }
+        for (const RopeHeads& h : sets)
+            for (int64_t hh = 0; hh < h.n; ++hh) {
+                float* xh = h.x.row(t) + hh * h.stride;
+                if (h.norm) ops::rmsnorm(xh, h.norm, eps, head_dim, xh);
+                ops::rope_apply(xh, rope.n_rot, rope.neox, cs_.data());
+            }
     }
 }
 

@@ -33,8 +33,8 @@ public:
     void matmul(const MatView& w, Tensor x, Tensor y) override;
     void matmul_multi(std::span<const MatOut> outs, Tensor x) override;
 
-    void norm_rope(const Batch& batch, Tensor x, int64_t n_heads, int64_t head_stride, int64_t head_dim,
-                   const float* norm_w, float eps, const RopeParams& rope) override;
+    void norm_rope(const Batch& batch, std::span<const RopeHeads> sets, int64_t head_dim, float eps,
+                   const RopeParams& rope) override;
     void kv_store(const Batch& batch, int64_t il, Tensor k, Tensor v) override;
     void attention(const Batch& batch, int64_t il, const AttnDims& d, Tensor q, int64_t head_stride, bool gated,
                    Tensor out) override;

@@ -30,6 +30,15 @@ struct RopeParams {
     float freq_scale = 1.0f;  // 1 / linear scaling factor
 };
 
+// Heads of one tensor for norm_rope: n heads of the op's head_dim values, `stride` apart
+// within each row, with their per-head RMS norm weights (head_dim values; null = none).
+struct RopeHeads {
+    Tensor x;
+    int64_t n = 0;
+    int64_t stride = 0;
+    const float* norm = nullptr;
+};
+
 struct AttnDims {
     int64_t n_head = 0, n_head_kv = 0;
     int64_t head_dim = 0, head_dim_v = 0;
@@ -85,11 +94,12 @@ public:
     virtual void matmul_multi(std::span<const MatOut> outs, Tensor x) = 0;
 
     // --- attention ---
-    // Per row of the batch, per head (n_heads heads of head_dim at head_stride): the
-    // per-head RMS norm (norm_w: head_dim values; null = none), then the rotary embedding
-    // at the row's position (its sequence's pos0 + offset). Angles once per row.
-    virtual void norm_rope(const Batch& batch, Tensor x, int64_t n_heads, int64_t head_stride, int64_t head_dim,
-                           const float* norm_w, float eps, const RopeParams& rope) = 0;
+    // Per row of the batch, for each set in order (a layer's q heads, then its k heads), per
+    // head in place: the per-head RMS norm, then the rotary embedding at the row's position
+    // (its sequence's pos0 + offset). The angles once per row, shared by every head of
+    // the row: the same floats as a rope per head.
+    virtual void norm_rope(const Batch& batch, std::span<const RopeHeads> sets, int64_t head_dim, float eps,
+                           const RopeParams& rope) = 0;
     // Each row's k and v into its sequence's KV cache, layer il, at the row's position.
     virtual void kv_store(const Batch& batch, int64_t il, Tensor k, Tensor v) = 0;
     // Causal attention of every row's query heads (q: rows of n_head heads at head_stride,

@@ -34,10 +34,9 @@ void attention_block(ForwardCtx& ctx, const HParams& hp, const AttnWeights& w, c
     // Per-head norms and the rotary embedding, then each row's K/V into its sequence's cache.
     const RopeParams rope{hp.n_rot, hp.rope_neox, hp.rope_freq_base, hp.rope_freq_scale};
     const int64_t q_head_stride = w.gated ? 2 * hd : hd;  // gated rows per head: [query | gate]
-    ctx.ops.norm_rope(batch, q, hp.n_head, q_head_stride, hd, w.q_norm.empty() ? nullptr : w.q_norm.data(),
-                      hp.rms_eps, rope);
-    ctx.ops.norm_rope(batch, k, hp.n_head_kv, hd, hd, w.k_norm.empty() ? nullptr : w.k_norm.data(), hp.rms_eps,
-                      rope);
+    const RopeHeads heads[2] = {{q, hp.n_head, q_head_stride, w.q_norm.empty() ? nullptr : w.q_norm.data()},
+                                {k, hp.n_head_kv, hd, w.k_norm.empty() ? nullptr : w.k_norm.data()}};
+    ctx.ops.norm_rope(batch, heads, hd, hp.rms_eps, rope);
     ctx.ops.kv_store(batch, il, k, v);
     ctx.ops.attention(batch, il, AttnDims{hp.n_head, hp.n_head_kv, hd, hdv}, q, q_head_stride, w.gated, attn);
     ctx.ops.matmul(w.wo, attn, Tensor::f32(out, n_embd, T));
