@@ -1,14 +1,8 @@
 #include "engine/model/blocks.h"
 
-#include "engine/model/scratch_slots.h"
 
 namespace strata {
 
-// Scratch slots used by the blocks (the layer code uses slots from 16 up).
-enum : int {
-    kQ = slot::kAttnQ, kK = slot::kAttnK, kV = slot::kAttnV, kAttn = slot::kAttnOut,
-    kGate = slot::kFfnGate, kUp = slot::kFfnUp,
-};
 
 void prepare(Ops& ops, AttnWeights& w) {
     for (MatView* m : {&w.wq, &w.wk, &w.wv, &w.wo}) *m = ops.prepare_weight(*m);
@@ -24,10 +18,9 @@ void attention_block(ForwardCtx& ctx, const HParams& hp, const AttnWeights& w, c
     const int64_t n_embd = hp.n_embd, hd = hp.head_dim, hdv = hp.head_dim_v;
     const int64_t n_q = hp.n_head * hd, n_kv = hp.n_head_kv * hd, n_kv_v = hp.n_head_kv * hdv;
     const int64_t q_rows = w.gated ? 2 * n_q : n_q;
-    const Tensor q = Tensor::f32(ctx.scratch.get(kQ, static_cast<size_t>(T * q_rows)), q_rows, T);
-    const Tensor k = Tensor::f32(ctx.scratch.get(kK, static_cast<size_t>(T * n_kv)), n_kv, T);
-    const Tensor v = Tensor::f32(ctx.scratch.get(kV, static_cast<size_t>(T * n_kv_v)), n_kv_v, T);
-    const Tensor attn = Tensor::f32(ctx.scratch.get(kAttn, static_cast<size_t>(T * hp.n_head * hdv)), hp.n_head * hdv, T);
+    const Scratch::Frame frame(ctx.scratch);
+    const Tensor q = ctx.scratch.rows(q_rows, T), k = ctx.scratch.rows(n_kv, T), v = ctx.scratch.rows(n_kv_v, T);
+    const Tensor attn = ctx.scratch.rows(hp.n_head * hdv, T);
     const MatOut qkv[3] = {{w.wq, q.f(), q_rows}, {w.wk, k.f(), n_kv}, {w.wv, v.f(), n_kv_v}};
     ctx.ops.matmul_multi(qkv, Tensor::f32(h, n_embd, T));  // h quantized once for all three
 
@@ -44,8 +37,8 @@ void attention_block(ForwardCtx& ctx, const HParams& hp, const AttnWeights& w, c
 
 void ffn_block(ForwardCtx& ctx, const FfnWeights& w, const float* h, int64_t T, int64_t n_embd, float* out) {
     const int64_t n_ff = w.gate.n_out;
-    const Tensor g = Tensor::f32(ctx.scratch.get(kGate, static_cast<size_t>(T * n_ff)), n_ff, T);
-    const Tensor u = Tensor::f32(ctx.scratch.get(kUp, static_cast<size_t>(T * n_ff)), n_ff, T);
+    const Scratch::Frame frame(ctx.scratch);
+    const Tensor g = ctx.scratch.rows(n_ff, T), u = ctx.scratch.rows(n_ff, T);
     const MatOut gu[2] = {{w.gate, g.f(), n_ff}, {w.up, u.f(), n_ff}};
     ctx.ops.matmul_multi(gu, Tensor::f32(h, n_embd, T));
     ctx.ops.swiglu(g, u, g);

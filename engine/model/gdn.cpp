@@ -3,15 +3,9 @@
 #include <cmath>
 
 #include "engine/core/error.h"
-#include "engine/model/scratch_slots.h"
 
 namespace strata {
 
-// Scratch slots of this block (blocks.cpp uses 0-7, model.cpp / layers 14-17, moe 30+).
-enum : int {
-    kQkv = slot::kGdnQkv, kZ = slot::kGdnZ, kMixed = slot::kGdnMixed, kBa = slot::kGdnBa, kG = slot::kGdnG,
-    kBeta = slot::kGdnBeta, kU = slot::kGdnU, kO = slot::kGdnO,
-};
 
 GdnDims gdn_dims(const HParams& hp) {
     GdnDims d;
@@ -54,12 +48,13 @@ void gdn_block(ForwardCtx& ctx, const GdnDims& d, const GdnWeights& w, const Bat
     Ops& ops = ctx.ops;
     const int64_t T = batch.n_rows;
     const int64_t n_embd = w.ba.n_in, cd = d.conv_dim(), vd = d.value_dim(), nv = d.nv;
-    auto rows = [&](int slot, int64_t n) { return Tensor::f32(ctx.scratch.get(slot, static_cast<size_t>(T * n)), n, T); };
+    const Scratch::Frame frame(ctx.scratch);
+    auto rows = [&](int64_t n) { return ctx.scratch.rows(n, T); };
     const Tensor hs = Tensor::f32(h, n_embd, T);
-    const Tensor qkv = rows(kQkv, cd);  // [T, conv_dim] pre-conv
-    const Tensor z = rows(kZ, vd);      // [T, value_dim] output gate
+    const Tensor qkv = rows(cd);  // [T, conv_dim] pre-conv
+    const Tensor z = rows(vd);      // [T, value_dim] output gate
     if (w.fused) {
-        const Tensor mixed = rows(kMixed, w.in.n_out);
+        const Tensor mixed = rows(w.in.n_out);
         ops.matmul(w.in, hs, mixed);
         deinterleave(ops, d, mixed, qkv, z);
     } else {
@@ -68,16 +63,16 @@ void gdn_block(ForwardCtx& ctx, const GdnDims& d, const GdnWeights& w, const Bat
     }
 
     // Gates: ssm_ba is interleaved per key group [b(r) | a(r)] in both layouts.
-    const Tensor ba = rows(kBa, 2 * nv);
-    const Tensor gl = rows(kG, nv);    // [T, nv] log-decay, <= 0
-    const Tensor bt = rows(kBeta, nv);  // [T, nv]
+    const Tensor ba = rows(2 * nv);
+    const Tensor gl = rows(nv);    // [T, nv] log-decay, <= 0
+    const Tensor bt = rows(nv);  // [T, nv]
     ops.matmul(w.ba, hs, ba);
     ops.gdn_gates(d, ba, w.a.data(), w.dt_bias.data(), bt, gl);
 
     // Per sequence: the causal conv with SiLU over its own history, L2 norms, and the
     // delta rule over its own state.
-    const Tensor u = rows(kU, cd);
-    const Tensor o = rows(kO, vd);  // [T, nv, dv]
+    const Tensor u = rows(cd);
+    const Tensor o = rows(vd);  // [T, nv, dv]
     const float qscale = 1.0f / std::sqrt(static_cast<float>(d.dk));
     for (const BatchSeq& bs : batch.seqs) {
         const int64_t slot = bs.state->gdn_slot[static_cast<size_t>(il)];

@@ -1,7 +1,6 @@
 // Dense decoder (llama, qwen3): pre-norm attention and SwiGLU FFN with residuals.
 // MODEL_SPEC.md 3.5. qwen3 differs only by its per-head q/k norms and NEOX rotary.
 #include "engine/model/blocks.h"
-#include "engine/model/scratch_slots.h"
 #include "engine/model/weights.h"
 
 namespace strata {
@@ -44,8 +43,8 @@ protected:
         const int64_t T = batch.n_rows;
         const int64_t n = hp_.n_embd;
         const Tensor xs = Tensor::f32(x, n, T);
-        const Tensor h = Tensor::f32(ctx.scratch.get(slot::kLayerNormed, static_cast<size_t>(T * n)), n, T);  // normed input
-        const Tensor out = Tensor::f32(ctx.scratch.get(slot::kLayerOut, static_cast<size_t>(T * n)), n, T);  // block output
+        const Scratch::Frame frame(ctx.scratch);
+        const Tensor h = ctx.scratch.rows(n, T), out = ctx.scratch.rows(n, T);  // normed input, block output
         ctx.ops.rms_norm(xs, L.attn.norm.data(), hp_.rms_eps, h);
         attention_block(ctx, hp_, L.attn, batch, il, h.f(), out.f());
         ctx.ops.add(xs, out);

@@ -1,7 +1,8 @@
 #include "engine/model/model.h"
 
+#include <algorithm>
+
 #include "engine/core/error.h"
-#include "engine/model/scratch_slots.h"
 #include "engine/model/weights.h"
 
 namespace strata {
@@ -14,6 +15,29 @@ Model::Model(GgufFile file) : file_(std::move(file)), hp_(HParams::from_gguf(fil
     tok_embd_ = b.mat("token_embd.weight", hp_.n_embd, hp_.n_vocab);
     output_ = b.has("output.weight") ? b.mat("output.weight", hp_.n_embd, hp_.n_vocab) : tok_embd_;  // tied
     output_norm_ = b.vec("output_norm.weight", hp_.n_embd);
+}
+
+void* Scratch::alloc(size_t bytes) {
+    bytes = (bytes + 63) / 64 * 64;  // every buffer on its own cache lines
+    auto& [c, off] = top_;
+    while (c < chunks_.size() && off + bytes > chunks_[c].size) ++c, off = 0;  // rest of a chunk: unused
+    if (c == chunks_.size()) {
+        constexpr size_t kChunk = size_t{4} << 20;
+        const size_t n = std::max(kChunk, bytes);
+        Chunk ch{std::unique_ptr<std::byte[]>(new std::byte[n + 64]()), nullptr, n};  // zeroed, as before
+        const auto addr = reinterpret_cast<uintptr_t>(ch.mem.get());
+        ch.base = ch.mem.get() + ((64 - addr % 64) % 64);
+        chunks_.push_back(std::move(ch));
+    }
+    void* p = chunks_[c].base + off;
+    off += bytes;
+    return p;
+}
+
+size_t Scratch::capacity() const {
+    size_t n = 0;
+    for (const Chunk& c : chunks_) n += c.size;
+    return n;
 }
 
 ForwardCtx::ForwardCtx(Ops& o, const Model& m) : ops(o), owned_(m.bind(o)), weights(owned_.get()) {}
@@ -88,9 +112,9 @@ void Model::output(ForwardCtx& ctx, const Batch& batch, const float* x, std::spa
     const int64_t E = hp_.n_embd;
     // Normalize only the rows somebody reads: every row of a sequence that wants hidden
     // states, the logit rows into one block for a single head pass.
+    const Scratch::Frame frame(ctx.scratch);
     const Tensor xs = Tensor::f32(x, E, batch.n_rows);
-    const Tensor sel = Tensor::f32(ctx.scratch.get(slot::kHeadRows, static_cast<size_t>(batch.n_rows * E)), E,
-                                   batch.n_rows);  // [n_sel, n_embd]
+    const Tensor sel = ctx.scratch.rows(E, batch.n_rows);  // [n_sel, n_embd]
     int64_t n_sel = 0;
     for (size_t i = 0; i < want.size(); ++i) {
         const BatchSeq& s = batch.seqs[i];
@@ -129,7 +153,8 @@ void Model::eval_batch(ForwardCtx& ctx, std::span<const BatchItem> items, float*
         batch.add(*it.state, it.state->n_past, T);
     }
     const int64_t E = hp_.n_embd;
-    float* x = ctx.scratch.get(slot::kStream, static_cast<size_t>(batch.n_rows * E));
+    const Scratch::Frame frame(ctx.scratch);
+    float* x = ctx.scratch.floats(static_cast<size_t>(batch.n_rows * E));
     for (size_t i = 0; i < items.size(); ++i)
         embed(ctx, items[i].tokens.data(), batch.seqs[i].n, x + batch.seqs[i].row0 * E);
     run_layers(ctx, batch, 0, hp_.n_layer, x);

@@ -2,10 +2,12 @@
 // pass split into embed / layers / head so that stages can run layer ranges. Each
 // architecture is a subclass that binds its tensors and describes one layer.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/backend/ops.h"
@@ -17,23 +19,39 @@
 
 namespace strata {
 
-// Grow-only scratch buffers of one forward pass: after the first window of a given
-// size nothing is allocated on the hot path. Slots are named in scratch_slots.h.
+// The buffers of a forward pass: a stack of memory that each piece of the window takes
+// from in the order it runs, inside a Frame that gives it back when the piece ends, so
+// buffers are planned by the code's own nesting (no numbered slots) and a window of the
+// same shape gets the same addresses every time (what a GPU graph replay wants). The
+// memory grows to the deepest window seen and is never moved while in use.
 class Scratch {
 public:
-    float* get(int slot, size_t n) { return grow(bufs_, slot, n); }
-    int32_t* ints(int slot, size_t n) { return grow(ints_, slot, n); }
+    class Frame {
+    public:
+        explicit Frame(Scratch& s) : s_(s), mark_(s.top_) {}
+        ~Frame() { s_.top_ = mark_; }
+        Frame(const Frame&) = delete;
+        Frame& operator=(const Frame&) = delete;
+
+    private:
+        Scratch& s_;
+        std::pair<size_t, size_t> mark_;
+    };
+
+    float* floats(size_t n) { return static_cast<float*>(alloc(n * sizeof(float))); }
+    int32_t* ints(size_t n) { return static_cast<int32_t*>(alloc(n * sizeof(int32_t))); }
+    Tensor rows(int64_t n, int64_t rows) { return Tensor::f32(floats(static_cast<size_t>(n * rows)), n, rows); }
+    size_t capacity() const;  // bytes held
 
 private:
-    template <typename T>
-    static T* grow(std::vector<std::vector<T>>& v, int slot, size_t n) {
-        if (v.size() <= static_cast<size_t>(slot)) v.resize(static_cast<size_t>(slot) + 1);
-        auto& b = v[static_cast<size_t>(slot)];
-        if (b.size() < n) b.resize(n);
-        return b.data();
-    }
-    std::vector<std::vector<float>> bufs_;
-    std::vector<std::vector<int32_t>> ints_;
+    void* alloc(size_t bytes);
+    struct Chunk {
+        std::unique_ptr<std::byte[]> mem;
+        std::byte* base;  // mem, rounded up to 64 bytes
+        size_t size;      // bytes from base
+    };
+    std::vector<Chunk> chunks_;
+    std::pair<size_t, size_t> top_{0, 0};  // chunk, offset of the next allocation
 };
 
 // The weights one stage holds, prepared for its device (Ops::prepare_weight): its layers

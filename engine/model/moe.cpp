@@ -1,16 +1,9 @@
 #include "engine/model/moe.h"
 
-#include "engine/model/scratch_slots.h"
 #include "engine/model/weights.h"
 
 namespace strata {
 
-// Scratch slots (blocks.cpp 0-7, layers 14-17, gdn 20-28, MTP 40+). ffn_block (the
-// shared expert) uses slots 4-5, which are free here.
-enum : int {
-    kRouter = slot::kMoeRouter, kWeights = slot::kMoeWeights, kRouted = slot::kMoeRouted, kShared = slot::kMoeShared,
-    kIds = slot::kMoeIds,  // an int slot
-};
 
 MoeWeights bind_moe(const WeightBinder& b, const HParams& hp, const std::string& p) {
     MoeWeights w;
@@ -47,15 +40,16 @@ void prepare(Ops& ops, MoeWeights& w) {
 void moe_block(ForwardCtx& ctx, const HParams& hp, const MoeWeights& w, const float* h, int64_t T, float* out) {
     const int64_t E = hp.n_embd, X = hp.n_expert, k = hp.n_expert_used;
     const Tensor hs = Tensor::f32(h, E, T);
-    const Tensor probs = Tensor::f32(ctx.scratch.get(kRouter, static_cast<size_t>(T * X)), X, T);  // [T, n_expert]
+    const Scratch::Frame frame(ctx.scratch);
+    const Tensor probs = ctx.scratch.rows(X, T);  // [T, n_expert]
     ctx.ops.matmul(w.router, hs, probs);
     // Routing: per token the chosen experts and their weights.
-    int32_t* sel = ctx.scratch.ints(kIds, static_cast<size_t>(T * k));
-    float* wt = ctx.scratch.get(kWeights, static_cast<size_t>(T * k));
+    int32_t* sel = ctx.scratch.ints(static_cast<size_t>(T * k));
+    float* wt = ctx.scratch.floats(static_cast<size_t>(T * k));
     ctx.ops.topk_softmax(probs, k, sel, wt);
-    const Tensor routed = Tensor::f32(ctx.scratch.get(kRouted, static_cast<size_t>(T * k * E)), E, T * k);  // [T, k, n_embd]
+    const Tensor routed = ctx.scratch.rows(E, T * k);  // [T, k, n_embd]
     ctx.ops.moe_experts(w.gate, w.up, w.down, sel, k, hs, routed);
-    const Tensor shared = Tensor::f32(ctx.scratch.get(kShared, static_cast<size_t>(T * E)), E, T);
+    const Tensor shared = ctx.scratch.rows(E, T);
     ffn_block(ctx, w.shared, h, T, E, shared.f());
     ctx.ops.moe_combine(routed, wt, k, shared, w.shared_gate.data(), hs, Tensor::f32(out, E, T));
 }

@@ -8,7 +8,6 @@
 #include "engine/model/blocks.h"
 #include "engine/model/gdn.h"
 #include "engine/model/moe.h"
-#include "engine/model/scratch_slots.h"
 #include "engine/model/weights.h"
 
 namespace strata {
@@ -145,8 +144,8 @@ void Qwen3NextModel::decoder_layer(ForwardCtx& ctx, const Batch& batch, const Q3
                                    float* x) const {
     const int64_t n = hp_.n_embd, T = batch.n_rows;
     const Tensor xs = Tensor::f32(x, n, T);
-    const Tensor h = Tensor::f32(ctx.scratch.get(slot::kLayerNormed, static_cast<size_t>(T * n)), n, T);  // normed input
-    const Tensor out = Tensor::f32(ctx.scratch.get(slot::kLayerOut, static_cast<size_t>(T * n)), n, T);  // block output
+    const Scratch::Frame frame(ctx.scratch);
+    const Tensor h = ctx.scratch.rows(n, T), out = ctx.scratch.rows(n, T);  // normed input, block output
     ctx.ops.rms_norm(xs, L.attn_norm.data(), hp_.rms_eps, h);
     if (L.recurrent) gdn_block(ctx, gdn_dims_, L.gdn, batch, il, h.f(), out.f(), GdnForm::Recurrent);
     else attention_block(ctx, hp_, L.attn, batch, il, h.f(), out.f());
@@ -167,15 +166,16 @@ void Qwen3NextModel::mtp_forward(ForwardCtx& ctx, SeqState& s, const float* hidd
     const MtpBlock& m = static_cast<const Stage&>(*ctx.weights).mtp.front();  // one block, reused for every chained step (4.11.4)
     const int64_t E = hp_.n_embd;
     // [T, 2 n_embd]: [enorm(embedding) ; hnorm(hidden)] (the embedding half first, 4.11.2)
-    const Tensor eh = Tensor::f32(ctx.scratch.get(slot::kMtpEh, static_cast<size_t>(T * 2 * E)), 2 * E, T);
+    const Scratch::Frame frame(ctx.scratch);
+    const Tensor eh = ctx.scratch.rows(2 * E, T);
     const Tensor e = Tensor::f32(eh.f(), E, T, 2 * E), hh = Tensor::f32(eh.f() + E, E, T, 2 * E);
-    const Tensor x = Tensor::f32(ctx.scratch.get(slot::kMtpStream, static_cast<size_t>(T * E)), E, T);  // block stream
+    const Tensor x = ctx.scratch.rows(E, T);  // block stream
     ctx.ops.get_rows(m.embd, next_tokens, e);
     ctx.ops.rms_norm(e, m.enorm.data(), hp_.rms_eps, e);
     ctx.ops.rms_norm(Tensor::f32(hidden, E, T), m.hnorm.data(), hp_.rms_eps, hh);
     ctx.ops.matmul(m.eh_proj, eh, x);
     decoder_layer(ctx, Batch::single(s, pos0, T), m.layer, hp_.n_layer, x.f());
-    const Tensor hn = Tensor::f32(ctx.scratch.get(slot::kMtpNormed, static_cast<size_t>(T * E)), E, T);
+    const Tensor hn = ctx.scratch.rows(E, T);
     ctx.ops.rms_norm(x, m.head_norm.data(), hp_.rms_eps, hn);
     if (hidden_out) ctx.ops.copy(Tensor::f32(hidden_out, E, T), hn);
     if (!logits_out) return;
