@@ -138,11 +138,11 @@ GenerateStats generate(Runner& runner, const Tokenizer& tok, std::span<const int
         st.spec_pauses = policy.pauses();
         st.spec_plain_steps = policy.plain_steps();
     };
-    if (!spec && runner.stage_pipe())
+    if (!spec && stage_pipe_of(runner))
         spdlog::info("pipelined windows are off for this request: it decodes without speculation");
     if (spec && limit > 0) {
         st.spec_draft = spec_opt.k;
-        if (runner.stage_pipe()) {
+        if (stage_pipe_of(runner)) {
             PipelinedDecoder dec(runner, seq, sampler, spec_opt,
                                  opt.pipeline ? *opt.pipeline : PipelineOptions::from(env()));
             speculate(dec, [](PipelinedDecoder& d) { d.finish(); });  // plain steps go through Runner::eval

@@ -9,7 +9,6 @@
 
 #include "engine/core/error.h"
 #include "engine/model/model.h"
-#include "engine/run/stage_pipe.h"
 
 namespace strata {
 
@@ -73,10 +72,6 @@ public:
     virtual void snapshot(int seq) = 0;
     virtual void restore(int seq) = 0;  // throws when seq has no snapshot
     virtual size_t snapshot_bytes() const = 0;
-
-    // Stage-level control for pipelined verify windows (--pipeline-windows 2): non-null
-    // only for a two-stage split on two devices that was asked for it.
-    virtual StagePipe* stage_pipe() { return nullptr; }
 
     // One line describing the placement ("cpu:0 layers 0-7", "cpu:0 0-3 | cpu:1 4-7").
     virtual std::string describe() const = 0;

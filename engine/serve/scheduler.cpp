@@ -1,4 +1,5 @@
 #include "engine/serve/scheduler.h"
+#include "engine/split/split_runner.h"
 
 #include <algorithm>
 #include <cmath>
@@ -30,7 +31,7 @@ Scheduler::Scheduler(Runner& runner, const Tokenizer& tok, EngineOptions opt)
     if (dflt.k > 0)
         spdlog::info("speculative decoding: K={} drafts per window from the MTP head (when a slot decodes alone)",
                      dflt.k);
-    if (runner_.stage_pipe())
+    if (stage_pipe_of(runner_))
         spdlog::info("pipelined windows: a slot decoding alone with speculation runs them; batched steps when "
                      "others join");
     thread_ = std::thread([this] { loop(); });

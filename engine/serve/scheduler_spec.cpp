@@ -22,7 +22,7 @@ void Scheduler::start_spec(Slot& s) {
     if (choice.off == SpecOff::Penalties && !std::exchange(said_penalties_, true))
         spdlog::info("speculative decoding is off for requests with penalties (repeat, presence or frequency "
                      "penalty with penalty_last_n != 0); they decode plainly (logged once)");
-    const bool pipelined = k > 0 && runner_.stage_pipe() != nullptr;
+    const bool pipelined = k > 0 && stage_pipe_of(runner_) != nullptr;
     if (pipelined) k = std::min<int>(k, static_cast<int>(StagePipe::kMaxRows) - 1);
     if (k > 0) {
         SpecOptions so;

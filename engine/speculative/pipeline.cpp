@@ -9,7 +9,7 @@ namespace strata {
 
 namespace {
 StagePipe& pipe_of(Runner& r) {
-    StagePipe* p = r.stage_pipe();
+    StagePipe* p = stage_pipe_of(r);
     STRATA_CHECK(p != nullptr, "pipelined windows need a two-stage split started with --pipeline-windows 2");
     return *p;
 }

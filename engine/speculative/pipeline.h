@@ -22,6 +22,7 @@
 #include "engine/sample/sampler.h"
 #include "engine/speculative/mtp_drafter.h"
 #include "engine/speculative/speculative.h"
+#include "engine/split/split_runner.h"
 
 namespace strata {
 
@@ -50,7 +51,7 @@ struct PipelineStats {
 
 class PipelinedDecoder final : public Speculator {
 public:
-    // runner.stage_pipe() must be non-null. Same contract as SpecDecoder otherwise.
+    // stage_pipe_of(runner) must be non-null. Same contract as SpecDecoder otherwise.
     PipelinedDecoder(Runner& runner, int seq, const Sampler& sampler, const SpecOptions& opt,
                      const PipelineOptions& popt);
     ~PipelinedDecoder();  // waits for every op still queued (they point into this object)

@@ -216,6 +216,11 @@ void SplitRunnerImpl::watchdog(size_t stuck_stage, uint64_t w) {
 
 }  // namespace split_detail
 
+StagePipe* stage_pipe_of(Runner& r) {
+    auto* s = dynamic_cast<SplitRunner*>(&r);
+    return s ? s->stage_pipe() : nullptr;
+}
+
 std::unique_ptr<SplitRunner> make_split_runner(std::shared_ptr<const Model> model, const SplitPlan& plan,
                                                int threads_per_device, int64_t n_ctx, GgmlType cache_type,
                                                const SplitConfig& cfg) {

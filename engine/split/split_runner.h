@@ -8,6 +8,7 @@
 #include "engine/core/error.h"
 #include "engine/run/runner.h"
 #include "engine/split/plan.h"
+#include "engine/split/stage_pipe.h"
 
 namespace strata {
 
@@ -35,11 +36,18 @@ class SplitRunner : public Runner {
 public:
     virtual bool overlap() const = 0;  // whether the overlap mode is on (after its own checks)
     virtual SplitStats stats() const = 0;
+    // Stage-level control for pipelined verify windows (--pipeline-windows 2): non-null
+    // only for a two-stage split on two devices that was asked for it.
+    virtual StagePipe* stage_pipe() = 0;
     Stats runner_stats() const override {
         const SplitStats s = stats();
         return {s.handoff_waits, s.handoff_timeouts, s.restarts};
     }
 };
+
+// The stage pipe of r when r is a split runner that has one, else null (the layers
+// above the split ask through this; the Runner interface knows nothing of stages).
+StagePipe* stage_pipe_of(Runner& r);
 
 // threads_per_device threads for each device; devices are opened here (cpu:N).
 std::unique_ptr<SplitRunner> make_split_runner(std::shared_ptr<const Model> model, const SplitPlan& plan,

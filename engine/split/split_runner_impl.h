@@ -36,7 +36,7 @@ struct Sequence {
 
 class SplitRunnerImpl;
 
-// The stage pipe of a two-stage split (engine/run/stage_pipe.h). Both buffer sets are
+// The stage pipe of a two-stage split (engine/split/stage_pipe.h). Both buffer sets are
 // allocated here, when the runner starts.
 class Pipe final : public StagePipe {
 public:

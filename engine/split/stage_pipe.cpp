@@ -1,4 +1,4 @@
-// The stage pipe of a two-stage split (engine/run/stage_pipe.h): each stage's half of a
+// The stage pipe of a two-stage split (engine/split/stage_pipe.h): each stage's half of a
 // pipelined verify window, queued separately, on two buffer sets.
 #include <cstring>
 
