@@ -52,22 +52,17 @@ DeviceEvent PipelinedDecoder::on(size_t stage, std::function<void()> op) {
     return ev;
 }
 
-void PipelinedDecoder::snapshot(size_t stage, int slot) {
-    if (popt_.snap_overlap) {
-        on(stage, [this, stage, slot] { pipe_.snapshot(stage, seq_, slot); });
+void PipelinedDecoder::state_copy(size_t stage, int slot, bool save) {
+    auto copy = [this, stage, slot, save] {
+        if (save) pipe_.snapshot(stage, seq_, slot);
+        else pipe_.restore(stage, seq_, slot);
+    };
+    if (popt_.snap_overlap) {  // a device op, queued behind the stage's work
+        on(stage, copy);
         return;
     }
-    if (last_ev_[stage].valid()) pipe_.wait(last_ev_[stage], stage);
-    pipe_.snapshot(stage, seq_, slot);
-}
-
-void PipelinedDecoder::restore(size_t stage, int slot) {
-    if (popt_.snap_overlap) {
-        on(stage, [this, stage, slot] { pipe_.restore(stage, seq_, slot); });
-        return;
-    }
-    if (last_ev_[stage].valid()) pipe_.wait(last_ev_[stage], stage);
-    pipe_.restore(stage, seq_, slot);
+    if (last_ev_[stage].valid()) pipe_.wait(last_ev_[stage], stage);  // on the host, the stage drained
+    copy();
 }
 
 void PipelinedDecoder::drain() noexcept {

@@ -105,8 +105,11 @@ private:
 
     void run_step(int64_t max_emit, std::vector<int32_t>& out, int k_round);
     DeviceEvent on(size_t stage, std::function<void()> op);  // submit and remember as the stage's last op
-    void snapshot(size_t stage, int slot);             // queued or on the host (snap_overlap)
-    void restore(size_t stage, int slot);
+    // Stage `stage`'s state into (save) or back from snapshot slot `slot`: queued or on
+    // the host (PipelineOptions::snap_overlap).
+    void state_copy(size_t stage, int slot, bool save);
+    void snapshot(size_t stage, int slot) { state_copy(stage, slot, true); }
+    void restore(size_t stage, int slot) { state_copy(stage, slot, false); }
     void drain() noexcept;                              // wait for both stages, errors ignored
     void fail_cleanup() noexcept;
 
