@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "engine/generate.h"
+#include "engine/split/split_runner.h"
 #include "tests/server_helpers.h"
 
 namespace strata::test {

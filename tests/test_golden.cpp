@@ -8,6 +8,7 @@
 
 #include "engine/generate.h"
 #include "engine/synth/model_writer.h"
+#include "engine/split/split_runner.h"
 
 using namespace strata;
 

@@ -15,6 +15,7 @@
 #include <map>
 
 #include "engine/generate.h"
+#include "engine/split/split_runner.h"
 #include "server/options.h"
 #include "tests/server_spec_helpers.h"
 

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "engine/serve/stop_strings.h"
+#include "engine/split/split_runner.h"
 #include "server/reasoning.h"
 #include "tests/server_helpers.h"
 

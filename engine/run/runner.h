@@ -83,8 +83,4 @@ public:
     virtual Stats runner_stats() const { return {}; }
 };
 
-// Everything on one CPU device with `threads` threads.
-std::unique_ptr<Runner> make_local_runner(std::shared_ptr<const Model> model, int threads, int64_t n_ctx,
-                                          GgmlType cache_type);
-
 }  // namespace strata

@@ -221,6 +221,15 @@ StagePipe* stage_pipe_of(Runner& r) {
     return s ? s->stage_pipe() : nullptr;
 }
 
+std::unique_ptr<Runner> make_local_runner(std::shared_ptr<const Model> model, int threads, int64_t n_ctx,
+                                          GgmlType cache_type) {
+    SplitPlan plan;
+    plan.stages.push_back({"cpu:0", 0, model->hp().n_layer});
+    SplitConfig cfg = SplitConfig::from(env());
+    cfg.host_timeout_ms = 0;
+    return make_split_runner(std::move(model), plan, threads, n_ctx, cache_type, cfg);
+}
+
 std::unique_ptr<SplitRunner> make_split_runner(std::shared_ptr<const Model> model, const SplitPlan& plan,
                                                int threads_per_device, int64_t n_ctx, GgmlType cache_type,
                                                const SplitConfig& cfg) {

@@ -49,6 +49,11 @@ public:
 // above the split ask through this; the Runner interface knows nothing of stages).
 StagePipe* stage_pipe_of(Runner& r);
 
+// A runner on one CPU device (cpu:0) with `threads` threads: the chain of one stage.
+// No host watchdog: with no hand-off to wait for, a long window is only a long window.
+std::unique_ptr<Runner> make_local_runner(std::shared_ptr<const Model> model, int threads, int64_t n_ctx,
+                                          GgmlType cache_type);
+
 // threads_per_device threads for each device; devices are opened here (cpu:N).
 std::unique_ptr<SplitRunner> make_split_runner(std::shared_ptr<const Model> model, const SplitPlan& plan,
                                                int threads_per_device, int64_t n_ctx, GgmlType cache_type,

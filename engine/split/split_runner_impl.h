@@ -139,6 +139,7 @@ public:
         return stats_;
     }
     std::string describe() const override {
+        if (stages_.size() == 1) return plan_.describe();
         return plan_.describe() + (pipe_ ? " (pipelined windows)" : overlap_ ? " (overlap)" : " (serial)");
     }
     StagePipe* stage_pipe() override { return pipe_.get(); }
