@@ -371,7 +371,7 @@ int main(int argc, char** argv) {
         std::vector<double> pp_ts, tg_ts, rep_read, rep_fraction;
         // Repetition 0 is a warm-up (page cache, scratch buffers) and is not reported.
         for (int rep = 0; rep <= reps; ++rep) {
-            SeqState st = model->new_state(pp + tg + 1, GgmlType::F16);
+            SeqState st = model->new_state(ctx.ops, pp + tg + 1, GgmlType::F16);
             auto t0 = clock_type::now();
             for (int i = 0; i < pp; i += batch) {
                 const int n = std::min(batch, pp - i);

@@ -35,7 +35,7 @@ inline std::vector<float> eval_all(const Model& m, int threads, const std::vecto
     ThreadPool pool(threads);
     CpuOps cpu_ops(pool);
     ForwardCtx ctx(cpu_ops, m);
-    SeqState s = m.new_state(64, GgmlType::F16);
+    SeqState s = m.new_state(ctx.ops, 64, GgmlType::F16);
     const int64_t V = m.hp().n_vocab;
     std::vector<float> out(toks.size() * static_cast<size_t>(V));
     for (size_t i = 0; i < toks.size(); i += static_cast<size_t>(window)) {

@@ -226,7 +226,7 @@ TEST_CASE("KvCache: head-major rows, each the quantized head", "[attention]") {
     const int64_t n_layers = 2, n_ctx = 40, n_head_kv = 3, hdk = 64, hdv = 32;
     for (GgmlType type : {GgmlType::F16, GgmlType::Q8_0, GgmlType::Q4_0}) {
         CAPTURE(type_info(type).name);
-        KvCache kv(n_layers, n_ctx, n_head_kv, hdk, hdv, type);
+        KvCache kv(host_buffer, n_layers, n_ctx, n_head_kv, hdk, hdv, type);
         const size_t rk = row_bytes(type, hdk), rv = row_bytes(type, hdv);
         REQUIRE(kv.k_stride() == rk);
         REQUIRE(kv.v_stride() == rv);

@@ -20,7 +20,7 @@ TEST_CASE("eval_batch: sequences sharing a window match running alone", "[model]
         // Alone: prompt, then two decode steps with fixed tokens.
         std::vector<std::vector<float>> alone;
         for (const auto& p : prompts) {
-            SeqState s = m->new_state(32, GgmlType::F16);
+            SeqState s = m->new_state(ctx.ops, 32, GgmlType::F16);
             std::vector<float> l(static_cast<size_t>(V));
             m->eval(ctx, s, p, l.data(), false);
             alone.push_back(l);
@@ -33,7 +33,7 @@ TEST_CASE("eval_batch: sequences sharing a window match running alone", "[model]
 
         // Together: all prompts in one window, then each decode step batched.
         std::vector<SeqState> states;
-        for (size_t i = 0; i < prompts.size(); ++i) states.push_back(m->new_state(32, GgmlType::F16));
+        for (size_t i = 0; i < prompts.size(); ++i) states.push_back(m->new_state(ctx.ops, 32, GgmlType::F16));
         std::vector<Model::BatchItem> items;
         for (size_t i = 0; i < prompts.size(); ++i) items.push_back({&states[i], prompts[i], false});
         std::vector<float> rows(prompts.size() * static_cast<size_t>(V));

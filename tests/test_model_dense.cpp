@@ -73,12 +73,12 @@ TEST_CASE("dense forward refuses bad input clearly", "[model]") {
     ThreadPool pool(1);
     CpuOps cpu_ops(pool);
     ForwardCtx ctx(cpu_ops, *m);
-    SeqState s = m->new_state(4, GgmlType::F16);
+    SeqState s = m->new_state(ctx.ops, 4, GgmlType::F16);
     std::vector<float> logits(static_cast<size_t>(m->hp().n_vocab) * 8);
     const std::vector<int32_t> bad = {1, static_cast<int32_t>(m->hp().n_vocab)};
     CHECK_THROWS_WITH(m->eval(ctx, s, bad, logits.data(), false), Catch::Contains("out of range"));
     const std::vector<int32_t> longp = {1, 2, 3, 4, 5};
-    SeqState s2 = m->new_state(4, GgmlType::F16);
+    SeqState s2 = m->new_state(ctx.ops, 4, GgmlType::F16);
     CHECK_THROWS_WITH(m->eval(ctx, s2, longp, logits.data(), false), Catch::Contains("context holds 4"));
 }
 
@@ -101,7 +101,7 @@ TEST_CASE("a stage binds only its own layers, prepared for its device", "[model]
     // Two stages' halves give the whole model's logits, bit for bit.
     const std::vector<int32_t> toks = {1, 17, 42, 5};
     const int64_t T = static_cast<int64_t>(toks.size());
-    SeqState s1 = m->new_state(16, GgmlType::F16, 0, L / 2), s2 = m->new_state(16, GgmlType::F16, L / 2, L);
+    SeqState s1 = m->new_state(first, 16, GgmlType::F16, 0, L / 2), s2 = m->new_state(last, 16, GgmlType::F16, L / 2, L);
     ForwardCtx cf(first, wf.get()), cl(last, wl.get());
     std::vector<float> x(static_cast<size_t>(T * E)), split(static_cast<size_t>(m->hp().n_vocab));
     m->embed(cf, toks.data(), T, x.data());
@@ -110,7 +110,7 @@ TEST_CASE("a stage binds only its own layers, prepared for its device", "[model]
     const Model::OutputWant want{false, nullptr};
     m->output(cl, Batch::single(s2, 0, T), x.data(), std::span<const Model::OutputWant>(&want, 1), split.data());
     ForwardCtx cw(whole, ww.get());
-    SeqState s = m->new_state(16, GgmlType::F16);
+    SeqState s = m->new_state(whole, 16, GgmlType::F16);
     std::vector<float> full(split.size());
     m->eval(cw, s, toks, full.data(), false);
     CHECK(split == full);

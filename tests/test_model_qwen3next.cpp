@@ -172,7 +172,7 @@ TEST_CASE("qwen3next MTP block matches the float64 reference", "[model][qwen3nex
         ThreadPool pool(2);
         CpuOps cpu_ops(pool);
         ForwardCtx ctx(cpu_ops, *m);
-        SeqState s = m->new_state(32, GgmlType::F16);
+        SeqState s = m->new_state(ctx.ops, 32, GgmlType::F16);
         const int64_t V = m->hp().n_vocab;
         std::vector<float> logits(static_cast<size_t>(T * V)), hout(static_cast<size_t>(T * 256));
         // Two windows: the second attends to the MTP KV entries the first stored.
@@ -186,7 +186,7 @@ TEST_CASE("qwen3next MTP block matches the float64 reference", "[model][qwen3nex
         CHECK(el.max_ref > 0.1);
 
         // Same result one token at a time (the decode-time drafting pattern).
-        SeqState s1 = m->new_state(32, GgmlType::F16);
+        SeqState s1 = m->new_state(ctx.ops, 32, GgmlType::F16);
         std::vector<float> l1(logits.size()), h1(hout.size());
         for (int64_t t = 0; t < T; ++t)
             m->mtp_forward(ctx, s1, hidden.data() + t * 256, next.data() + t, 1, t, l1.data() + t * V, h1.data() + t * 256);
@@ -201,7 +201,7 @@ TEST_CASE("qwen3next without MTP refuses mtp_forward", "[model][qwen3next][mtp]"
     ThreadPool pool(1);
     CpuOps cpu_ops(pool);
     ForwardCtx ctx(cpu_ops, *m);
-    SeqState s = m->new_state(8, GgmlType::F16);
+    SeqState s = m->new_state(ctx.ops, 8, GgmlType::F16);
     std::vector<float> h(256), l(static_cast<size_t>(m->hp().n_vocab));
     const int32_t tok = 1;
     CHECK_THROWS_WITH(m->mtp_forward(ctx, s, h.data(), &tok, 1, 0, l.data(), nullptr), Catch::Contains("no MTP"));

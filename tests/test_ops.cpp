@@ -273,7 +273,7 @@ struct Harness {
         Seqs s;
         for (SeqState* st : {&s.a, &s.b}) {
             st->n_ctx = 16;
-            st->kv = std::make_unique<KvCache>(1, 16, n_head_kv, hd, hdv, cache);
+            st->kv = std::make_unique<KvCache>(host_buffer, 1, 16, n_head_kv, hd, hdv, cache);
             st->kv_slot = {0};
         }
         s.batch.add(s.a, 4, 3);

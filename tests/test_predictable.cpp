@@ -165,7 +165,7 @@ void check_heads(GgmlType type, bool whole) {
     ThreadPool pool(2);
     CpuOps cpu_ops(pool);
     ForwardCtx ctx(cpu_ops, *m);
-    SeqState s = m->new_state(1024, GgmlType::F16);
+    SeqState s = m->new_state(ctx.ops, 1024, GgmlType::F16);
     const int64_t T = static_cast<int64_t>(toks.size()) - 1;  // the last token is only an MTP input
     std::vector<float> logits(static_cast<size_t>(T * V)), hidden(static_cast<size_t>(T * E));
     for (int64_t i = 0; i < T; i += 128) {

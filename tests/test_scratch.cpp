@@ -13,7 +13,7 @@
 using namespace strata;
 
 TEST_CASE("scratch: frames give buffers back, a repeated shape gets the same addresses", "[model][scratch]") {
-    Scratch s;
+    Scratch s(host_buffer);
     float *a1 = nullptr, *b1 = nullptr, *c1 = nullptr;
     {
         const Scratch::Frame outer(s);
@@ -52,7 +52,7 @@ TEST_CASE("scratch: a model's windows on one context repeat bit for bit", "[mode
     ForwardCtx ctx(cpu_ops, *m);
     const std::vector<int32_t> toks = {3, 1, 4, 1, 5, 9, 2, 6};
     std::vector<float> a(toks.size() * static_cast<size_t>(m->hp().n_vocab)), b(a.size());
-    SeqState s1 = m->new_state(32, GgmlType::F16), s2 = m->new_state(32, GgmlType::F16);
+    SeqState s1 = m->new_state(ctx.ops, 32, GgmlType::F16), s2 = m->new_state(ctx.ops, 32, GgmlType::F16);
     m->eval(ctx, s1, toks, a.data(), true);
     const size_t cap = ctx.scratch.capacity();
     m->eval(ctx, s2, toks, b.data(), true);

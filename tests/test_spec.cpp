@@ -182,7 +182,7 @@ TEST_CASE("spec: hidden rows and the MTP through a runner match the model", "[sp
     ThreadPool pool(1);
     CpuOps cpu_ops(pool);
     ForwardCtx ctx(cpu_ops, *m);
-    SeqState s = m->new_state(128, GgmlType::F16);
+    SeqState s = m->new_state(ctx.ops, 128, GgmlType::F16);
     std::vector<float> h_ref(T * E), l_ref(T * V);
     const Model::BatchItem bi{&s, toks, true, h_ref.data()};
     m->eval_batch(ctx, std::span<const Model::BatchItem>(&bi, 1), l_ref.data());

@@ -4,7 +4,6 @@
 #include <pthread.h>
 #include <sched.h>
 
-#include <cstdlib>
 #include <deque>
 
 #include <immintrin.h>
@@ -108,8 +107,7 @@ public:
 
     const std::string& name() const override { return name_; }
 
-    Buffer alloc(size_t bytes) override { return host_alloc(bytes); }
-    Buffer alloc_host_mapped(size_t bytes) override { return host_alloc(bytes); }
+    Buffer alloc_host_mapped(size_t bytes) override { return host_buffer(bytes); }  // host memory is the device's
 
     void submit(std::function<void()> op) override {
         {
@@ -142,13 +140,6 @@ private:
         std::function<void()> op;             // work, or
         std::shared_ptr<CpuEvent> event;  // an event to signal
     };
-
-    static Buffer host_alloc(size_t bytes) {
-        // 64-byte alignment: a cache line, and what AVX-512 loads like.
-        void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
-        if (!p) fail("out of host memory allocating {} bytes", bytes);
-        return Buffer(p, bytes, [](void* q) { std::free(q); });
-    }
 
     void loop() {
         pin_current_thread(core_);

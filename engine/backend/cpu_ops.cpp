@@ -92,7 +92,17 @@ void CpuOps::swiglu(Tensor g, Tensor u, Tensor y) {
 
 void CpuOps::copy(Tensor dst, Tensor src) {
     STRATA_CHECK(dst.ne0 == src.ne0 && dst.ne1 == src.ne1, "copy: shapes differ");
-    for (int64_t r = 0; r < src.ne1; ++r) std::memcpy(dst.row(r), src.row(r), sizeof(float) * src.ne0);
+    const size_t row = sizeof(float) * static_cast<size_t>(src.ne0);
+    // A large copy (a snapshot of a recurrent state: megabytes) on every thread; a
+    // window's few rows on this one.
+    const int64_t grain = std::max<int64_t>(1, static_cast<int64_t>((size_t{256} << 10) / std::max<size_t>(row, 1)));
+    if (src.ne1 <= grain) {
+        for (int64_t r = 0; r < src.ne1; ++r) std::memcpy(dst.row(r), src.row(r), row);
+        return;
+    }
+    pool_.parallel_for(src.ne1, grain, [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) std::memcpy(dst.row(r), src.row(r), row);
+    });
 }
 
 void CpuOps::matmul(const MatView& w, Tensor x, Tensor y) {

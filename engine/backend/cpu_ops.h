@@ -20,6 +20,7 @@ public:
     ThreadPool& pool() { return pool_; }
     size_t prepared_bytes() const { return store_.bytes(); }  // packed copies made so far
 
+    Buffer alloc(size_t bytes) override { return host_buffer(bytes); }
     MatView prepare_weight(const MatView& w) override;
 
     void get_rows(const MatView& table, const int32_t* ids, Tensor x) override;

@@ -13,6 +13,8 @@
 #include <mutex>
 #include <string>
 
+#include "engine/core/buffer.h"
+
 namespace strata {
 
 class Ops;
@@ -44,43 +46,14 @@ private:
     std::shared_ptr<const Impl> impl_;
 };
 
-// Memory owned by a device, freed with it (RAII).
-class Buffer {
-public:
-    Buffer() = default;
-    Buffer(void* p, size_t n, std::function<void(void*)> free_fn) : p_(p), n_(n), free_(std::move(free_fn)) {}
-    Buffer(Buffer&& o) noexcept { *this = std::move(o); }
-    Buffer& operator=(Buffer&& o) noexcept {
-        reset();
-        p_ = o.p_;
-        n_ = o.n_;
-        free_ = std::move(o.free_);
-        o.p_ = nullptr;
-        o.n_ = 0;
-        return *this;
-    }
-    ~Buffer() { reset(); }
-    void* data() const { return p_; }
-    size_t size() const { return n_; }
-
-private:
-    void reset() {
-        if (p_ && free_) free_(p_);
-        p_ = nullptr;
-    }
-    void* p_ = nullptr;
-    size_t n_ = 0;
-    std::function<void(void*)> free_;
-};
-
 class Device {
 public:
     virtual ~Device() = default;
     virtual const std::string& name() const = 0;
     virtual int64_t memory_bytes() const { return -1; }  // -1: unknown
 
-    virtual Buffer alloc(size_t bytes) = 0;               // device memory
-    virtual Buffer alloc_host_mapped(size_t bytes) = 0;   // pinned host memory the device can read and write
+    // Device memory: ops().alloc (what runs on the device allocates through its op set).
+    virtual Buffer alloc_host_mapped(size_t bytes) = 0;  // pinned host memory the device can read and write
 
     // Queue: ops run in submission order, one at a time. An op that throws marks the
     // events recorded after it failed; later ops still run (they check for themselves).

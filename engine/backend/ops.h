@@ -17,6 +17,7 @@
 #include <string_view>
 
 #include "engine/backend/handoff.h"
+#include "engine/core/buffer.h"
 #include "engine/backend/tensor.h"
 #include "engine/quant/mat_view.h"
 #include "engine/state/batch.h"
@@ -60,6 +61,14 @@ class Ops {
 public:
     virtual ~Ops() = default;
     virtual std::string_view name() const = 0;
+
+    // --- memory ---
+    // Zeroed memory of this device, at least 64-byte aligned: a sequence's state (KV
+    // cache, GDN state), a window's buffers, snapshots. The CPU backend's is host memory.
+    virtual Buffer alloc(size_t bytes) = 0;
+    Allocator allocator() {
+        return [this](size_t n) { return alloc(n); };
+    }
 
     // --- weights ---
     // A matmul weight made ready for this device, valid as long as this Ops: the CPU

@@ -20,27 +20,23 @@ Model::Model(GgufFile file) : file_(std::move(file)), hp_(HParams::from_gguf(fil
 void* Scratch::alloc(size_t bytes) {
     bytes = (bytes + 63) / 64 * 64;  // every buffer on its own cache lines
     auto& [c, off] = top_;
-    while (c < chunks_.size() && off + bytes > chunks_[c].size) ++c, off = 0;  // rest of a chunk: unused
+    while (c < chunks_.size() && off + bytes > chunks_[c].size()) ++c, off = 0;  // rest of a chunk: unused
     if (c == chunks_.size()) {
         constexpr size_t kChunk = size_t{4} << 20;
-        const size_t n = std::max(kChunk, bytes);
-        Chunk ch{std::unique_ptr<std::byte[]>(new std::byte[n + 64]()), nullptr, n};  // zeroed, as before
-        const auto addr = reinterpret_cast<uintptr_t>(ch.mem.get());
-        ch.base = ch.mem.get() + ((64 - addr % 64) % 64);
-        chunks_.push_back(std::move(ch));
+        chunks_.push_back(alloc_(std::max(kChunk, bytes)));  // zeroed, 64-byte aligned
     }
-    void* p = chunks_[c].base + off;
+    void* p = static_cast<std::byte*>(chunks_[c].data()) + off;
     off += bytes;
     return p;
 }
 
 size_t Scratch::capacity() const {
     size_t n = 0;
-    for (const Chunk& c : chunks_) n += c.size;
+    for (const Buffer& c : chunks_) n += c.size();
     return n;
 }
 
-ForwardCtx::ForwardCtx(Ops& o, const Model& m) : ops(o), owned_(m.bind(o)), weights(owned_.get()) {}
+ForwardCtx::ForwardCtx(Ops& o, const Model& m) : ops(o), owned_(m.bind(o)), weights(owned_.get()), scratch(o.allocator()) {}
 
 std::unique_ptr<StageWeights> Model::bind(Ops& ops, int64_t l0, int64_t l1, bool embed, bool head) const {
     if (l1 < 0) l1 = hp_.n_layer;
@@ -67,7 +63,7 @@ std::unique_ptr<Model> Model::load(GgufFile file) {
     fail("unreachable");
 }
 
-SeqState Model::new_state(int64_t n_ctx, GgmlType cache_type, int64_t l0, int64_t l1, bool with_mtp) const {
+SeqState Model::new_state(Ops& ops, int64_t n_ctx, GgmlType cache_type, int64_t l0, int64_t l1, bool with_mtp) const {
     STRATA_CHECK(n_ctx > 0, "context length must be positive, got {}", n_ctx);
     if (l1 < 0) l1 = hp_.n_layer;
     STRATA_CHECK(0 <= l0 && l0 <= l1 && l1 <= hp_.n_layer, "state for layers [{}, {}) outside 0..{}", l0, l1, hp_.n_layer);
@@ -84,13 +80,13 @@ SeqState Model::new_state(int64_t n_ctx, GgmlType cache_type, int64_t l0, int64_
     for (int64_t il = l0; il < l1; ++il)
         if (hp_.is_recurrent(il)) s.gdn_slot[il] = n_rec++;
     if (n_rec > 0)
-        s.gdn = std::make_unique<GdnState>(n_rec, hp_.ssm_conv_kernel, 2 * hp_.ssm_n_group * hp_.ssm_d_state + hp_.ssm_d_inner,
+        s.gdn = std::make_unique<GdnState>(ops.allocator(), n_rec, hp_.ssm_conv_kernel, 2 * hp_.ssm_n_group * hp_.ssm_d_state + hp_.ssm_d_inner,
                                            hp_.ssm_dt_rank, hp_.ssm_d_state, hp_.ssm_d_inner / hp_.ssm_dt_rank);
     const int64_t bs = type_info(cache_type).block_size;
     if (hp_.head_dim % bs != 0 || hp_.head_dim_v % bs != 0)
         fail("cache type {} needs a head size that is a multiple of {}, this model's is {}",
              type_info(cache_type).name, bs, hp_.head_dim);
-    s.kv = std::make_unique<KvCache>(n_attn, n_ctx, hp_.n_head_kv, hp_.head_dim, hp_.head_dim_v, cache_type);
+    s.kv = std::make_unique<KvCache>(ops.allocator(), n_attn, n_ctx, hp_.n_head_kv, hp_.head_dim, hp_.head_dim_v, cache_type);
     return s;
 }
 

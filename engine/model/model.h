@@ -23,9 +23,12 @@ namespace strata {
 // from in the order it runs, inside a Frame that gives it back when the piece ends, so
 // buffers are planned by the code's own nesting (no numbered slots) and a window of the
 // same shape gets the same addresses every time (what a GPU graph replay wants). The
-// memory grows to the deepest window seen and is never moved while in use.
+// memory grows to the deepest window seen and is never moved while in use. It is memory
+// of the device the window runs on (alloc: its Ops::alloc).
 class Scratch {
 public:
+    explicit Scratch(Allocator alloc) : alloc_(std::move(alloc)) {}
+
     class Frame {
     public:
         explicit Frame(Scratch& s) : s_(s), mark_(s.top_) {}
@@ -45,12 +48,8 @@ public:
 
 private:
     void* alloc(size_t bytes);
-    struct Chunk {
-        std::unique_ptr<std::byte[]> mem;
-        std::byte* base;  // mem, rounded up to 64 bytes
-        size_t size;      // bytes from base
-    };
-    std::vector<Chunk> chunks_;
+    Allocator alloc_;
+    std::vector<Buffer> chunks_;
     std::pair<size_t, size_t> top_{0, 0};  // chunk, offset of the next allocation
 };
 
@@ -70,7 +69,7 @@ class Model;
 // What a forward pass runs on: the device's op set (engine/backend/ops.h), the weights
 // its stage bound for that device, and the window's buffers.
 struct ForwardCtx {
-    ForwardCtx(Ops& o, const StageWeights* w) : ops(o), weights(w) {}
+    ForwardCtx(Ops& o, const StageWeights* w) : ops(o), weights(w), scratch(o.allocator()) {}
     // All of m's weights bound for o, owned here (one device runs the whole model).
     ForwardCtx(Ops& o, const Model& m);
     ForwardCtx(const ForwardCtx&) = delete;
@@ -105,8 +104,9 @@ public:
                                        bool head = true) const;
 
     // Fresh per-sequence state (KV cache for attention layers, recurrent state) for the
-    // layers [l0, l1) (l1 = -1: to the last), plus the MTP blocks when with_mtp.
-    SeqState new_state(int64_t n_ctx, GgmlType cache_type, int64_t l0 = 0, int64_t l1 = -1,
+    // layers [l0, l1) (l1 = -1: to the last), plus the MTP blocks when with_mtp, in the
+    // memory of the device whose op set is ops (the one that runs those layers).
+    SeqState new_state(Ops& ops, int64_t n_ctx, GgmlType cache_type, int64_t l0 = 0, int64_t l1 = -1,
                        bool with_mtp = true) const;
 
     // tokens at positions state.n_past .. n_past + T - 1; writes logits [T, n_vocab]

@@ -18,7 +18,7 @@ void SplitRunnerImpl::run_stage(size_t s, uint64_t w) {
     const Batch& batch = win_batches_[s];
     const int64_t rows = batch.n_rows;
     ForwardCtx& ctx = *st.ctx;
-    float* x = st.x.data();
+    auto* x = static_cast<float*>(st.x.data());
     try {
         if (s == 0) {
             for (size_t i = 0; i < win_tokens_.size(); ++i)
@@ -77,7 +77,8 @@ void SplitRunnerImpl::eval(std::span<const Item> items, float* logits_rows) {
             h = std::make_unique<Handoff>(*stages_[s].dev, static_cast<size_t>(rows * E));
         }
     for (auto& st : stages_)
-        if (st.x.size() < static_cast<size_t>(rows * E)) st.x.resize(static_cast<size_t>(rows * E));
+        if (st.x.size() < sizeof(float) * static_cast<size_t>(rows * E))
+            st.x = st.dev->ops().alloc(sizeof(float) * static_cast<size_t>(rows * E));
     win_tokens_.clear();
     win_all_.clear();
     win_hidden_.clear();
@@ -189,6 +190,17 @@ void SplitRunnerImpl::mtp(int seq, const float* hidden, const int32_t* tokens, i
     ev.rethrow();
     if (logits_rows) std::copy(mtp_logits_.begin(), mtp_logits_.end(), logits_rows);
     if (hidden_out) std::copy(mtp_hidden_out_.begin(), mtp_hidden_out_.end(), hidden_out);
+}
+
+void SplitRunnerImpl::on_every_stage(const std::function<void(size_t)>& op) {
+    std::vector<DeviceEvent> events(stages_.size());
+    for (size_t s = 0; s < stages_.size(); ++s) {
+        stages_[s].dev->submit([&op, s] { op(s); });
+        events[s] = stages_[s].dev->record();
+    }
+    for (size_t s = 0; s < stages_.size(); ++s)
+        if (!events[s].wait(cfg_.host_timeout_ms)) watchdog(s, window_);
+    for (const DeviceEvent& ev : events) ev.rethrow();
 }
 
 void SplitRunnerImpl::watchdog(size_t stuck_stage, uint64_t w) {

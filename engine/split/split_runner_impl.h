@@ -13,7 +13,7 @@
 
 #include "engine/backend/handoff.h"
 #include "engine/split/split_runner.h"
-#include "engine/state/snapshot.h"
+#include "engine/split/snapshot.h"
 
 namespace strata::split_detail {
 
@@ -22,7 +22,7 @@ struct Stage {
     std::unique_ptr<StageWeights> weights;  // its layers (and embedding / head), prepared for dev
     std::unique_ptr<ForwardCtx> ctx;        // the device's ops, those weights, this stage's window buffers
     int64_t l0 = 0, l1 = 0;
-    std::vector<float> x;  // [rows, n_embd] this stage's activations (device memory on GPUs)
+    Buffer x;  // [rows, n_embd] this stage's activations, memory of dev
 };
 
 struct Sequence {
@@ -69,8 +69,8 @@ private:
     }
     struct Set {
         std::unique_ptr<Handoff> handoff;  // stage 0 -> stage 1
-        std::vector<float> x0, x1;         // [kMaxRows, n_embd] each stage's activations
-        std::vector<float> in1;            // [kMaxRows, n_embd] stage 1's hand-in, kept for a replay
+        Buffer x0, x1;                     // [kMaxRows, n_embd] each stage's activations, on its device
+        Buffer in1;                        // [kMaxRows, n_embd] stage 1's hand-in, kept for a replay
         std::vector<float> logits, hidden;  // [kMaxRows, n_vocab], [kMaxRows, n_embd] stage 1's output
     };
     SplitRunnerImpl& r_;
@@ -162,17 +162,17 @@ public:
     void mtp(int seq, const float* hidden, const int32_t* tokens, int64_t T, int64_t pos0, float* logits_rows,
              float* hidden_out) override;
 
-    // The devices are idle between windows (the host waits for each), so the copies run
-    // on the host here. On a GPU they would be device copies queued on each stage.
+    // Copies on each stage's device, queued there (the devices are idle between windows,
+    // so the host only waits for them).
     void snapshot(int seq) override {
         Sequence& q = sequence(seq);
         q.snaps.resize(q.states.size());
-        for (size_t s = 0; s < q.states.size(); ++s) q.snaps[s].save(q.states[s]);
+        on_every_stage([this, &q](size_t s) { q.snaps[s].save(stages_[s].dev->ops(), q.states[s]); });
     }
     void restore(int seq) override {
         Sequence& q = sequence(seq);
         STRATA_CHECK(!q.snaps.empty(), "sequence {} has no snapshot", seq);
-        for (size_t s = 0; s < q.states.size(); ++s) q.snaps[s].load(q.states[s]);
+        on_every_stage([this, &q](size_t s) { q.snaps[s].load(stages_[s].dev->ops(), q.states[s]); });
         q.n_past = q.states.front().n_past;
     }
     size_t snapshot_bytes() const override {
@@ -191,15 +191,12 @@ private:
     Sequence fresh_sequence() const {
         Sequence q;
         for (size_t s = 0; s < stages_.size(); ++s)
-            q.states.push_back(model_->new_state(n_ctx_, cache_type_, stages_[s].l0, stages_[s].l1,
+            q.states.push_back(model_->new_state(stages_[s].dev->ops(), n_ctx_, cache_type_, stages_[s].l0, stages_[s].l1,
                                                  /*with_mtp=*/s + 1 == stages_.size()));
         if (pipe_) {  // the pipeline's snapshot memory, allocated up front
             q.pipe_snaps.resize(stages_.size());
             for (size_t s = 0; s < stages_.size(); ++s)
-                for (StateSnapshot& snap : q.pipe_snaps[s]) {
-                    snap.save(q.states[s]);
-                    snap.invalidate();
-                }
+                for (StateSnapshot& snap : q.pipe_snaps[s]) snap.reserve(stages_[s].dev->ops(), q.states[s]);
         }
         return q;
     }
@@ -209,6 +206,9 @@ private:
         return it->second;
     }
     void run_stage(size_t s, uint64_t w);
+    // op(s) queued on every stage's device; returns when all ran (rethrowing the first
+    // error), or runs the watchdog.
+    void on_every_stage(const std::function<void(size_t)>& op);
     [[noreturn]] void watchdog(size_t stuck_stage, uint64_t w);
 
     std::shared_ptr<const Model> model_;

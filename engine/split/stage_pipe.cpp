@@ -11,9 +11,10 @@ Pipe::Pipe(SplitRunnerImpl& r) : r_(r) {
     const auto rows = static_cast<size_t>(kMaxRows);
     for (Set& set : sets_) {
         set.handoff = std::make_unique<Handoff>(*r.stages_[0].dev, rows * static_cast<size_t>(E));
-        set.x0.resize(rows * static_cast<size_t>(E));
-        set.x1.resize(rows * static_cast<size_t>(E));
-        set.in1.resize(rows * static_cast<size_t>(E));
+        const size_t act = sizeof(float) * rows * static_cast<size_t>(E);
+        set.x0 = r.stages_[0].dev->ops().alloc(act);
+        set.x1 = r.stages_[1].dev->ops().alloc(act);
+        set.in1 = r.stages_[1].dev->ops().alloc(act);
         set.logits.resize(rows * static_cast<size_t>(V));
         set.hidden.resize(rows * static_cast<size_t>(E));
     }
@@ -51,9 +52,8 @@ bool Pipe::forward(size_t stage, int seq, std::span<const int32_t> tokens, int64
     SeqState& state = q.states[stage];
     const Batch batch = Batch::single(state, pos0, T);
     ForwardCtx& ctx = *st.ctx;
-    const size_t bytes = sizeof(float) * static_cast<size_t>(T * E);
     if (stage == 0) {
-        float* x = set.x0.data();
+        auto* x = static_cast<float*>(set.x0.data());
         r_.model_->embed(ctx, tokens.data(), T, x);
         for (int64_t l = st.l0; l < st.l1; ++l) {
             if (cancel && cancel->load(std::memory_order_acquire)) return false;
@@ -64,7 +64,7 @@ bool Pipe::forward(size_t stage, int seq, std::span<const int32_t> tokens, int64
                                     r_.cfg_.drop_window > 0 && window == static_cast<uint64_t>(r_.cfg_.drop_window));
     } else {
         if (mode == Mode::Verify) {
-            if (!ctx.ops.handoff_wait(*set.handoff, window, r_.cfg_.wait_ms, Tensor::f32(set.in1.data(), E, T))) {
+            if (!ctx.ops.handoff_wait(*set.handoff, window, r_.cfg_.wait_ms, Tensor::f32(static_cast<float*>(set.in1.data()), E, T))) {
                 const Handoff::Wait res = set.handoff->failure();
                 {
                     std::lock_guard<std::mutex> lk(r_.stats_mu_);
@@ -82,8 +82,9 @@ bool Pipe::forward(size_t stage, int seq, std::span<const int32_t> tokens, int64
             ++r_.stats_.handoff_waits;
             r_.stats_.wake_latency_us_sum += static_cast<double>(set.handoff->last_wake_latency_ns()) / 1000.0;
         }
-        float* x = set.x1.data();
-        std::memcpy(x, set.in1.data(), bytes);  // a replay reuses the rows its verify received
+        auto* x = static_cast<float*>(set.x1.data());
+        const Tensor in = Tensor::f32(static_cast<float*>(set.in1.data()), E, T);
+        ctx.ops.copy(Tensor::f32(x, E, T), in);  // a replay reuses the rows its verify received
         r_.model_->run_layers(ctx, batch, st.l0, st.l1, x);
         if (mode == Mode::Verify) {
             const Model::OutputWant want{true, set.hidden.data()};
@@ -97,13 +98,13 @@ bool Pipe::forward(size_t stage, int seq, std::span<const int32_t> tokens, int64
 void Pipe::snapshot(size_t stage, int seq, int slot) {
     Sequence& q = r_.sequence(seq);
     STRATA_CHECK(stage < q.pipe_snaps.size() && slot >= 0 && slot < kSnapSlots, "no snapshot slot {}:{}", stage, slot);
-    q.pipe_snaps[stage][static_cast<size_t>(slot)].save(q.states[stage]);
+    q.pipe_snaps[stage][static_cast<size_t>(slot)].save(r_.stages_[stage].dev->ops(), q.states[stage]);
 }
 
 void Pipe::restore(size_t stage, int seq, int slot) {
     Sequence& q = r_.sequence(seq);
     STRATA_CHECK(stage < q.pipe_snaps.size() && slot >= 0 && slot < kSnapSlots, "no snapshot slot {}:{}", stage, slot);
-    q.pipe_snaps[stage][static_cast<size_t>(slot)].load(q.states[stage]);
+    q.pipe_snaps[stage][static_cast<size_t>(slot)].load(r_.stages_[stage].dev->ops(), q.states[stage]);
 }
 
 void Pipe::mtp_here(int seq, const float* hidden, const int32_t* tokens, int64_t T, int64_t pos0, float* logits,

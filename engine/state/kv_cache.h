@@ -6,7 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "engine/core/huge_buffer.h"
+#include "engine/core/buffer.h"
 #include "engine/quant/types.h"
 
 namespace strata {
@@ -14,15 +14,16 @@ namespace strata {
 class KvCache {
 public:
     // n_layers: attention layers only (indexed 0..n_layers-1 by the caller's mapping).
-    // head_dim_k / head_dim_v must be whole blocks of the type.
-    KvCache(int64_t n_layers, int64_t n_ctx, int64_t n_head_kv, int64_t head_dim_k, int64_t head_dim_v, GgmlType type);
+    // head_dim_k / head_dim_v must be whole blocks of the type. The rows are memory of the
+    // device that runs the sequence's layers (alloc: its Ops::alloc).
+    KvCache(const Allocator& alloc, int64_t n_layers, int64_t n_ctx, int64_t n_head_kv, int64_t head_dim_k, int64_t head_dim_v, GgmlType type);
 
     int64_t n_ctx() const { return n_ctx_; }
     GgmlType type() const { return type_; }
-    size_t bytes() const { return k_.size() + v_.size(); }  // (2 MiB pages when large: engine/core/huge_buffer.h)
+    size_t bytes() const { return k_.size() + v_.size(); }
 
     // Store position pos of layer l (k: n_head_kv * head_dim_k floats, v: n_head_kv *
-    // head_dim_v floats, heads side by side).
+    // head_dim_v floats, heads side by side), on the host: the CPU backend's kv_store.
     void store(int64_t l, int64_t pos, const float* k, const float* v);
     // Position 0 of KV head h of layer l; position pos is pos * k_stride() (v_stride())
     // bytes further.
@@ -39,7 +40,7 @@ private:
     int64_t n_layers_, n_ctx_, n_head_kv_, hd_k_, hd_v_;
     GgmlType type_;
     size_t row_k_, row_v_;        // bytes per head and position
-    HugeBuffer k_, v_;  // [n_layers][n_head_kv][n_ctx][row]
+    Buffer k_, v_;  // [n_layers][n_head_kv][n_ctx][row]
 };
 
 }  // namespace strata

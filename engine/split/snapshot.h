@@ -2,11 +2,13 @@
 // its length and its Gated DeltaNet state (conv history + delta-rule state). KV
 // entries past n_past are overwritten by the next window, so they are not copied
 // (MODEL_SPEC 4.10, option (b): keep the state from before the window, replay the
-// accepted tokens).
+// accepted tokens). The copy is memory of the stage's device and save / load are copies
+// on that device: call them from an op queued on it (Device::submit).
 #pragma once
 #include <cstddef>
 #include <memory>
 
+#include "engine/backend/ops.h"
 #include "engine/core/error.h"
 #include "engine/state/seq_state.h"
 
@@ -15,24 +17,34 @@ namespace strata {
 class StateSnapshot {
 public:
     // The first save allocates (one GdnState's worth); later saves copy into it.
-    void save(const SeqState& s) {
+    void save(Ops& ops, const SeqState& s) {
         n_past_ = s.n_past;
         if (s.gdn) {
-            if (!gdn_) gdn_ = std::make_unique<GdnState>(*s.gdn);
-            else *gdn_ = *s.gdn;  // same shape: vector assignment reuses the storage
+            if (!gdn_) gdn_ = std::make_unique<GdnState>(s.gdn->like(ops.allocator()));
+            copy(ops, *gdn_, *s.gdn);
         }
         valid_ = true;
     }
-    void load(SeqState& s) const {
+    void load(Ops& ops, SeqState& s) const {
         STRATA_CHECK(valid_, "restore without a snapshot");
         s.n_past = n_past_;
-        if (s.gdn) *s.gdn = *gdn_;
+        if (s.gdn) copy(ops, *s.gdn, *gdn_);
+    }
+    // The buffer, without a copy: what a sequence's pipelined windows take up front.
+    void reserve(Ops& ops, const SeqState& s) {
+        if (s.gdn && !gdn_) gdn_ = std::make_unique<GdnState>(s.gdn->like(ops.allocator()));
     }
     bool valid() const { return valid_; }
     void invalidate() { valid_ = false; }  // the sequence was reset: keep the buffer, not the data
     size_t bytes() const { return gdn_ ? gdn_->bytes() : 0; }
 
 private:
+    static void copy(Ops& ops, const GdnState& dst, const GdnState& src) {
+        const int64_t cr = src.all_conv_rows(), sr = src.all_ssm_rows();
+        if (cr > 0) ops.copy(Tensor::f32(dst.conv(0), src.conv_dim(), cr), Tensor::f32(src.conv(0), src.conv_dim(), cr));
+        if (sr > 0) ops.copy(Tensor::f32(dst.ssm(0), src.ssm_row(), sr), Tensor::f32(src.ssm(0), src.ssm_row(), sr));
+    }
+
     bool valid_ = false;
     int64_t n_past_ = 0;
     std::unique_ptr<GdnState> gdn_;
