@@ -71,6 +71,12 @@ void CpuOps::l2_norm(Tensor x, int64_t col0, int64_t n_heads, int64_t head, floa
         }
 }
 
+const float* CpuOps::prepare_vector(std::span<const float> v) {
+    auto* dst = static_cast<float*>(vectors_.alloc(v.size_bytes()));
+    std::memcpy(dst, v.data(), v.size_bytes());
+    return dst;
+}
+
 void CpuOps::add(Tensor y, Tensor x) {
     if (y.contiguous() && x.contiguous()) {
         ops::add(y.f(), x.f(), y.ne0 * y.ne1);
@@ -308,16 +314,16 @@ void CpuOps::moe_combine(Tensor routed, const float* wt, int64_t k, Tensor share
 void CpuOps::handoff_publish(Tensor x, Handoff& h, uint64_t window, bool drop) {
     STRATA_CHECK(static_cast<size_t>(x.ne0 * x.ne1) <= h.capacity(), "hand-off: {} values, the payload holds {}",
                  x.ne0 * x.ne1, h.capacity());
-    for (int64_t r = 0; r < x.ne1; ++r) std::memcpy(h.payload() + r * x.ne0, x.row(r), sizeof(float) * x.ne0);
+    if (x.data != h.payload() || !x.contiguous())
+        for (int64_t r = 0; r < x.ne1; ++r) std::memcpy(h.payload() + r * x.ne0, x.row(r), sizeof(float) * x.ne0);
     if (!drop) h.publish(window);  // release: the payload stores happen before the word
 }
 
-bool CpuOps::handoff_wait(Handoff& h, uint64_t window, int64_t timeout_ms, Tensor x) {
+std::optional<Tensor> CpuOps::handoff_wait(Handoff& h, uint64_t window, int64_t timeout_ms, Tensor x) {
     STRATA_CHECK(static_cast<size_t>(x.ne0 * x.ne1) <= h.capacity(), "hand-off: {} values, the payload holds {}",
                  x.ne0 * x.ne1, h.capacity());
-    if (h.wait(window, timeout_ms) != Handoff::Wait::Ready) return false;
-    for (int64_t r = 0; r < x.ne1; ++r) std::memcpy(x.row(r), h.payload() + r * x.ne0, sizeof(float) * x.ne0);
-    return true;
+    if (h.wait(window, timeout_ms) != Handoff::Wait::Ready) return std::nullopt;
+    return Tensor::f32(h.payload(), x.ne0, x.ne1);  // host memory: the stage runs on the rows where they are
 }
 
 }  // namespace strata

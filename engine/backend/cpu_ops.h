@@ -22,6 +22,7 @@ public:
 
     Buffer alloc(size_t bytes) override { return host_buffer(bytes); }
     MatView prepare_weight(const MatView& w) override;
+    const float* prepare_vector(std::span<const float> v) override;
 
     void get_rows(const MatView& table, const int32_t* ids, Tensor x) override;
     void rms_norm(Tensor x, const float* w, float eps, Tensor y) override;
@@ -53,13 +54,14 @@ public:
                      Tensor out) override;
 
     void handoff_publish(Tensor x, Handoff& h, uint64_t window, bool drop) override;
-    bool handoff_wait(Handoff& h, uint64_t window, int64_t timeout_ms, Tensor x) override;
+    std::optional<Tensor> handoff_wait(Handoff& h, uint64_t window, int64_t timeout_ms, Tensor x) override;
 
 private:
     void row_seqs(const Batch& batch);  // row_seq_: row -> index of its sequence in the batch
 
     ThreadPool& pool_;
     WeightStore store_;  // packed copies (prepare_weight)
+    WeightStore vectors_;  // prepare_vector's copies (a few KiB a layer)
     // The copy made for each weight (its rows, type and shape), so a matrix a stage binds
     // twice (a head the MTP block shares) is packed once.
     std::map<std::tuple<const void*, int, int64_t, int64_t>, const void*> packed_of_;

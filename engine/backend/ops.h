@@ -13,6 +13,7 @@
 // tolerance it states.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string_view>
 
@@ -76,6 +77,9 @@ public:
     // results, bit for bit); a GPU backend copies the blocks into device memory. Called
     // when a stage binds its layers (Model::bind), never per window.
     virtual MatView prepare_weight(const MatView& w) = 0;
+    // A weight vector (norm weights, biases, conv taps) copied into this device's memory,
+    // valid as long as this Ops.
+    virtual const float* prepare_vector(std::span<const float> v) = 0;
 
     // --- rows ---
     // x[t] = row ids[t] of table, dequantized (ne0 = table.n_in). An id outside the table
@@ -154,13 +158,17 @@ public:
     // --- the hand-off between stages (engine/backend/handoff.h) ---
     // The writing stage's last op: x's rows into the payload, then the ready word raised
     // to `window` with release order (a GPU: volatile stores, a system-scope fence, the
-    // last block raises the word). drop: the word stays down (STRATA_TEST_HANDOFF_DROP).
+    // last block raises the word); no copy when x is the payload already. drop: the word
+    // stays down (STRATA_TEST_HANDOFF_DROP).
     virtual void handoff_publish(Tensor x, Handoff& h, uint64_t window, bool drop) = 0;
     // The reading stage's first op: waits until the ready word is `window` (timeout_ms,
-    // 0 = no limit), then the payload's rows into x. On expiry or abort the error word
-    // says which (Handoff::failure()) and x is not touched: false here, and the stage
-    // skips its layers (a GPU's kernels read the error word and do the same).
-    virtual bool handoff_wait(Handoff& h, uint64_t window, int64_t timeout_ms, Tensor x) = 0;
+    // 0 = no limit) and returns the window's rows (x's shape) for the stage to run on:
+    // the payload itself where the device computes on host-mapped memory as on its own
+    // (the CPU: a boundary then costs one copy, the writer's), else x, the payload copied
+    // into it (a GPU). On expiry or abort the error word says which (Handoff::failure())
+    // and x is not touched: nullopt here, and the stage skips its layers (a GPU's kernels
+    // read the error word and do the same).
+    virtual std::optional<Tensor> handoff_wait(Handoff& h, uint64_t window, int64_t timeout_ms, Tensor x) = 0;
 };
 
 }  // namespace strata

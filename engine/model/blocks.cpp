@@ -6,6 +6,7 @@ namespace strata {
 
 void prepare(Ops& ops, AttnWeights& w) {
     for (MatView* m : {&w.wq, &w.wk, &w.wv, &w.wo}) *m = ops.prepare_weight(*m);
+    for (WeightVec* v : {&w.norm, &w.q_norm, &w.k_norm}) v->prepare(ops);
 }
 
 void prepare(Ops& ops, FfnWeights& w) {

@@ -10,11 +10,11 @@
 namespace strata {
 
 struct AttnWeights {
-    std::vector<float> norm;            // [n_embd] pre-attention RMSNorm
+    WeightVec norm;            // [n_embd] pre-attention RMSNorm
     MatView wq;                         // [n_embd, n_q] (gated: [n_embd, 2 n_q], per head [query | gate])
     MatView wk, wv;                     // [n_embd, n_kv]
     MatView wo;                         // [n_q, n_embd]
-    std::vector<float> q_norm, k_norm;  // [head_dim] per-head RMSNorm (qwen3, qwen3next); empty = none
+    WeightVec q_norm, k_norm;  // [head_dim] per-head RMSNorm (qwen3, qwen3next); empty = none
     bool gated = false;                 // output *= sigmoid(gate) per head (qwen3next)
 };
 

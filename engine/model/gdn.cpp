@@ -41,6 +41,7 @@ void deinterleave(Ops& ops, const GdnDims& d, Tensor mixed, Tensor qkv, Tensor z
 void prepare(Ops& ops, GdnWeights& w) {
     for (MatView* m : {&w.qkv, &w.gate, &w.in, &w.ba, &w.out})
         if (m->data) *m = ops.prepare_weight(*m);  // one of the two input layouts is bound
+    for (WeightVec* v : {&w.conv, &w.dt_bias, &w.a, &w.norm}) v->prepare(ops);
 }
 
 void gdn_block(ForwardCtx& ctx, const GdnDims& d, const GdnWeights& w, const Batch& batch, int64_t il,

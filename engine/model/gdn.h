@@ -22,10 +22,10 @@ struct GdnWeights {
     MatView gate;                // [n_embd, value_dim] attn_gate: z rows, value heads in order
     MatView in;                  // [n_embd, 2 key_dim + 2 value_dim] ssm_in: per group [q | k | v(r heads) | z(r heads)]
     MatView ba;                  // [n_embd, 2 nv] ssm_ba: per group [b(r) | a(r)], both layouts
-    std::vector<float> conv;     // [conv_dim, K] ssm_conv1d, the K taps of a channel contiguous
-    std::vector<float> dt_bias;  // [nv] ssm_dt.bias
-    std::vector<float> a;        // [nv] ssm_a = -exp(A_log)
-    std::vector<float> norm;     // [dv] ssm_norm, shared by all heads (no +1)
+    WeightVec conv;     // [conv_dim, K] ssm_conv1d, the K taps of a channel contiguous
+    WeightVec dt_bias;  // [nv] ssm_dt.bias
+    WeightVec a;        // [nv] ssm_a = -exp(A_log)
+    WeightVec norm;     // [dv] ssm_norm, shared by all heads (no +1)
     MatView out;                 // [value_dim, n_embd] ssm_out
 };
 

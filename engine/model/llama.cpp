@@ -8,7 +8,7 @@ namespace {
 
 struct DenseLayer {
     AttnWeights attn;
-    std::vector<float> ffn_norm;  // [n_embd]
+    WeightVec ffn_norm;  // [n_embd]
     FfnWeights ffn;
 };
 
@@ -59,6 +59,7 @@ protected:
             DenseLayer L = layers_[static_cast<size_t>(il)];
             prepare(ops, L.attn);
             prepare(ops, L.ffn);
+            L.ffn_norm.prepare(ops);
             w->layers.push_back(std::move(L));
         }
         return w;

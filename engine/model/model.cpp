@@ -47,7 +47,11 @@ std::unique_ptr<StageWeights> Model::bind(Ops& ops, int64_t l0, int64_t l1, bool
     w->embed = embed;
     w->head = head;
     if (embed) w->tok_embd = tok_embd_;  // read by row: nothing to prepare on the CPU
-    if (head) w->output = ops.prepare_weight(output_);
+    if (head) {
+        w->output = ops.prepare_weight(output_);
+        w->output_norm = output_norm_;
+        w->output_norm.prepare(ops);
+    }
     return w;
 }
 
@@ -115,10 +119,10 @@ void Model::output(ForwardCtx& ctx, const Batch& batch, const float* x, std::spa
     for (size_t i = 0; i < want.size(); ++i) {
         const BatchSeq& s = batch.seqs[i];
         if (want[i].hidden_out)
-            ctx.ops.rms_norm(xs.rows(s.row0, s.n), output_norm_.data(), hp_.rms_eps, Tensor::f32(want[i].hidden_out, E, s.n));
+            ctx.ops.rms_norm(xs.rows(s.row0, s.n), ctx.weights->output_norm.data(), hp_.rms_eps, Tensor::f32(want[i].hidden_out, E, s.n));
         if (!logits_rows) continue;
         const int64_t n = want[i].all_logits ? s.n : 1;
-        ctx.ops.rms_norm(xs.rows(s.row0 + s.n - n, n), output_norm_.data(), hp_.rms_eps, sel.rows(n_sel, n));
+        ctx.ops.rms_norm(xs.rows(s.row0 + s.n - n, n), ctx.weights->output_norm.data(), hp_.rms_eps, sel.rows(n_sel, n));
         n_sel += n;
     }
     if (logits_rows && n_sel > 0) {

@@ -62,6 +62,7 @@ struct StageWeights {
     bool embed = false, head = false;
     MatView tok_embd;  // embed: read by row
     MatView output;    // head: the LM head
+    WeightVec output_norm;  // head
 };
 
 class Model;
@@ -166,7 +167,7 @@ protected:
     // The file's views (in the mapping); each stage prepares its own (bind).
     MatView tok_embd_;                // [n_embd, n_vocab]
     MatView output_;                  // [n_embd, n_vocab]; token_embd when tied
-    std::vector<float> output_norm_;  // [n_embd]
+    WeightVec output_norm_;  // [n_embd], as read (StageWeights::output_norm: prepared)
 };
 
 }  // namespace strata

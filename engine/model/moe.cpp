@@ -35,6 +35,7 @@ void prepare(Ops& ops, MoeWeights& w) {
     for (auto* list : {&w.gate, &w.up, &w.down})
         for (MatView& m : *list) m = ops.prepare_weight(m);
     prepare(ops, w.shared);
+    w.shared_gate.prepare(ops);
 }
 
 void moe_block(ForwardCtx& ctx, const HParams& hp, const MoeWeights& w, const float* h, int64_t T, float* out) {

@@ -16,7 +16,7 @@ struct MoeWeights {
     MatView router;                    // [n_embd, n_expert] ffn_gate_inp (f32 in converted files)
     std::vector<MatView> gate, up;     // n_expert x [n_embd, n_ff_exp] (split stacks, or halves of ffn_gate_up_exps)
     std::vector<MatView> down;         // n_expert x [n_ff_exp, n_embd]
-    std::vector<float> shared_gate;    // [n_embd] ffn_gate_inp_shexp
+    WeightVec shared_gate;    // [n_embd] ffn_gate_inp_shexp
     FfnWeights shared;                 // [n_embd, n_ff_shexp] gate/up, [n_ff_shexp, n_embd] down
 };
 

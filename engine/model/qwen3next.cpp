@@ -14,18 +14,18 @@ namespace strata {
 namespace {
 
 struct Q3nLayer {
-    std::vector<float> attn_norm;  // [n_embd] (the "+1" of the zero-centered norm is in the file)
+    WeightVec attn_norm;  // [n_embd] (the "+1" of the zero-centered norm is in the file)
     bool recurrent = false;
     AttnWeights attn;              // full-attention layers: gated, q/k norm (attn.norm unused: see attn_norm)
     GdnWeights gdn;                // recurrent layers
-    std::vector<float> post_norm;  // [n_embd] post_attention_norm (not ffn_norm)
+    WeightVec post_norm;  // [n_embd] post_attention_norm (not ffn_norm)
     MoeWeights moe;
 };
 
 struct MtpBlock {
     MatView eh_proj;                      // [2 n_embd, n_embd] input [enorm(embedding) ; hnorm(hidden)]
-    std::vector<float> enorm, hnorm;      // [n_embd]
-    std::vector<float> head_norm;         // [n_embd] nextn.shared_head_norm, else output_norm
+    WeightVec enorm, hnorm;      // [n_embd]
+    WeightVec head_norm;         // [n_embd] nextn.shared_head_norm, else output_norm
     MatView embd, head;                   // [n_embd, n_vocab] nextn.embed_tokens / shared_head_head, else shared
     Q3nLayer layer;                       // a full-attention decoder layer
 };
@@ -83,6 +83,8 @@ void Qwen3NextModel::prepare_layer(Ops& ops, Q3nLayer& L) {
     if (L.recurrent) prepare(ops, L.gdn);
     else prepare(ops, L.attn);
     prepare(ops, L.moe);
+    L.attn_norm.prepare(ops);
+    L.post_norm.prepare(ops);
 }
 
 std::unique_ptr<StageWeights> Qwen3NextModel::bind_layers(Ops& ops, int64_t l0, int64_t l1, bool head) const {
@@ -97,6 +99,7 @@ std::unique_ptr<StageWeights> Qwen3NextModel::bind_layers(Ops& ops, int64_t l0, 
             m.eh_proj = ops.prepare_weight(m.eh_proj);
             m.head = ops.prepare_weight(m.head);  // the embedding table is read by row
             prepare_layer(ops, m.layer);
+            for (WeightVec* v : {&m.enorm, &m.hnorm, &m.head_norm}) v->prepare(ops);
             w->mtp.push_back(std::move(m));
         }
     return w;

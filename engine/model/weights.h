@@ -1,17 +1,45 @@
 // Binds GGUF tensors to typed weight views, checking each shape against what the
 // architecture expects. Matrices stay in the mapping (any block type); vectors (norms,
 // biases, small per-head parameters) are copied out as f32. Each stage later prepares
-// the matrices of its layers for its device (Model::bind, Ops::prepare_weight).
+// the matrices and vectors of its layers for its device (Model::bind, Ops::prepare_weight,
+// Ops::prepare_vector).
 #pragma once
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "engine/backend/ops.h"
+#include "engine/core/error.h"
 #include "engine/gguf/reader.h"
 #include "engine/quant/mat_view.h"
 
 namespace strata {
+
+// A weight vector (norm weights, a bias, per-head parameters, conv taps) as f32: the
+// values the file holds, and once a stage has prepared it, their copy in the memory of
+// the stage's device (Ops::prepare_vector). Ops read data(), the device's copy.
+class WeightVec {
+public:
+    WeightVec() = default;
+    // NOLINTNEXTLINE(google-explicit-constructor): what WeightBinder::vec returns
+    WeightVec(std::vector<float> v) : host_(std::make_shared<const std::vector<float>>(std::move(v))) {}
+
+    // Copies of a WeightVec (one per stage that binds the layer) share the host values.
+    void prepare(Ops& ops) {
+        if (!empty()) dev_ = ops.prepare_vector(*host_);
+    }
+    const float* data() const {
+        STRATA_CHECK(dev_ || empty(), "a weight vector was used before its stage prepared it");
+        return dev_;
+    }
+    bool empty() const { return !host_ || host_->empty(); }
+    size_t size() const { return host_ ? host_->size() : 0; }
+
+private:
+    std::shared_ptr<const std::vector<float>> host_;
+    const float* dev_ = nullptr;  // memory of the Ops that prepared it
+};
 
 class WeightBinder {
 public:

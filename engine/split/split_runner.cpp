@@ -25,11 +25,15 @@ void SplitRunnerImpl::run_stage(size_t s, uint64_t w) {
                 model_->embed(*st.ctx, win_tokens_[i].data(), batch.seqs[i].n, x + batch.seqs[i].row0 * E);
         } else {
             Handoff& in = *handoffs_[s - 1];
-            if (!ctx.ops.handoff_wait(in, w, cfg_.wait_ms, Tensor::f32(x, E, rows))) {
+            const std::optional<Tensor> rows_in = ctx.ops.handoff_wait(in, w, cfg_.wait_ms, Tensor::f32(x, E, rows));
+            if (!rows_in) {
                 win_failed_[s] = static_cast<int>(in.failure());
                 if (!last) handoffs_[s]->abort();  // release the stage after this one
                 return;                            // finish without using the payload
             }
+            // The payload, on a device that computes on it in place: the writer of the
+            // next window waits for the host, which waits for this stage.
+            x = rows_in->f();
         }
         model_->run_layers(ctx, batch, st.l0, st.l1, x);
         if (!last) {

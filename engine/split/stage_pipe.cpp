@@ -64,7 +64,9 @@ bool Pipe::forward(size_t stage, int seq, std::span<const int32_t> tokens, int64
                                     r_.cfg_.drop_window > 0 && window == static_cast<uint64_t>(r_.cfg_.drop_window));
     } else {
         if (mode == Mode::Verify) {
-            if (!ctx.ops.handoff_wait(*set.handoff, window, r_.cfg_.wait_ms, Tensor::f32(static_cast<float*>(set.in1.data()), E, T))) {
+            const Tensor in1 = Tensor::f32(static_cast<float*>(set.in1.data()), E, T);
+            const std::optional<Tensor> in = ctx.ops.handoff_wait(*set.handoff, window, r_.cfg_.wait_ms, in1);
+            if (!in) {
                 const Handoff::Wait res = set.handoff->failure();
                 {
                     std::lock_guard<std::mutex> lk(r_.stats_mu_);
@@ -78,13 +80,15 @@ bool Pipe::forward(size_t stage, int seq, std::span<const int32_t> tokens, int64
                                                    : std::string("and was aborted"),
                     window));
             }
+            // Kept for a replay: stage 0 may publish into this set again before it comes.
+            if (in->data != in1.data) ctx.ops.copy(in1, *in);
             std::lock_guard<std::mutex> lk(r_.stats_mu_);
             ++r_.stats_.handoff_waits;
             r_.stats_.wake_latency_us_sum += static_cast<double>(set.handoff->last_wake_latency_ns()) / 1000.0;
         }
         auto* x = static_cast<float*>(set.x1.data());
-        const Tensor in = Tensor::f32(static_cast<float*>(set.in1.data()), E, T);
-        ctx.ops.copy(Tensor::f32(x, E, T), in);  // a replay reuses the rows its verify received
+        const Tensor kept = Tensor::f32(static_cast<float*>(set.in1.data()), E, T);
+        ctx.ops.copy(Tensor::f32(x, E, T), kept);  // a replay reuses the rows its verify received
         r_.model_->run_layers(ctx, batch, st.l0, st.l1, x);
         if (mode == Mode::Verify) {
             const Model::OutputWant want{true, set.hidden.data()};
