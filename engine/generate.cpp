@@ -144,7 +144,7 @@ GenerateStats generate(Runner& runner, const Tokenizer& tok, std::span<const int
         st.spec_draft = spec_opt.k;
         if (stage_pipe_of(runner)) {
             PipelinedDecoder dec(runner, seq, sampler, spec_opt,
-                                 opt.pipeline ? *opt.pipeline : PipelineOptions::from(env()));
+                                 opt.pipeline ? *opt.pipeline : PipelineOptions::process());
             speculate(dec, [](PipelinedDecoder& d) { d.finish(); });  // plain steps go through Runner::eval
             dec.finish();  // the sequence is now as plain decoding leaves it
             st.pipelined = true;

@@ -111,7 +111,7 @@ std::unique_ptr<Runner> make_runner(std::shared_ptr<const Model> model, const Ru
                                       head_weight_bytes(model->file()));
     const int n_dev = static_cast<int>(plan.stages.size());
     const int tpd = o.threads_per_device > 0 ? o.threads_per_device : std::max(1, o.threads / n_dev);
-    return make_split_runner(std::move(model), plan, tpd, n_ctx, o.cache_type, SplitConfig::from(env(), o.pipeline_windows));
+    return make_split_runner(std::move(model), plan, tpd, n_ctx, o.cache_type, SplitConfig::process(o.pipeline_windows));
 }
 
 std::vector<FlagSpec> concat(std::vector<FlagSpec> a, const std::vector<FlagSpec>& b) {

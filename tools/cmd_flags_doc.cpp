@@ -2,7 +2,7 @@
 // cannot drift from the code (tests/test_cli.cpp compares the two).
 #include <fmt/format.h>
 
-#include "engine/core/env.h"
+#include "engine/env_vars.h"
 #include "engine/synth/options.h"
 #include "server/options.h"
 #include "tools/commands.h"

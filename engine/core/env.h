@@ -1,11 +1,15 @@
-// The one registry of STRATA_* environment variables: each is declared once (name,
-// default, one-line doc), parsed once at first use into EnvConfig, listed by
-// `strata flags-doc`. No code calls getenv anywhere else.
+// STRATA_* environment variables: the mechanism. Each layer that reads some declares them
+// beside the options they set (name, default: the option's own, written once there, and
+// a one-line doc) and parses them through an EnvReader; engine/env_vars.cpp gathers every
+// layer's declarations into the one list `strata flags-doc` prints. process_env() is the
+// only call to getenv.
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <string>
-#include <vector>
+
+#include <fmt/format.h>
 
 namespace strata {
 
@@ -15,26 +19,31 @@ struct EnvSpec {
     std::string doc;
 };
 
-struct EnvConfig {
-    bool split_overlap = false;       // STRATA_SPLIT_OVERLAP
-    int64_t split_wait_ms = 30000;    // STRATA_SPLIT_WAIT_MS (0 = no limit)
-    int64_t host_timeout_ms = 20000;  // STRATA_HOST_TIMEOUT_MS (0 = no limit)
-    int64_t test_handoff_drop = 0;    // STRATA_TEST_HANDOFF_DROP (0 = off; N = the Nth window)
-    // Pipelined verify windows (--pipeline-windows 2, docs/spec.md). Each leaves greedy
-    // output unchanged; they change only what runs when.
-    double pipeline_theta = 0.25;     // STRATA_PIPELINE_THETA: speculate above this estimate (2 = never)
-    int pipeline_force_miss = 0;      // STRATA_PIPELINE_FORCE_MISS: 1 = every guess wrong, 2 = every other
-    bool pipeline_doom_skip = true;   // STRATA_PIPELINE_DOOM_SKIP
-    bool pipeline_prestage = true;    // STRATA_PIPELINE_PRESTAGE
-    bool pipeline_snap_overlap = true;  // STRATA_PIPELINE_SNAP_OVERLAP
+using EnvLookup = std::function<const char*(const char*)>;
+
+const char* process_env(const char* name);  // the process environment (getenv)
+
+// Typed reads of variables, from the process environment or a lookup a test passes. An
+// unset variable gives the default; a malformed or out-of-range value is a strata::Error
+// naming the variable.
+class EnvReader {
+public:
+    explicit EnvReader(EnvLookup lookup = process_env) : lookup_(std::move(lookup)) {}
+    bool flag(const char* name, bool def) const;  // 0 or 1
+    int64_t integer(const char* name, int64_t def, int64_t lo, int64_t hi) const;
+    double number(const char* name, double def, double lo, double hi) const;
+
+private:
+    EnvLookup lookup_;
 };
 
-const std::vector<EnvSpec>& env_specs();
-// Parses with a lookup function (tests pass their own); a malformed value is an Error
-// naming the variable.
-EnvConfig parse_env(const std::function<const char*(const char*)>& lookup);
-// The process environment, parsed on first call.
-const EnvConfig& env();
-std::string env_markdown();
+// A default as the table shows it (flags as 0 / 1).
+inline std::string env_default(bool v) { return v ? "1" : "0"; }
+template <typename T>
+std::string env_default(T v) {
+    return fmt::format("{}", v);
+}
+
+std::string env_markdown(std::span<const EnvSpec> specs);
 
 }  // namespace strata

@@ -34,7 +34,7 @@ void Scheduler::start_spec(Slot& s) {
             so.edit_draft = [edit, prompt](int64_t pos, int k_round, Draft& d) { edit(prompt, pos, k_round, d); };
         }
         if (pipelined)
-            s.spec = std::make_unique<PipelinedDecoder>(runner_, s.seq, *s.sampler, so, PipelineOptions::from(env()));
+            s.spec = std::make_unique<PipelinedDecoder>(runner_, s.seq, *s.sampler, so, PipelineOptions::process());
         else
             s.spec = std::make_unique<SpecDecoder>(runner_, s.seq, *s.sampler, so);
         s.pipelined = pipelined;

@@ -26,17 +26,18 @@
 
 namespace strata {
 
+// Each leaves greedy output unchanged; they change only what runs when. The defaults
+// here are the STRATA_PIPELINE_* variables' defaults.
 struct PipelineOptions {
-    // Defaults: EnvConfig's (engine/core/env.h), where each is written once.
-    double theta = EnvConfig{}.pipeline_theta;            // speculate when the chain's estimate is >= theta (> 1: never)
-    int force_miss = EnvConfig{}.pipeline_force_miss;     // 1: every early window is treated as wrong; 2: every other one
-    bool doom_skip = EnvConfig{}.pipeline_doom_skip;      // a wrong early window stops at its next layer
-    bool prestage = EnvConfig{}.pipeline_prestage;        // queue the early window behind the chain on the device
-    bool snap_overlap = EnvConfig{}.pipeline_snap_overlap;  // snapshots and restores as device ops (else on the host)
-    static PipelineOptions from(const EnvConfig& e) {
-        return {e.pipeline_theta, e.pipeline_force_miss, e.pipeline_doom_skip, e.pipeline_prestage,
-                e.pipeline_snap_overlap};
-    }
+    double theta = 0.25;        // STRATA_PIPELINE_THETA: speculate when the chain's estimate is >= theta (> 1: never)
+    int force_miss = 0;         // STRATA_PIPELINE_FORCE_MISS: 1 = every early window is treated as wrong; 2 = every other one
+    bool doom_skip = true;      // STRATA_PIPELINE_DOOM_SKIP: a wrong early window stops at its next layer
+    bool prestage = true;       // STRATA_PIPELINE_PRESTAGE: queue the early window behind the chain on the device
+    bool snap_overlap = true;   // STRATA_PIPELINE_SNAP_OVERLAP: snapshots and restores as device ops (else on the host)
+
+    static PipelineOptions from_env(const EnvReader& env);
+    static const PipelineOptions& process();  // the process environment's, parsed on first use
+    static std::vector<EnvSpec> env_specs();
 };
 
 struct PipelineStats {

@@ -241,7 +241,7 @@ std::unique_ptr<Runner> make_local_runner(std::shared_ptr<const Model> model, in
                                           GgmlType cache_type) {
     SplitPlan plan;
     plan.stages.push_back({"cpu:0", 0, model->hp().n_layer});
-    SplitConfig cfg = SplitConfig::from(env());
+    SplitConfig cfg = SplitConfig::process();
     cfg.host_timeout_ms = 0;
     return make_split_runner(std::move(model), plan, threads, n_ctx, cache_type, cfg);
 }

@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "engine/core/env.h"
 #include "engine/core/error.h"
@@ -12,16 +13,18 @@
 
 namespace strata {
 
+// The chain's settings. The defaults here are the STRATA_* variables' defaults.
 struct SplitConfig {
-    // Defaults: EnvConfig's (engine/core/env.h), where each is written once.
-    bool overlap = EnvConfig{}.split_overlap;               // STRATA_SPLIT_OVERLAP
-    int64_t wait_ms = EnvConfig{}.split_wait_ms;            // STRATA_SPLIT_WAIT_MS (0 = no limit)
-    int64_t host_timeout_ms = EnvConfig{}.host_timeout_ms;  // STRATA_HOST_TIMEOUT_MS (0 = no limit)
-    int64_t drop_window = EnvConfig{}.test_handoff_drop;    // STRATA_TEST_HANDOFF_DROP (0 = off)
+    bool overlap = false;             // STRATA_SPLIT_OVERLAP
+    int64_t wait_ms = 30000;          // STRATA_SPLIT_WAIT_MS (0 = no limit)
+    int64_t host_timeout_ms = 20000;  // STRATA_HOST_TIMEOUT_MS (0 = no limit)
+    int64_t drop_window = 0;          // STRATA_TEST_HANDOFF_DROP (0 = off; N = the Nth window)
     int pipeline_windows = 0;  // --pipeline-windows: 2 = the stage pipe (StagePipe) is available
-    static SplitConfig from(const EnvConfig& e, int pipeline_windows = 0) {
-        return {e.split_overlap, e.split_wait_ms, e.host_timeout_ms, e.test_handoff_drop, pipeline_windows};
-    }
+
+    static SplitConfig from_env(const EnvReader& env, int pipeline_windows = 0);
+    // The process environment's, parsed on first use.
+    static SplitConfig process(int pipeline_windows = 0);
+    static std::vector<EnvSpec> env_specs();
 };
 
 struct SplitStats {

@@ -1,0 +1,39 @@
+// SplitConfig from the STRATA_* variables the chain reads.
+#include "engine/split/split_runner.h"
+
+namespace strata {
+
+SplitConfig SplitConfig::from_env(const EnvReader& env, int pipeline_windows) {
+    constexpr int64_t kDay = 86'400'000;
+    const SplitConfig d;
+    SplitConfig c;
+    c.overlap = env.flag("STRATA_SPLIT_OVERLAP", d.overlap);
+    c.wait_ms = env.integer("STRATA_SPLIT_WAIT_MS", d.wait_ms, 0, kDay);
+    c.host_timeout_ms = env.integer("STRATA_HOST_TIMEOUT_MS", d.host_timeout_ms, 0, kDay);
+    c.drop_window = env.integer("STRATA_TEST_HANDOFF_DROP", d.drop_window, 0, INT64_MAX);
+    c.pipeline_windows = pipeline_windows;
+    return c;
+}
+
+SplitConfig SplitConfig::process(int pipeline_windows) {
+    static const SplitConfig c = from_env(EnvReader());
+    SplitConfig out = c;
+    out.pipeline_windows = pipeline_windows;
+    return out;
+}
+
+std::vector<EnvSpec> SplitConfig::env_specs() {
+    const SplitConfig d;
+    return {
+        {"STRATA_SPLIT_OVERLAP", env_default(d.overlap),
+         "1: launch every stage's window up front; stages wait on their hand-in flag (stages on different devices only)"},
+        {"STRATA_SPLIT_WAIT_MS", env_default(d.wait_ms),
+         "bound on each hand-off wait in ms; on expiry the window fails with a hand-off error (0 = no limit)"},
+        {"STRATA_HOST_TIMEOUT_MS", env_default(d.host_timeout_ms),
+         "a window not done after this many ms restarts the engine (0 = no limit)"},
+        {"STRATA_TEST_HANDOFF_DROP", env_default(d.drop_window),
+         "test hook: the Nth window's publish leaves the ready flag down (overlap mode and pipelined windows)"},
+    };
+}
+
+}  // namespace strata
