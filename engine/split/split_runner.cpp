@@ -12,39 +12,33 @@ namespace strata {
 namespace split_detail {
 
 void SplitRunnerImpl::run_stage(size_t s, uint64_t w) {
-    Stage& st = stages_[s];
     const bool last = s + 1 == stages_.size();
-    const int64_t E = model_->hp().n_embd;
-    const Batch& batch = win_batches_[s];
-    const int64_t rows = batch.n_rows;
-    ForwardCtx& ctx = *st.ctx;
-    auto* x = static_cast<float*>(st.x.data());
+    StageStep step;
+    step.batch = &win_batches_[s];
+    step.x = static_cast<float*>(stages_[s].x.data());
+    step.window = w;
+    std::vector<std::span<const int32_t>> tokens;
+    if (s == 0) {
+        for (const std::vector<int32_t>& t : win_tokens_) tokens.emplace_back(t);
+        step.tokens = tokens;
+    }
+    if (s > 0) step.in = handoffs_[s - 1].get(), step.wait_ms = cfg_.wait_ms;
+    std::vector<Model::OutputWant> want;
+    if (last) {
+        for (size_t i = 0; i < win_all_.size(); ++i) want.push_back({win_all_[i], win_hidden_[i]});
+        step.head = true;
+        step.want = want;
+        step.logits = win_logits_;
+    } else {
+        step.out = handoffs_[s].get();
+        // Test hook: leave the flag down in the Nth window (overlap mode only; in serial
+        // mode the host orders the stages and the flag is not waited for).
+        step.drop = overlap_ && cfg_.drop_window > 0 && w == static_cast<uint64_t>(cfg_.drop_window);
+    }
     try {
-        if (s == 0) {
-            for (size_t i = 0; i < win_tokens_.size(); ++i)
-                model_->embed(*st.ctx, win_tokens_[i].data(), batch.seqs[i].n, x + batch.seqs[i].row0 * E);
-        } else {
-            Handoff& in = *handoffs_[s - 1];
-            const std::optional<Tensor> rows_in = ctx.ops.handoff_wait(in, w, cfg_.wait_ms, Tensor::f32(x, E, rows));
-            if (!rows_in) {
-                win_failed_[s] = static_cast<int>(in.failure());
-                if (!last) handoffs_[s]->abort();  // release the stage after this one
-                return;                            // finish without using the payload
-            }
-            // The payload, on a device that computes on it in place: the writer of the
-            // next window waits for the host, which waits for this stage.
-            x = rows_in->f();
-        }
-        model_->run_layers(ctx, batch, st.l0, st.l1, x);
-        if (!last) {
-            // Test hook: leave the flag down in the Nth window (overlap mode only; in
-            // serial mode the host orders the stages and the flag is not waited for).
-            const bool drop = overlap_ && cfg_.drop_window > 0 && w == static_cast<uint64_t>(cfg_.drop_window);
-            ctx.ops.handoff_publish(Tensor::f32(x, E, rows), *handoffs_[s], w, drop);
-        } else {
-            std::vector<Model::OutputWant> want;
-            for (size_t i = 0; i < batch.seqs.size(); ++i) want.push_back({win_all_[i], win_hidden_[i]});
-            model_->output(ctx, batch, x, want, win_logits_);
+        if (run_stage_step(*model_, stages_[s], step) == StepEnd::HandInFailed) {
+            win_failed_[s] = static_cast<int>(step.in->failure());
+            if (!last) handoffs_[s]->abort();  // release the stage after this one
         }
     } catch (...) {
         if (!last) handoffs_[s]->abort();  // never leave the next stage spinning

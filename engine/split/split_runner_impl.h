@@ -25,6 +25,28 @@ struct Stage {
     Buffer x;  // [rows, n_embd] this stage's activations, memory of dev
 };
 
+// One stage's part of a window (stage_step.cpp), the body of every schedule: the rows
+// come in as the embedding of `tokens` (the first stage), through the hand-in `in`, or
+// are in x already (a replay); then the stage's layers, checking `cancel` (may be null)
+// before each; then the hand-out `out` (publish) and, on the last stage, the head.
+struct StageStep {
+    const Batch* batch = nullptr;
+    std::span<const std::span<const int32_t>> tokens;  // per sequence of the batch: embed them (first stage)
+    float* x = nullptr;                            // [rows, n_embd] the stage's activations
+    Handoff* in = nullptr;                         // the hand-in to wait for
+    int64_t wait_ms = 0;                           // its bound (0 = no limit)
+    float* keep_in = nullptr;                      // also copy the hand-in rows here (for a replay)
+    Handoff* out = nullptr;                        // the hand-out to publish
+    bool drop = false;                             // STRATA_TEST_HANDOFF_DROP: leave its word down
+    uint64_t window = 0;                           // the hand-off sequence number
+    const std::atomic<bool>* cancel = nullptr;
+    bool head = false;                             // run Model::output with want / logits
+    std::span<const Model::OutputWant> want;
+    float* logits = nullptr;
+};
+enum class StepEnd { Done, HandInFailed, Cancelled };
+StepEnd run_stage_step(const Model& model, Stage& st, const StageStep& step);
+
 struct Sequence {
     int64_t n_past = 0;
     std::vector<SeqState> states;  // one per stage, for that stage's layers

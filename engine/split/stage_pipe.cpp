@@ -1,6 +1,5 @@
 // The stage pipe of a two-stage split (engine/split/stage_pipe.h): each stage's half of a
 // pipelined verify window, queued separately, on two buffer sets.
-#include <cstring>
 
 #include "engine/split/split_runner_impl.h"
 
@@ -51,49 +50,53 @@ bool Pipe::forward(size_t stage, int seq, std::span<const int32_t> tokens, int64
     Stage& st = r_.stages_[stage];
     SeqState& state = q.states[stage];
     const Batch batch = Batch::single(state, pos0, T);
-    ForwardCtx& ctx = *st.ctx;
+    StageStep step;
+    step.batch = &batch;
+    step.window = window;
+    step.cancel = cancel;
+    const std::span<const int32_t> toks[1] = {tokens};
+    const Model::OutputWant want{true, set.hidden.data()};
     if (stage == 0) {
-        auto* x = static_cast<float*>(set.x0.data());
-        r_.model_->embed(ctx, tokens.data(), T, x);
-        for (int64_t l = st.l0; l < st.l1; ++l) {
-            if (cancel && cancel->load(std::memory_order_acquire)) return false;
-            r_.model_->run_layers(ctx, batch, l, l + 1, x);
+        step.tokens = toks;
+        step.x = static_cast<float*>(set.x0.data());
+        if (mode == Mode::Verify) {
+            step.out = set.handoff.get();  // STRATA_TEST_HANDOFF_DROP: the flag of the Nth window stays down
+            step.drop = r_.cfg_.drop_window > 0 && window == static_cast<uint64_t>(r_.cfg_.drop_window);
         }
-        if (mode == Mode::Verify)  // STRATA_TEST_HANDOFF_DROP: the flag of the Nth window stays down
-            ctx.ops.handoff_publish(Tensor::f32(x, E, T), *set.handoff, window,
-                                    r_.cfg_.drop_window > 0 && window == static_cast<uint64_t>(r_.cfg_.drop_window));
     } else {
-        if (mode == Mode::Verify) {
-            const Tensor in1 = Tensor::f32(static_cast<float*>(set.in1.data()), E, T);
-            const std::optional<Tensor> in = ctx.ops.handoff_wait(*set.handoff, window, r_.cfg_.wait_ms, in1);
-            if (!in) {
-                const Handoff::Wait res = set.handoff->failure();
-                {
-                    std::lock_guard<std::mutex> lk(r_.stats_mu_);
-                    ++r_.stats_.handoff_timeouts;
-                }
-                throw HandoffError(fmt::format(
-                    "hand-off failed: stage 1 ({}) waited for stage 0 ({}) {} in pipelined window {}; the request "
-                    "was cancelled",
-                    r_.plan_.stages[1].device, r_.plan_.stages[0].device,
-                    res == Handoff::Wait::TimedOut ? fmt::format("longer than STRATA_SPLIT_WAIT_MS={} ms", r_.cfg_.wait_ms)
-                                                   : std::string("and was aborted"),
-                    window));
-            }
-            // Kept for a replay: stage 0 may publish into this set again before it comes.
-            if (in->data != in1.data) ctx.ops.copy(in1, *in);
-            std::lock_guard<std::mutex> lk(r_.stats_mu_);
-            ++r_.stats_.handoff_waits;
-            r_.stats_.wake_latency_us_sum += static_cast<double>(set.handoff->last_wake_latency_ns()) / 1000.0;
-        }
-        auto* x = static_cast<float*>(set.x1.data());
+        step.x = static_cast<float*>(set.x1.data());
         const Tensor kept = Tensor::f32(static_cast<float*>(set.in1.data()), E, T);
-        ctx.ops.copy(Tensor::f32(x, E, T), kept);  // a replay reuses the rows its verify received
-        r_.model_->run_layers(ctx, batch, st.l0, st.l1, x);
         if (mode == Mode::Verify) {
-            const Model::OutputWant want{true, set.hidden.data()};
-            r_.model_->output(ctx, batch, x, std::span<const Model::OutputWant>(&want, 1), set.logits.data());
+            step.in = set.handoff.get();
+            step.wait_ms = r_.cfg_.wait_ms;
+            step.keep_in = kept.f();  // stage 0 may publish into this set again before a replay
+            step.head = true;
+            step.want = std::span<const Model::OutputWant>(&want, 1);
+            step.logits = set.logits.data();
+        } else {
+            st.ctx->ops.copy(Tensor::f32(step.x, E, T), kept);  // a replay reuses the rows its verify received
         }
+    }
+    const StepEnd end = run_stage_step(*r_.model_, st, step);
+    if (end == StepEnd::Cancelled) return false;
+    if (end == StepEnd::HandInFailed) {
+        const Handoff::Wait res = set.handoff->failure();
+        {
+            std::lock_guard<std::mutex> lk(r_.stats_mu_);
+            ++r_.stats_.handoff_timeouts;
+        }
+        throw HandoffError(fmt::format(
+            "hand-off failed: stage 1 ({}) waited for stage 0 ({}) {} in pipelined window {}; the request was "
+            "cancelled",
+            r_.plan_.stages[1].device, r_.plan_.stages[0].device,
+            res == Handoff::Wait::TimedOut ? fmt::format("longer than STRATA_SPLIT_WAIT_MS={} ms", r_.cfg_.wait_ms)
+                                           : std::string("and was aborted"),
+            window));
+    }
+    if (step.in) {
+        std::lock_guard<std::mutex> lk(r_.stats_mu_);
+        ++r_.stats_.handoff_waits;
+        r_.stats_.wake_latency_us_sum += static_cast<double>(set.handoff->last_wake_latency_ns()) / 1000.0;
     }
     state.n_past = pos0 + T;
     return true;
