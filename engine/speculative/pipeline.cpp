@@ -24,7 +24,9 @@ PipelinedDecoder::PipelinedDecoder(Runner& runner, int seq, const Sampler& sampl
       sampler_(sampler),
       opt_(opt),
       popt_(popt),
-      chain_(runner.model().hp().n_embd, runner.model().hp().n_vocab) {
+      chain_(runner.model().hp().n_embd, runner.model().hp().n_vocab),
+      stage_{StageTarget(*this, 0), StageTarget(*this, 1)},
+      verifier_{Verifier(stage_[0]), Verifier(stage_[1])} {
     STRATA_CHECK(runner.has_mtp(), "speculative decoding needs a model with an MTP head");
     STRATA_CHECK(opt.k >= 1 && opt.k + 1 <= StagePipe::kMaxRows, "pipelined windows take 1..{} drafts, not {}",
                  StagePipe::kMaxRows - 1, opt.k);
@@ -50,6 +52,13 @@ DeviceEvent PipelinedDecoder::on(size_t stage, std::function<void()> op) {
     DeviceEvent ev = pipe_.submit(stage, std::move(op));
     last_ev_[stage] = ev;
     return ev;
+}
+
+void PipelinedDecoder::StageTarget::run(std::span<const int32_t> tokens, int64_t pos0, bool verify) {
+    d.on(stage, [&dec = d, s = stage, toks = std::vector<int32_t>(tokens.begin(), tokens.end()), pos0, b = buf,
+                 w = verify ? window : 0, verify] {
+        dec.pipe_.forward(s, dec.seq_, toks, pos0, b, w, verify ? Mode::Verify : Mode::Replay, nullptr);
+    });
 }
 
 void PipelinedDecoder::state_copy(size_t stage, int slot, bool save) {
@@ -110,6 +119,8 @@ void PipelinedDecoder::run_step(int64_t max_emit, std::vector<int32_t>& out, int
         buf = prev->buf;
         w = prev->window;
         slot_w = prev->slot;
+        stage_[0].set(buf, slot_w, w);
+        verifier_[0].adopt(wtok, n_);  // stage 0 ran it early, after its snapshot in slot_w
     } else {
         const int k = static_cast<int>(std::min<int64_t>(k_round, max_emit - 1));
         const int64_t pos = n_;
@@ -131,8 +142,8 @@ void PipelinedDecoder::run_step(int64_t max_emit, std::vector<int32_t>& out, int
         buf_next_ ^= 1;
         w = pipe_.next_window();
         slot_w = 0;
-        if (wtok.size() > 1) snapshot(0, slot_w);
-        on(0, [this, wtok, buf, w, pos = n_] { pipe_.forward(0, seq_, wtok, pos, buf, w, Mode::Verify, nullptr); });
+        stage_[0].set(buf, slot_w, w);
+        verifier_[0].run(wtok, n_);
     }
     const int64_t kd = static_cast<int64_t>(wtok.size()) - 1;
     const bool fed = !prev;  // whether this step's chain consumed the pending pairs
@@ -174,10 +185,9 @@ void PipelinedDecoder::run_step(int64_t max_emit, std::vector<int32_t>& out, int
     const bool consumed = fed || e != nullptr;
 
     // --- Stage 1 verifies W.
-    if (kd > 0) snapshot(1, 0);
-    const DeviceEvent ev_verify = on(1, [this, wtok, buf, w, pos = n_] {
-        pipe_.forward(1, seq_, wtok, pos, buf, w, Mode::Verify, nullptr);
-    });
+    stage_[1].set(buf, 0, w);
+    verifier_[1].run(wtok, n_);
+    const DeviceEvent ev_verify = last_ev_[1];
 
     // --- Meanwhile stage 0 runs the guess.
     if (e) {
@@ -229,25 +239,16 @@ void PipelinedDecoder::run_step(int64_t max_emit, std::vector<int32_t>& out, int
         ++(hit ? pstats_.hits : pstats_.misses);
     }
 
-    // --- Commit [last, d_1..d_m] on both stages.
-    const std::vector<int32_t> kept(wtok.begin(), wtok.begin() + m + 1);
-    if (m < kd) {  // stage 1 ran rejected drafts: back to before W, then the kept tokens
-        restore(1, 0);
-        on(1, [this, kept, buf, pos = n_] { pipe_.forward(1, seq_, kept, pos, buf, 0, Mode::Replay, nullptr); });
-        ++stats_.rollbacks;
-    }
+    // --- Commit [last, d_1..d_m] on both stages: where drafts were rejected, back to
+    // the state from before W, then the kept tokens.
+    if (verifier_[1].commit(m)) ++stats_.rollbacks;
     if (early_ran && !hit) {
         e->cancel.store(true, std::memory_order_release);  // the doom skip: stop at the next layer
-        if (m == kd) {
-            restore(0, e->slot);  // W was kept whole: stage 0's state from before the early window
-        } else {
-            restore(0, slot_w);
-            on(0, [this, kept, buf, pos = n_] { pipe_.forward(0, seq_, kept, pos, buf, 0, Mode::Replay, nullptr); });
-        }
-    } else if (m < kd) {
-        restore(0, slot_w);
-        on(0, [this, kept, buf, pos = n_] { pipe_.forward(0, seq_, kept, pos, buf, 0, Mode::Replay, nullptr); });
+        // W kept whole: only the early window is undone (stage 0's state from before it);
+        // else stage 0's commit below restores the state from before W.
+        if (m == kd) restore(0, e->slot);
     }
+    verifier_[0].commit(m);
 
     // --- Emit, and queue the committed pairs (H[n_ + i], token after it), i <= m, for the MTP.
     for (int64_t i = 0; i < m; ++i) out.push_back(wtok[static_cast<size_t>(i + 1)]);

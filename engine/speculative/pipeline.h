@@ -104,6 +104,25 @@ private:
         std::atomic<bool> cancel{false};
     };
 
+    // Stage `stage` of the pipe as a Verifier's target for the window in flight: run()
+    // queues StagePipe::forward on buffer set `buf` with hand-off number `window` (none
+    // for a replay); snapshot and restore use the stage's snapshot slot `slot`.
+    struct StageTarget final : VerifyTarget {
+        StageTarget(PipelinedDecoder& dec, size_t s) : d(dec), stage(s) {}
+        void snapshot() override { d.snapshot(stage, slot); }
+        void restore() override { d.restore(stage, slot); }
+        void run(std::span<const int32_t> tokens, int64_t pos0, bool verify) override;
+        void set(int b, int sl, uint64_t w) {
+            buf = b;
+            slot = sl;
+            window = w;
+        }
+        PipelinedDecoder& d;
+        size_t stage;
+        int buf = 0, slot = 0;
+        uint64_t window = 0;
+    };
+
     void run_step(int64_t max_emit, std::vector<int32_t>& out, int k_round);
     DeviceEvent on(size_t stage, std::function<void()> op);  // submit and remember as the stage's last op
     // Stage `stage`'s state into (save) or back from snapshot slot `slot`: queued or on
@@ -126,6 +145,10 @@ private:
     PipelineStats pstats_;
     std::atomic<int64_t> cut_{0};  // counted by stage 0's ops
     std::array<DeviceEvent, 2> last_ev_;  // the last op queued on each stage
+
+    // One Verifier per stage, on its target (the window's buffer set and snapshot slot).
+    std::array<StageTarget, 2> stage_;
+    std::array<Verifier, 2> verifier_;
 
     int32_t last_ = 0;  // committed, not yet evaluated
     int64_t n_ = 0;     // positions both stages hold (committed)

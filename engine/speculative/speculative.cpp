@@ -13,7 +13,8 @@ SpecDecoder::SpecDecoder(Runner& runner, int seq, const Sampler& sampler, const 
       sampler_(sampler),
       opt_(opt),
       drafter_(runner, seq, opt.draft_min_p),
-      verifier_(runner, seq) {
+      target_(runner, seq),
+      verifier_(target_) {
     STRATA_CHECK(opt.k >= 1, "speculative decoding needs k >= 1, got {}", opt.k);
     stats_.drafted_at.assign(static_cast<size_t>(opt.k), 0);
     stats_.accepted_at.assign(static_cast<size_t>(opt.k), 0);
@@ -45,12 +46,12 @@ void SpecDecoder::step(int64_t max_emit, std::vector<int32_t>& out, int k_round)
     // Verify window [last, d_1..d_k'] at positions n0..n0+k': all logits, all hiddens.
     window_.assign(1, last_);
     window_.insert(window_.end(), draft_.tokens.begin(), draft_.tokens.end());
-    verifier_.run(window_);
-    const int64_t n0 = verifier_.n0();
+    const int64_t n0 = runner_.n_past(seq_);
+    verifier_.run(window_, n0);
 
     // Slot i's target distribution comes from row i (verify_window: the sampler's own
     // greedy rule, or MODEL_SPEC 6.3 with q a point mass at the greedy draft).
-    const WindowOutcome o = verify_window(sampler_, verifier_.logits(0).data(), V, draft_.tokens, probs_);
+    const WindowOutcome o = verify_window(sampler_, target_.logits(0).data(), V, draft_.tokens, probs_);
     const int64_t m = o.accepted;
     const int32_t y = o.token;
 
@@ -67,7 +68,7 @@ void SpecDecoder::step(int64_t max_emit, std::vector<int32_t>& out, int k_round)
     pend_.reset(n0);
     window_.assign(draft_.tokens.begin(), draft_.tokens.begin() + m);
     window_.push_back(y);
-    pend_.append(verifier_.hidden(), window_, E);
+    pend_.append(target_.hidden(), window_, E);
     last_ = y;
 }
 
@@ -96,6 +97,6 @@ int32_t SpecDecoder::guess() {
     return draft_.tokens.empty() ? -1 : draft_.tokens.front();
 }
 
-std::span<const float> SpecDecoder::logits(size_t i) const { return verifier_.logits(static_cast<int64_t>(i)); }
+std::span<const float> SpecDecoder::logits(size_t i) const { return target_.logits(static_cast<int64_t>(i)); }
 
 }  // namespace strata

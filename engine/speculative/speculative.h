@@ -106,6 +106,7 @@ private:
     const Sampler& sampler_;
     SpecOptions opt_;
     MtpDrafter drafter_;
+    RunnerTarget target_;  // before verifier_, which refers to it
     Verifier verifier_;
     SpecStats stats_;
 

@@ -1,13 +1,12 @@
-// The Verifier of serial speculative decoding (DESIGN "Speculative decoding"): run()
-// evaluates a verify window [last, d_1..d_k] through every stage of the runner with the
-// logits and hidden rows of all k + 1 positions; commit(m) keeps the first m drafts and
-// brings the sequence's state to the last kept position (snapshot before the window,
-// restore and replay of the kept tokens when a draft was rejected: bit-identical to
-// decoding them one by one, since every kernel is batch-invariant).
+// The Verifier (DESIGN "Speculative decoding"), shared by the serial and the pipelined
+// decoder: run() evaluates a verify window [last, d_1..d_k] at positions pos0..pos0 + k
+// on its target, after a snapshot of the target's state when k > 0; commit(m) keeps the
+// first m drafts: when m < k it restores that snapshot and replays [last, d_1..d_m]
+// (bit-identical to decoding them one by one, since every kernel is batch-invariant).
 //
-// The pipelined loop (engine/speculative/pipeline.*) runs the same two steps per stage through
-// a StagePipe: launch = StagePipe::submit, poll = DeviceEvent::done, on two buffer sets
-// ("two verifiers per stage").
+// The target is where the steps run: the whole runner for serial speculative decoding
+// (RunnerTarget), or one stage of a stage pipe on one of its two buffer sets for the
+// pipelined decoder (one Verifier per stage; the steps are then queued on the stage).
 #pragma once
 #include <cstdint>
 #include <span>
@@ -17,26 +16,55 @@
 
 namespace strata {
 
+class VerifyTarget {
+public:
+    virtual ~VerifyTarget() = default;
+    virtual void snapshot() = 0;  // keep the state from before the window
+    virtual void restore() = 0;   // back to it
+    // tokens at positions pos0..: verify = with every row's output (logits and hidden
+    // rows, where the target has an output), else only rebuilding the state (a replay).
+    virtual void run(std::span<const int32_t> tokens, int64_t pos0, bool verify) = 0;
+};
+
 class Verifier {
 public:
-    Verifier(Runner& runner, int seq);
+    explicit Verifier(VerifyTarget& target) : target_(target) {}
 
-    // The window at positions n_past..n_past + k. After it the state holds the whole
-    // window; logits() and hidden() give its rows until the next run().
-    void run(std::span<const int32_t> window);
+    void run(std::span<const int32_t> window, int64_t pos0);
+    // The target already ran this window after its snapshot (a pipelined window started
+    // early); commit() treats it as run() would have.
+    void adopt(std::span<const int32_t> window, int64_t pos0);
     // Keep [last, d_1..d_m] (m <= k). Returns whether it rolled back (m < k).
     bool commit(int64_t m);
 
-    std::span<float> logits(int64_t row);  // [n_vocab] of window row `row` (the acceptance edits it in place)
+    int64_t pos0() const { return pos0_; }  // the window's first position
+    std::span<const int32_t> window() const { return window_; }
+
+private:
+    VerifyTarget& target_;
+    int64_t pos0_ = 0;
+    std::vector<int32_t> window_;
+};
+
+// The whole runner as a Verifier's target (serial speculative decoding): a window is one
+// Runner::eval with the logits and hidden rows of every row, kept here.
+class RunnerTarget final : public VerifyTarget {
+public:
+    RunnerTarget(Runner& runner, int seq) : runner_(runner), seq_(seq) {}
+
+    void snapshot() override { runner_.snapshot(seq_); }
+    void restore() override { runner_.restore(seq_); }
+    void run(std::span<const int32_t> tokens, int64_t pos0, bool verify) override;
+
+    // Of the last verify window: [n_vocab] of row `row` (the acceptance edits it in
+    // place), and the hidden rows [rows, n_embd].
+    std::span<float> logits(int64_t row);
     std::span<const float> logits(int64_t row) const;
-    const float* hidden() const { return hidden_.data(); }  // [k + 1, n_embd]
-    int64_t n0() const { return n0_; }              // the window's first position
+    const float* hidden() const { return hidden_.data(); }
 
 private:
     Runner& runner_;
     int seq_;
-    int64_t n0_ = 0;
-    std::vector<int32_t> window_;
     std::vector<float> logits_, hidden_;
 };
 
