@@ -68,5 +68,5 @@ TEST_CASE("env: the one list names each variable once, with the default the code
     const PipelineOptions c = PipelineOptions::from_env(lookup(all)), d;
     CHECK((c.theta == d.theta && c.force_miss == d.force_miss && c.doom_skip == d.doom_skip &&
            c.prestage == d.prestage && c.snap_overlap == d.snap_overlap));
-    CHECK(names.size() == 9);
+    CHECK(names.size() == 10);
 }

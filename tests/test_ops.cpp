@@ -216,6 +216,36 @@ struct Harness {
             for (int64_t c = 0; c < 6; ++c)
                 EXPECT(dst[r * 6 + c] == (c >= 1 && c < 5 ? src[r * 10 + 3 + c - 1] : 0.0f));
         ran("copy");
+        // A copy of megabytes (a snapshot of a recurrent state), which the CPU spreads over its pool.
+        const Floats big = rng.normal(3001 * 130);
+        Floats big_out(big.size(), 0.0f);
+        be.ops->copy(Tensor::f32(big_out.data(), 130, 3001), Tensor::f32(big.data(), 130, 3001));
+        EXPECT((big_out == big));
+        ran("copy");
+
+        // Memory: zeroed and aligned, host copies in and out exact, a prepared vector the same values.
+        for (size_t bytes : {size_t{4}, size_t{1000}, size_t{3} << 20}) {
+            const Buffer b = be.ops->alloc(bytes);
+            EXPECT(b.size() == bytes);
+            EXPECT(reinterpret_cast<uintptr_t>(b.data()) % 64 == 0);
+            std::vector<uint8_t> back(bytes, 1);
+            be.ops->to_host(back.data(), b.data(), bytes);
+            EXPECT(std::all_of(back.begin(), back.end(), [](uint8_t v) { return v == 0; }));
+            ran("alloc");
+            std::vector<uint8_t> pattern(bytes);
+            for (size_t i = 0; i < bytes; ++i) pattern[i] = static_cast<uint8_t>(i * 7 + 3);
+            be.ops->to_device(b.data(), pattern.data(), bytes);
+            be.ops->to_host(back.data(), b.data(), bytes);
+            EXPECT((back == pattern));
+            ran("to_device");
+            ran("to_host");
+        }
+        const Floats v = rng.normal(37);
+        const float* pv = be.ops->prepare_vector(v);
+        Floats pv_back(v.size());
+        be.ops->to_host(pv_back.data(), pv, v.size() * sizeof(float));
+        EXPECT((pv_back == v));
+        ran("prepare_vector");
         Floats y = dst;
         be.ops->add(Tensor::f32(y.data(), 6, 7), Tensor::f32(src.data(), 6, 7, 10));
         for (int64_t r = 0; r < 7; ++r)
@@ -599,7 +629,7 @@ TEST_CASE("ops: every op on every backend agrees with its reference", "[ops]") {
         ops.insert(h.ops_seen.begin(), h.ops_seen.end());
         cases += h.cases;
     }
-    CHECK(ops.size() == 21);  // every op of engine/backend/ops.h
+    CHECK(ops.size() == 25);  // every op of engine/backend/ops.h, memory and host copies included
     if (g_failed == 0)
         std::printf("ops: %zu ops x %zu backends, %lld cases passed\n", ops.size(), bes.size(),
                     static_cast<long long>(cases));

@@ -18,8 +18,10 @@ std::shared_ptr<const Model> mtp_model() {
                                                       synth::GdnLayout::Split, /*mtp=*/true)));
 }
 
-std::unique_ptr<SplitRunner> split(std::shared_ptr<const Model> m, const char* devices, bool overlap, int pipeline) {
+std::unique_ptr<SplitRunner> split(std::shared_ptr<const Model> m, const char* devices, bool overlap, int pipeline,
+                                   bool staged_copies = false) {
     SplitConfig cfg;
+    cfg.staged_copies = staged_copies;
     cfg.overlap = overlap;
     cfg.wait_ms = 10000;
     cfg.pipeline_windows = pipeline;
@@ -130,6 +132,12 @@ TEST_CASE("pipeline: greedy output is identical across every execution mode", "[
             o.prestage = false;
             o.snap_overlap = false;
         });
+        // The path a GPU takes (copies at the window's edges and the hand-in), on the CPU.
+        auto staged = split(m, "cpu:0,cpu:1", false, 2, /*staged_copies=*/true);
+        for (int k : {1, 3}) {
+            INFO("pipelined, staged copies, K=" << k);
+            CHECK(gen(*staged, tok, prompt, k, 48, *forced, always).out == want);
+        }
         for (const Variant& v : variants) {
             INFO(v.name);
             const Run run = gen(*pipe, tok, prompt, 3, 48, *forced, v.o);

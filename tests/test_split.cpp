@@ -84,17 +84,19 @@ TEST_CASE("split: logits are bit-identical for every placement and mode", "[spli
         auto local = make_local_runner(m, 2, 32, GgmlType::F16);
         const auto want = run_windows(*local);
         const int64_t last = m->hp().n_layer - 1;
-        for (bool overlap : {false, true}) {
+        for (int mode = 0; mode < 3; ++mode) {
+            const bool overlap = mode == 1;
             SplitConfig cfg;
             cfg.overlap = overlap;
             cfg.wait_ms = 10000;
+            cfg.staged_copies = mode == 2;  // the copies a GPU makes at a window's edges, on the CPU
             for (const auto& [devs, split] : std::vector<std::pair<std::string, std::string>>{
                      {"cpu:0,cpu:1", "auto"},
                      {"cpu:0,cpu:1", fmt::format("0-0,1-{}", last)},
                      {"cpu:0,cpu:1,cpu:2", "auto"},
                      {"cpu:0,cpu:1,cpu:0", "auto"}}) {
                 auto r = make_split_runner(m, plan(*m, devs, split), 1, 32, GgmlType::F16, cfg);
-                INFO(synth::arch_name(arch) << " " << devs << " " << split << " overlap=" << overlap << " -> "
+                INFO(synth::arch_name(arch) << " " << devs << " " << split << " mode=" << mode << " -> "
                                             << r->describe());
                 CHECK(r->overlap() == (overlap && devs != "cpu:0,cpu:1,cpu:0"));
                 CHECK(run_windows(*r) == want);

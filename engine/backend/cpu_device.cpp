@@ -88,10 +88,10 @@ void pin_current_thread(int core) {
 
 class CpuDevice final : public Device {
 public:
-    CpuDevice(std::string name, int threads, int first_core)
+    CpuDevice(std::string name, int threads, int first_core, bool staged_copies)
         : name_(std::move(name)),
           pool_(threads, [first_core](int i) { pin_current_thread(first_core + i); }),
-          ops_(pool_),
+          ops_(pool_, !staged_copies),
           core_(first_core) {
         worker_ = std::thread([this] { loop(); });
     }
@@ -183,12 +183,12 @@ private:
 
 }  // namespace
 
-std::unique_ptr<Device> open_device(const std::string& spec, int threads, int first_core) {
+std::unique_ptr<Device> open_device(const std::string& spec, int threads, int first_core, bool staged_copies) {
     if (spec.rfind("cpu:", 0) == 0) {
         const std::string idx = spec.substr(4);
         if (idx.empty() || idx.find_first_not_of("0123456789") != std::string::npos || idx.size() > 3)
             fail("unknown device '{}' (expected cpu:N)", spec);
-        return std::make_unique<CpuDevice>(spec, std::max(1, threads), first_core);
+        return std::make_unique<CpuDevice>(spec, std::max(1, threads), first_core, staged_copies);
     }
     if (spec.rfind("cuda:", 0) == 0 || spec.rfind("hip:", 0) == 0)
         fail("device '{}': this build has no GPU backend yet (available: cpu:N)", spec);

@@ -323,7 +323,9 @@ std::optional<Tensor> CpuOps::handoff_wait(Handoff& h, uint64_t window, int64_t 
     STRATA_CHECK(static_cast<size_t>(x.ne0 * x.ne1) <= h.capacity(), "hand-off: {} values, the payload holds {}",
                  x.ne0 * x.ne1, h.capacity());
     if (h.wait(window, timeout_ms) != Handoff::Wait::Ready) return std::nullopt;
-    return Tensor::f32(h.payload(), x.ne0, x.ne1);  // host memory: the stage runs on the rows where they are
+    if (host_memory_) return Tensor::f32(h.payload(), x.ne0, x.ne1);  // the stage runs on the rows where they are
+    for (int64_t r = 0; r < x.ne1; ++r) std::memcpy(x.row(r), h.payload() + r * x.ne0, sizeof(float) * x.ne0);
+    return x;
 }
 
 }  // namespace strata

@@ -3,6 +3,7 @@
 // needs beyond its arguments are members, grown once and reused: no thread_local state,
 // so the same CpuOps serves whichever thread drives its device.
 #pragma once
+#include <cstring>
 #include <map>
 #include <tuple>
 #include <vector>
@@ -15,12 +16,18 @@ namespace strata {
 
 class CpuOps final : public Ops {
 public:
-    explicit CpuOps(ThreadPool& pool) : pool_(pool) {}
+    // host_memory = false: behave as a device with memory of its own (copies at a
+    // window's edges, the hand-in copied into the stage's buffer), so tests run the path
+    // a GPU takes on the CPU (STRATA_TEST_DEVICE_COPIES).
+    explicit CpuOps(ThreadPool& pool, bool host_memory = true) : pool_(pool), host_memory_(host_memory) {}
     std::string_view name() const override { return "cpu"; }
     ThreadPool& pool() { return pool_; }
     size_t prepared_bytes() const { return store_.bytes(); }  // packed copies made so far
 
     Buffer alloc(size_t bytes) override { return host_buffer(bytes); }
+    bool host_memory() const override { return host_memory_; }
+    void to_device(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
+    void to_host(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
     MatView prepare_weight(const MatView& w) override;
     const float* prepare_vector(std::span<const float> v) override;
 
@@ -60,6 +67,7 @@ private:
     void row_seqs(const Batch& batch);  // row_seq_: row -> index of its sequence in the batch
 
     ThreadPool& pool_;
+    bool host_memory_;
     WeightStore store_;  // packed copies (prepare_weight)
     WeightStore vectors_;  // prepare_vector's copies (a few KiB a layer)
     // The copy made for each weight (its rows, type and shape), so a matrix a stage binds

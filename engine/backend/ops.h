@@ -70,6 +70,13 @@ public:
     Allocator allocator() {
         return [this](size_t n) { return alloc(n); };
     }
+    // Whether host pointers are this device's memory (the CPU backend, unless a test asks
+    // it to stage its copies). Else a window's host inputs (token ids, the MTP's hidden
+    // rows) go in through to_device and its outputs (logits, hidden rows) come back
+    // through to_host (Model::embed, output and mtp_forward do so: ForwardCtx).
+    virtual bool host_memory() const = 0;
+    virtual void to_device(void* dst, const void* src, size_t bytes) = 0;  // host -> this device
+    virtual void to_host(void* dst, const void* src, size_t bytes) = 0;    // this device -> host
 
     // --- weights ---
     // A matmul weight made ready for this device, valid as long as this Ops: the CPU

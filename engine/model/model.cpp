@@ -36,6 +36,26 @@ size_t Scratch::capacity() const {
     return n;
 }
 
+const int32_t* ForwardCtx::in_ids(const int32_t* host, int64_t n) {
+    if (ops.host_memory()) return host;
+    int32_t* d = scratch.ints(static_cast<size_t>(n));
+    ops.to_device(d, host, sizeof(int32_t) * static_cast<size_t>(n));
+    return d;
+}
+
+const float* ForwardCtx::in_rows(const float* host, size_t floats) {
+    if (ops.host_memory()) return host;
+    float* d = scratch.floats(floats);
+    ops.to_device(d, host, sizeof(float) * floats);
+    return d;
+}
+
+float* ForwardCtx::out_rows(float* host, size_t floats) { return ops.host_memory() ? host : scratch.floats(floats); }
+
+void ForwardCtx::out_done(float* host, const float* dev, size_t floats) {
+    if (dev != host) ops.to_host(host, dev, sizeof(float) * floats);
+}
+
 ForwardCtx::ForwardCtx(Ops& o, const Model& m) : ops(o), owned_(m.bind(o)), weights(owned_.get()), scratch(o.allocator()) {}
 
 std::unique_ptr<StageWeights> Model::bind(Ops& ops, int64_t l0, int64_t l1, bool embed, bool head) const {
@@ -96,7 +116,8 @@ SeqState Model::new_state(Ops& ops, int64_t n_ctx, GgmlType cache_type, int64_t 
 
 void Model::embed(ForwardCtx& ctx, const int32_t* tokens, int64_t T, float* x) const {
     STRATA_CHECK(ctx.weights && ctx.weights->embed, "embed: this stage did not bind the embedding table");
-    ctx.ops.get_rows(ctx.weights->tok_embd, tokens, Tensor::f32(x, hp_.n_embd, T));
+    const Scratch::Frame frame(ctx.scratch);
+    ctx.ops.get_rows(ctx.weights->tok_embd, ctx.in_ids(tokens, T), Tensor::f32(x, hp_.n_embd, T));
 }
 
 void Model::run_layers(ForwardCtx& ctx, const Batch& batch, int64_t l0, int64_t l1, float* x) const {
@@ -118,8 +139,12 @@ void Model::output(ForwardCtx& ctx, const Batch& batch, const float* x, std::spa
     int64_t n_sel = 0;
     for (size_t i = 0; i < want.size(); ++i) {
         const BatchSeq& s = batch.seqs[i];
-        if (want[i].hidden_out)
-            ctx.ops.rms_norm(xs.rows(s.row0, s.n), ctx.weights->output_norm.data(), hp_.rms_eps, Tensor::f32(want[i].hidden_out, E, s.n));
+        if (want[i].hidden_out) {
+            const size_t n = static_cast<size_t>(s.n * E);
+            float* h = ctx.out_rows(want[i].hidden_out, n);
+            ctx.ops.rms_norm(xs.rows(s.row0, s.n), ctx.weights->output_norm.data(), hp_.rms_eps, Tensor::f32(h, E, s.n));
+            ctx.out_done(want[i].hidden_out, h, n);
+        }
         if (!logits_rows) continue;
         const int64_t n = want[i].all_logits ? s.n : 1;
         ctx.ops.rms_norm(xs.rows(s.row0 + s.n - n, n), ctx.weights->output_norm.data(), hp_.rms_eps, sel.rows(n_sel, n));
@@ -127,7 +152,10 @@ void Model::output(ForwardCtx& ctx, const Batch& batch, const float* x, std::spa
     }
     if (logits_rows && n_sel > 0) {
         STRATA_CHECK(ctx.weights && ctx.weights->head, "output: this stage did not bind the LM head");
-        ctx.ops.matmul(ctx.weights->output, sel.rows(0, n_sel), Tensor::f32(logits_rows, hp_.n_vocab, n_sel));
+        const size_t n = static_cast<size_t>(n_sel * hp_.n_vocab);
+        float* logits = ctx.out_rows(logits_rows, n);
+        ctx.ops.matmul(ctx.weights->output, sel.rows(0, n_sel), Tensor::f32(logits, hp_.n_vocab, n_sel));
+        ctx.out_done(logits_rows, logits, n);
     }
 }
 

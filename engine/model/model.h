@@ -78,6 +78,15 @@ struct ForwardCtx {
 
     Ops& ops;
 
+    // A window's edges, where host memory meets the device's (Ops::host_memory): inputs
+    // (token ids, hidden rows) as device memory, outputs (logits, hidden rows) written to
+    // device memory and then copied out. On a device whose memory is host memory these
+    // are the host pointers themselves. Buffers come from the scratch: call inside a Frame.
+    const int32_t* in_ids(const int32_t* host, int64_t n);
+    const float* in_rows(const float* host, size_t floats);
+    float* out_rows(float* host, size_t floats);               // where to write
+    void out_done(float* host, const float* dev, size_t floats);  // then this
+
 private:
     std::unique_ptr<StageWeights> owned_;  // before `weights`: the constructor above sets both
 

@@ -173,17 +173,20 @@ void Qwen3NextModel::mtp_forward(ForwardCtx& ctx, SeqState& s, const float* hidd
     const Tensor eh = ctx.scratch.rows(2 * E, T);
     const Tensor e = Tensor::f32(eh.f(), E, T, 2 * E), hh = Tensor::f32(eh.f() + E, E, T, 2 * E);
     const Tensor x = ctx.scratch.rows(E, T);  // block stream
-    ctx.ops.get_rows(m.embd, next_tokens, e);
+    ctx.ops.get_rows(m.embd, ctx.in_ids(next_tokens, T), e);
     ctx.ops.rms_norm(e, m.enorm.data(), hp_.rms_eps, e);
-    ctx.ops.rms_norm(Tensor::f32(hidden, E, T), m.hnorm.data(), hp_.rms_eps, hh);
+    ctx.ops.rms_norm(Tensor::f32(ctx.in_rows(hidden, static_cast<size_t>(T * E)), E, T), m.hnorm.data(), hp_.rms_eps, hh);
     ctx.ops.matmul(m.eh_proj, eh, x);
     decoder_layer(ctx, Batch::single(s, pos0, T), m.layer, hp_.n_layer, x.f());
     const Tensor hn = ctx.scratch.rows(E, T);
     ctx.ops.rms_norm(x, m.head_norm.data(), hp_.rms_eps, hn);
-    if (hidden_out) ctx.ops.copy(Tensor::f32(hidden_out, E, T), hn);
+    if (hidden_out) ctx.out_done(hidden_out, hn.f(), static_cast<size_t>(T * E));
     if (!logits_out) return;
     const int64_t n = last_logits_only ? 1 : T;
-    ctx.ops.matmul(m.head, hn.rows(T - n, n), Tensor::f32(logits_out, hp_.n_vocab, n));
+    const size_t nv = static_cast<size_t>(n * hp_.n_vocab);
+    float* logits = ctx.out_rows(logits_out, nv);
+    ctx.ops.matmul(m.head, hn.rows(T - n, n), Tensor::f32(logits, hp_.n_vocab, n));
+    ctx.out_done(logits_out, logits, nv);
 }
 
 }  // namespace

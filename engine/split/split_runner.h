@@ -19,6 +19,7 @@ struct SplitConfig {
     int64_t wait_ms = 30000;          // STRATA_SPLIT_WAIT_MS (0 = no limit)
     int64_t host_timeout_ms = 20000;  // STRATA_HOST_TIMEOUT_MS (0 = no limit)
     int64_t drop_window = 0;          // STRATA_TEST_HANDOFF_DROP (0 = off; N = the Nth window)
+    bool staged_copies = false;       // STRATA_TEST_DEVICE_COPIES: CPU devices copy as a GPU must
     int pipeline_windows = 0;  // --pipeline-windows: 2 = the stage pipe (StagePipe) is available
 
     static SplitConfig from_env(const EnvReader& env, int pipeline_windows = 0);

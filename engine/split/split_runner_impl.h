@@ -113,7 +113,7 @@ public:
         for (const StagePlan& sp : plan.stages) {
             Stage st;
             if (opened.count(sp.device)) shared_device = true;
-            st.dev = open_device(sp.device, threads, core);
+            st.dev = open_device(sp.device, threads, core, cfg.staged_copies);
             const bool first = stages_.empty(), last = stages_.size() + 1 == plan.stages.size();
             st.weights = model_->bind(st.dev->ops(), sp.l0, sp.l1, first, last);
             st.ctx = std::make_unique<ForwardCtx>(st.dev->ops(), st.weights.get());
