@@ -133,9 +133,30 @@ public:
         submit([ev] { ev.wait(0); });  // the other queue's error is its waiter's to report
     }
 
+    void run(std::function<void()> op) override {
+        {
+            std::unique_lock<std::mutex> lk(mu_);
+            cv_.wait(lk, [&] { return q_.empty() && !busy_; });
+            busy_ = true;  // the queue's thread starts nothing until it is released
+        }
+        struct Release {
+            CpuDevice& d;
+            ~Release() { d.done_item(); }
+        } release{*this};
+        op();
+    }
+
     Ops& ops() override { return ops_; }
 
 private:
+    void done_item() {
+        {
+            std::lock_guard<std::mutex> lk(mu_);
+            busy_ = false;
+        }
+        cv_.notify_all();
+    }
+
     struct Item {
         std::function<void()> op;             // work, or
         std::shared_ptr<CpuEvent> event;  // an event to signal
@@ -149,11 +170,12 @@ private:
             spin_until([&] { return pending_.load(std::memory_order_acquire) > 0 || stop_flag_.load(); });
             {
                 std::unique_lock<std::mutex> lk(mu_);
-                cv_.wait(lk, [&] { return stop_ || !q_.empty(); });
+                cv_.wait(lk, [&] { return (stop_ && q_.empty()) || (!q_.empty() && !busy_); });
                 if (q_.empty()) return;  // stop requested and drained
                 it = std::move(q_.front());
                 q_.pop_front();
                 pending_.fetch_sub(1, std::memory_order_relaxed);
+                busy_ = true;
             }
             if (it.op) {
                 try {
@@ -165,6 +187,7 @@ private:
                 it.event->signal(pending);
                 pending = nullptr;
             }
+            done_item();
         }
     }
 
@@ -176,6 +199,7 @@ private:
     std::condition_variable cv_;
     std::deque<Item> q_;
     bool stop_ = false;
+    bool busy_ = false;  // an item runs, on the queue's thread or inline (run)
     std::atomic<bool> stop_flag_{false};  // stop_, readable while spinning
     std::atomic<size_t> pending_{0};      // items in q_, readable while spinning
     std::thread worker_;

@@ -63,6 +63,17 @@ public:
     // error (whoever waits on ev on the host reports that): a cross-queue dependency as a
     // device operation (cudaStreamWaitEvent on a GPU).
     virtual void wait_event(const DeviceEvent& ev) = 0;
+    // op as the queue's next item, returning when it is done and rethrowing its error:
+    // for a host that would only wait (a one-stage chain, its snapshots). A CPU device
+    // runs it on the calling thread once its queue is idle, with no hop to the queue's
+    // thread; a GPU's is submit, record and wait. No time limit: the caller is the one
+    // who would enforce it.
+    virtual void run(std::function<void()> op) {
+        submit(std::move(op));
+        const DeviceEvent ev = record();
+        ev.wait(0);
+        ev.rethrow();
+    }
     // The op set this device executes (engine/backend/ops.h); called from inside its
     // queue's ops.
     virtual Ops& ops() = 0;

@@ -114,11 +114,15 @@ void SplitRunnerImpl::eval(std::span<const Item> items, float* logits_rows) {
         for (size_t s = 0; s < stages_.size(); ++s) wait_event(events[s], s);
     } else {
         for (size_t s = 0; s < stages_.size(); ++s) {
-            stages_[s].dev->submit([this, s, w] { run_stage(s, w); });
-            events[s] = stages_[s].dev->record();
-            wait_event(events[s], s);
             try {
-                events[s].rethrow();
+                if (cfg_.host_timeout_ms == 0) {  // nothing to bound: the host only waits, so the device may run it here
+                    stages_[s].dev->run([this, s, w] { run_stage(s, w); });
+                } else {
+                    stages_[s].dev->submit([this, s, w] { run_stage(s, w); });
+                    events[s] = stages_[s].dev->record();
+                    wait_event(events[s], s);
+                    events[s].rethrow();
+                }
             } catch (...) {
                 op_error = std::current_exception();
                 break;
@@ -179,18 +183,27 @@ void SplitRunnerImpl::mtp(int seq, const float* hidden, const int32_t* tokens, i
     mtp_logits_.resize(static_cast<size_t>(V));
     mtp_hidden_out_.resize(static_cast<size_t>(T * E));
     const bool want_logits = logits_rows != nullptr;
-    st.dev->submit([this, &st, &state, T, pos0, want_logits] {
+    auto op = [this, &st, &state, T, pos0, want_logits] {
         model_->mtp_forward(*st.ctx, state, mtp_hidden_.data(), mtp_tokens_.data(), T, pos0,
                             want_logits ? mtp_logits_.data() : nullptr, mtp_hidden_out_.data(), /*last_logits_only=*/true);
-    });
-    const DeviceEvent ev = st.dev->record();
-    if (!ev.wait(cfg_.host_timeout_ms)) watchdog(stages_.size() - 1, window_);
-    ev.rethrow();
+    };
+    if (cfg_.host_timeout_ms == 0) {
+        st.dev->run(op);
+    } else {
+        st.dev->submit(op);
+        const DeviceEvent ev = st.dev->record();
+        if (!ev.wait(cfg_.host_timeout_ms)) watchdog(stages_.size() - 1, window_);
+        ev.rethrow();
+    }
     if (logits_rows) std::copy(mtp_logits_.begin(), mtp_logits_.end(), logits_rows);
     if (hidden_out) std::copy(mtp_hidden_out_.begin(), mtp_hidden_out_.end(), hidden_out);
 }
 
 void SplitRunnerImpl::on_every_stage(const std::function<void(size_t)>& op) {
+    if (cfg_.host_timeout_ms == 0) {
+        for (size_t s = 0; s < stages_.size(); ++s) stages_[s].dev->run([&op, s] { op(s); });
+        return;
+    }
     std::vector<DeviceEvent> events(stages_.size());
     for (size_t s = 0; s < stages_.size(); ++s) {
         stages_[s].dev->submit([&op, s] { op(s); });
