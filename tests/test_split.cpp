@@ -189,3 +189,30 @@ TEST_CASE("devices: a queue waits for another queue's event as a device operatio
     CHECK(seen == 2);
     CHECK_THROWS_WITH(fail.rethrow(), Catch::Contains("boom"));
 }
+
+TEST_CASE("devices: run() is the queue's next item: after what was queued, before what comes later", "[split][device]") {
+    auto d = open_device("cpu:0", 2, 0);
+    std::atomic<bool> release{false};
+    std::vector<int> order;  // written by one item at a time
+    d->submit([&] {
+        while (!release.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        order.push_back(1);
+    });
+    std::thread releaser([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(30));
+        release.store(true);
+    });
+    d->run([&] { order.push_back(2); });  // waits for the held item first
+    releaser.join();
+    d->submit([&] { order.push_back(3); });
+    const DeviceEvent ev = d->record();
+    REQUIRE(ev.wait(5000));
+    CHECK(order == std::vector<int>{1, 2, 3});
+    // Its error comes back to the caller; the queue goes on.
+    CHECK_THROWS_WITH(d->run([] { throw Error("inline boom"); }), Catch::Contains("inline boom"));
+    d->submit([&] { order.push_back(4); });
+    const DeviceEvent ev2 = d->record();
+    REQUIRE(ev2.wait(5000));
+    CHECK_NOTHROW(ev2.rethrow());
+    CHECK(order.back() == 4);
+}
