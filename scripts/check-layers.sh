@@ -35,5 +35,14 @@ while IFS= read -r f; do
     done < <(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$f")
 done < <(git ls-files -co --exclude-standard 'engine/*' 'kernels/cpu/*' 'server/*' 'tools/*' 'bench/*' 2>/dev/null ||
          find engine kernels/cpu server tools bench -type f)
-if [ "$bad" = 0 ]; then echo "layering: no upward includes (${#layers[@]} layers)"; fi
+# The model describes, the device executes: above the kernels, only the backend runs them
+# (kernels/ includes) or knows a thread pool.
+while IFS= read -r f; do
+    case "$f" in engine/backend/*|engine/core/*|engine/quant/*|engine/gguf/*|engine/state/*) continue ;; esac
+    if grep -qE '^[[:space:]]*#[[:space:]]*include[[:space:]]*"(kernels/|engine/core/thread_pool\.h)' "$f"; then
+        echo "layering: $f reaches past the op interface (kernels/ or the thread pool); only engine/backend may"
+        bad=1
+    fi
+done < <(git ls-files -co --exclude-standard 'engine/*' 'server/*' 'tools/*' 2>/dev/null || find engine server tools -type f)
+if [ "$bad" = 0 ]; then echo "layering: no upward includes (${#layers[@]} layers), nothing past the op interface"; fi
 exit "$bad"
