@@ -29,6 +29,7 @@ public:
     void to_device(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
     void to_host(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
     MatView prepare_weight(const MatView& w) override;
+    MatView prepare_table(const MatView& t) override { return t; }  // get_rows reads the blocks as they are
     const float* prepare_vector(std::span<const float> v) override;
 
     void get_rows(const MatView& table, const int32_t* ids, Tensor x) override;

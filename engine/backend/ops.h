@@ -84,6 +84,9 @@ public:
     // results, bit for bit); a GPU backend copies the blocks into device memory. Called
     // when a stage binds its layers (Model::bind), never per window.
     virtual MatView prepare_weight(const MatView& w) = 0;
+    // A table read by rows (get_rows: the token embedding), made ready for this device:
+    // the CPU reads the file's blocks where they are; a GPU copies them over.
+    virtual MatView prepare_table(const MatView& t) = 0;
     // A weight vector (norm weights, biases, conv taps) copied into this device's memory,
     // valid as long as this Ops.
     virtual const float* prepare_vector(std::span<const float> v) = 0;

@@ -66,7 +66,7 @@ std::unique_ptr<StageWeights> Model::bind(Ops& ops, int64_t l0, int64_t l1, bool
     w->l1 = l1;
     w->embed = embed;
     w->head = head;
-    if (embed) w->tok_embd = tok_embd_;  // read by row: nothing to prepare on the CPU
+    if (embed) w->tok_embd = ops.prepare_table(tok_embd_);
     if (head) {
         w->output = ops.prepare_weight(output_);
         w->output_norm = output_norm_;

@@ -97,7 +97,8 @@ std::unique_ptr<StageWeights> Qwen3NextModel::bind_layers(Ops& ops, int64_t l0, 
     if (head)
         for (MtpBlock m : mtp_) {
             m.eh_proj = ops.prepare_weight(m.eh_proj);
-            m.head = ops.prepare_weight(m.head);  // the embedding table is read by row
+            m.head = ops.prepare_weight(m.head);
+            m.embd = ops.prepare_table(m.embd);
             prepare_layer(ops, m.layer);
             for (WeightVec* v : {&m.enorm, &m.hnorm, &m.head_norm}) v->prepare(ops);
             w->mtp.push_back(std::move(m));
