@@ -90,7 +90,10 @@ class CpuDevice final : public Device {
 public:
     CpuDevice(std::string name, int threads, int first_core, bool staged_copies)
         : name_(std::move(name)),
-          pool_(threads, [first_core](int i) { pin_current_thread(first_core + i); }),
+          pool_(threads,
+                [first_core](int i) {
+                    if (first_core >= 0) pin_current_thread(first_core + i);
+                }),
           ops_(pool_, !staged_copies),
           core_(first_core) {
         worker_ = std::thread([this] { loop(); });

@@ -80,7 +80,7 @@ public:
 };
 
 // "cpu:N" with `threads` threads, pinned to cores first_core .. first_core + threads - 1
-// where the machine has them. Throws for an unknown device name. staged_copies: a CPU
+// where the machine has them (first_core < 0: not pinned). Throws for an unknown device name. staged_copies: a CPU
 // device whose ops treat host memory as not theirs (CpuOps, host_memory = false).
 std::unique_ptr<Device> open_device(const std::string& spec, int threads, int first_core,
                                     bool staged_copies = false);

@@ -113,7 +113,9 @@ public:
         for (const StagePlan& sp : plan.stages) {
             Stage st;
             if (opened.count(sp.device)) shared_device = true;
-            st.dev = open_device(sp.device, threads, core, cfg.staged_copies);
+            // One stage has the machine to itself: its threads go where the OS puts them,
+            // as any process's (the calling thread runs its windows: Device::run).
+            st.dev = open_device(sp.device, threads, plan.stages.size() == 1 ? -1 : core, cfg.staged_copies);
             const bool first = stages_.empty(), last = stages_.size() + 1 == plan.stages.size();
             st.weights = model_->bind(st.dev->ops(), sp.l0, sp.l1, first, last);
             st.ctx = std::make_unique<ForwardCtx>(st.dev->ops(), st.weights.get());
