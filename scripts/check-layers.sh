@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 
 # Bottom to top. engine/*.{h,cpp} directly in engine/ (generate, engine, options) is
 # the "engine" layer.
-layers=(engine/core engine/quant engine/gguf kernels/cpu engine/state engine/backend engine/model
+layers=(engine/core engine/quant engine/gguf kernels/cpu kernels/cuda engine/state engine/backend engine/model
         engine/text engine/sample engine/synth engine/run engine/split engine/speculative engine/serve
         engine server tools bench)
 declare -A rank
@@ -33,8 +33,8 @@ while IFS= read -r f; do
             bad=1
         fi
     done < <(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$f")
-done < <(git ls-files -co --exclude-standard 'engine/*' 'kernels/cpu/*' 'server/*' 'tools/*' 'bench/*' 2>/dev/null ||
-         find engine kernels/cpu server tools bench -type f)
+done < <(git ls-files -co --exclude-standard 'engine/*' 'kernels/*' 'server/*' 'tools/*' 'bench/*' 2>/dev/null ||
+         find engine kernels server tools bench -type f)
 # The model describes, the device executes: above the kernels, only the backend runs them
 # (kernels/ includes) or knows a thread pool.
 while IFS= read -r f; do

@@ -1,7 +1,7 @@
 // Plain references of the op set (engine/backend/ops.h) for the every-op harness
 // (tests/test_ops.cpp): each written as the op's definition reads, in double precision,
-// with no blocking, threads or SIMD. Weights go through dequantize_row, a KV cache's
-// rows are read back the same way.
+// with no blocking, threads or SIMD, on host memory. Weights go through dequantize_row,
+// a KV cache's rows (copied back to the host: KvHost) are read back the same way.
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -68,13 +68,25 @@ inline void rope(double* x, int64_t n_rot, bool neox, int64_t pos, double base, 
     }
 }
 
-// Attention of one query head against positions [0, n_pos) of KV head kvh, layer l.
-inline Vec attend(const float* q, int64_t hd, int64_t hdv, const KvCache& kv, int64_t l, int64_t kvh, int64_t n_pos) {
+// One layer of a KV cache copied back to the host (the cache is memory of the backend's
+// device): KV head h's position u at k.data() + (h * n_ctx + u) * k_stride (v likewise),
+// the cache's own rows, byte for byte.
+struct KvHost {
+    GgmlType type = GgmlType::F32;
+    int64_t n_ctx = 0;
+    size_t k_stride = 0, v_stride = 0;
+    std::vector<uint8_t> k, v;
+    const uint8_t* k_head(int64_t h) const { return k.data() + static_cast<size_t>(h * n_ctx) * k_stride; }
+    const uint8_t* v_head(int64_t h) const { return v.data() + static_cast<size_t>(h * n_ctx) * v_stride; }
+};
+
+// Attention of one query head against positions [0, n_pos) of KV head kvh of a layer.
+inline Vec attend(const float* q, int64_t hd, int64_t hdv, const KvHost& kv, int64_t kvh, int64_t n_pos) {
     std::vector<float> k(static_cast<size_t>(hd)), v(static_cast<size_t>(hdv));
     Vec s(static_cast<size_t>(n_pos)), o(static_cast<size_t>(hdv), 0.0);
     double mx = -1e300;
     for (int64_t u = 0; u < n_pos; ++u) {
-        dequantize_row(kv.type(), kv.k_head(l, kvh) + u * kv.k_stride(), k.data(), hd);
+        dequantize_row(kv.type, kv.k_head(kvh) + u * kv.k_stride, k.data(), hd);
         double d = 0;
         for (int64_t i = 0; i < hd; ++i) d += double(q[i]) * k[i];
         s[u] = d / std::sqrt(double(hd));
@@ -83,7 +95,7 @@ inline Vec attend(const float* q, int64_t hd, int64_t hdv, const KvCache& kv, in
     double sum = 0;
     for (double& e : s) sum += (e = std::exp(e - mx));
     for (int64_t u = 0; u < n_pos; ++u) {
-        dequantize_row(kv.type(), kv.v_head(l, kvh) + u * kv.v_stride(), v.data(), hdv);
+        dequantize_row(kv.type, kv.v_head(kvh) + u * kv.v_stride, v.data(), hdv);
         for (int64_t i = 0; i < hdv; ++i) o[i] += s[u] / sum * v[i];
     }
     return o;

@@ -2,20 +2,26 @@
 // of engine/backend/ops.h on each backend present, on random shapes (odd sizes, one row,
 // many rows, every weight type the op reads), against the plain references of
 // tests/ops_reference.h, within the tolerance the op states, and bit for bit across
-// thread counts where its canonical order promises that. A GPU backend joins by adding
-// itself to backends(). Closes with "ops: N ops x M backends, K cases passed".
+// thread counts where its canonical order promises that. Every pointer an op takes is
+// memory of the backend's device (Ops::alloc): inputs go in with to_device, results come
+// back with to_host (which returns when they are there), and the references and the
+// comparisons read those host copies. The backends: the CPU, the CPU staging its copies
+// as a GPU must, and the GPU this build has when a device is present. Closes with
+// "ops: N ops x M backends, K cases passed".
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <random>
 #include <set>
 #include <string>
+#include <thread>
 
-#include "engine/backend/cpu_ops.h"
 #include "engine/backend/device.h"
 #include "engine/backend/handoff.h"
 #include "engine/quant/types.h"
@@ -25,27 +31,102 @@ using namespace strata;
 
 namespace {
 
-// A backend under test, with a second instance of the same kind on another thread count
-// (the op's result must not depend on it where the op says so).
+// A backend under test: a device, and a second instance of the same kind (on the CPU,
+// another thread count: the op's result must not depend on it where the op says so).
 struct Backend {
     std::string name;
-    std::unique_ptr<ThreadPool> pool, pool1;
-    std::unique_ptr<Ops> ops, ops1;
+    std::unique_ptr<Device> dev, dev1;
+    Ops& ops() { return dev->ops(); }
+    Ops& ops1() { return dev1->ops(); }
 };
 
 std::vector<Backend> backends() {
     std::vector<Backend> out;
-    Backend cpu;
-    cpu.name = "cpu";
-    cpu.pool = std::make_unique<ThreadPool>(3);
-    cpu.pool1 = std::make_unique<ThreadPool>(1);
-    cpu.ops = std::make_unique<CpuOps>(*cpu.pool);
-    cpu.ops1 = std::make_unique<CpuOps>(*cpu.pool1);
-    out.push_back(std::move(cpu));
+    out.push_back({"cpu", open_device("cpu:0", 3, -1), open_device("cpu:0", 1, -1)});
+    // Host memory still, but every op's memory treated as the device's own (host_memory()
+    // false): the path a GPU takes, on the CPU.
+    out.push_back({"cpu-staged", open_device("cpu:0", 3, -1, /*staged_copies=*/true),
+                   open_device("cpu:0", 1, -1, /*staged_copies=*/true)});
+    if (!gpu_backend().empty() && gpu_device_count() > 0) {
+        const std::string spec = std::string(gpu_backend()) + ":0";
+        out.push_back({spec, open_device(spec, 1, -1), open_device(spec, 1, -1)});
+    }
     return out;
 }
 
 using Floats = std::vector<float>;
+using Ids = std::vector<int32_t>;
+
+// Memory of one backend's device for a case: host data copied in (to_device), results
+// read back (to_host), every buffer freed with the helper.
+struct Dev {
+    Ops& ops;
+    std::vector<Buffer> keep;
+
+    explicit Dev(Ops& o) : ops(o) {}
+
+    void* alloc(size_t bytes) {
+        keep.push_back(ops.alloc(bytes));  // zeroed
+        return keep.back().data();
+    }
+    float* zeros(size_t n) { return static_cast<float*>(alloc(n * sizeof(float))); }
+    Tensor zeros(int64_t n, int64_t rows) { return Tensor::f32(zeros(static_cast<size_t>(n * rows)), n, rows); }
+    float* in(const Floats& h) {
+        float* p = zeros(h.size());
+        ops.to_device(p, h.data(), h.size() * sizeof(float));
+        return p;
+    }
+    // h as rows x n values, row r at r * ld (ld = n when 0): the whole of h goes in.
+    Tensor in(const Floats& h, int64_t n, int64_t rows, int64_t ld = 0) { return Tensor::f32(in(h), n, rows, ld); }
+    int32_t* in_ids(const Ids& h) {
+        auto* p = static_cast<int32_t*>(alloc(h.size() * sizeof(int32_t)));
+        ops.to_device(p, h.data(), h.size() * sizeof(int32_t));
+        return p;
+    }
+    int32_t* ids(size_t n) { return static_cast<int32_t*>(alloc(n * sizeof(int32_t))); }
+
+    Floats out(const float* p, size_t n) {
+        Floats h(n);
+        ops.to_host(h.data(), p, n * sizeof(float));
+        return h;
+    }
+    // t's rows, ne0 values each, packed.
+    Floats out(const Tensor& t) {
+        Floats h(static_cast<size_t>(t.ne0 * t.ne1));
+        if (t.contiguous())
+            ops.to_host(h.data(), t.data, h.size() * sizeof(float));
+        else
+            for (int64_t r = 0; r < t.ne1; ++r)
+                ops.to_host(h.data() + r * t.ne0, t.row(r), sizeof(float) * static_cast<size_t>(t.ne0));
+        return h;
+    }
+    Ids out_ids(const int32_t* p, size_t n) {
+        Ids h(n);
+        ops.to_host(h.data(), p, n * sizeof(int32_t));
+        return h;
+    }
+    // Layer l of a KV cache of this device (n_head_kv heads), copied back for ref::attend.
+    ref::KvHost kv(const KvCache& kv, int64_t l, int64_t n_head_kv) {
+        ref::KvHost h;
+        h.type = kv.type(), h.n_ctx = kv.n_ctx(), h.k_stride = kv.k_stride(), h.v_stride = kv.v_stride();
+        const size_t kh = static_cast<size_t>(h.n_ctx) * h.k_stride, vh = static_cast<size_t>(h.n_ctx) * h.v_stride;
+        h.k.resize(kh * static_cast<size_t>(n_head_kv));
+        h.v.resize(vh * static_cast<size_t>(n_head_kv));
+        for (int64_t i = 0; i < n_head_kv; ++i) {
+            ops.to_host(h.k.data() + kh * static_cast<size_t>(i), kv.k_head(l, i), kh);
+            ops.to_host(h.v.data() + vh * static_cast<size_t>(i), kv.v_head(l, i), vh);
+        }
+        return h;
+    }
+};
+
+// The ready word once the device has run what was queued before (a GPU raises it from a
+// kernel, some time after the publishing call returns; the CPU, before it returns).
+uint64_t ready_word(const Handoff& h, uint64_t want) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (h.ready() != want && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+    return h.ready();
+}
 
 // Checks of the harness: a Catch CHECK, also counted, so the closing line says whether
 // every case passed.
@@ -109,48 +190,68 @@ struct Harness {
     Rng rng{7};
     std::set<std::string> ops_seen;
     int64_t cases = 0;
+    // Every weight made, alive as long as the backend: a prepared weight (prepare_weight,
+    // prepare_table) is valid as long as its Ops, and a backend may know it by its address.
+    std::deque<Weight> weights;
+
+    explicit Harness(Backend& b) : be(b) {}
 
     void ran(const char* op) {
         ops_seen.insert(op);
         ++cases;
     }
 
+    const Weight& weight(GgmlType type, int64_t n_in, int64_t n_out) {
+        weights.push_back(make_weight(rng, type, n_in, n_out));
+        return weights.back();
+    }
+
     void get_rows() {
+        Ops& ops = be.ops();
         for (GgmlType type : {GgmlType::F32, GgmlType::F16, GgmlType::Q8_0, GgmlType::Q4_K})
             for (int64_t T : {1, 5}) {
-                const Weight tab = make_weight(rng, type, 256, 40);
-                const int32_t ids[5] = {0, 39, 7, 7, 21};
-                Floats x(static_cast<size_t>(T * 256));
-                const MatView table = be.ops->prepare_table(tab.view);
+                Dev d{ops};
+                const Weight& tab = weight(type, 256, 40);
+                const Ids ids = {0, 39, 7, 7, 21};
+                const Tensor x = d.zeros(256, T);
+                const MatView table = ops.prepare_table(tab.view);
                 ran("prepare_table");
-                be.ops->get_rows(table, ids, Tensor::f32(x.data(), 256, T));
+                ops.get_rows(table, d.in_ids(ids), x);
                 ref::Vec want;
                 for (int64_t t = 0; t < T; ++t)
                     for (double v : ref::dequant(tab.view, ids[t])) want.push_back(v);
-                close(x, want, 0, 0);
-                const int32_t bad[1] = {40};
-                CHECK_THROWS_WITH(be.ops->get_rows(tab.view, bad, Tensor::f32(x.data(), 256, 1)),
-                                  Catch::Contains("token id 40 is out of range"));
+                close(d.out(x), want, 0, 0);
+                // The bad id through device memory too; the error may come with the op or
+                // with the copy that waits for it.
+                const int32_t* bad = d.in_ids({40});
+                const auto bad_row = [&] {
+                    ops.get_rows(table, bad, x.rows(0, 1));
+                    d.out(x.rows(0, 1));
+                };
+                CHECK_THROWS_WITH(bad_row(), Catch::Contains("token id 40 is out of range"));
                 ran("get_rows");
             }
     }
 
     void norms() {
+        Ops& ops = be.ops();
         for (int64_t n : {1, 7, 96, 257})
             for (int64_t T : {1, 3}) {
                 const Floats x = rng.normal(static_cast<size_t>(n * T)), w = rng.normal(static_cast<size_t>(n));
                 for (bool with_w : {true, false}) {
-                    Floats y(x.size());
-                    be.ops->rms_norm(Tensor::f32(x.data(), n, T), with_w ? w.data() : nullptr, 1e-6f,
-                                     Tensor::f32(y.data(), n, T));
+                    Dev d{ops};
+                    const float* wd = with_w ? d.in(w) : nullptr;
+                    const Tensor yt = d.zeros(n, T);
+                    ops.rms_norm(d.in(x, n, T), wd, 1e-6f, yt);
+                    const Floats y = d.out(yt);
                     ref::Vec want;
                     for (int64_t t = 0; t < T; ++t)
                         for (double v : ref::rms_norm(x.data() + t * n, n, with_w ? w.data() : nullptr, 1e-6))
                             want.push_back(v);
                     close(y, want, 2e-6, 1e-6);
-                    Floats inplace = x;  // y may be x
-                    const Tensor t = Tensor::f32(inplace.data(), n, T);
-                    be.ops->rms_norm(t, with_w ? w.data() : nullptr, 1e-6f, t);
+                    const Tensor t = d.in(x, n, T);  // y may be x
+                    ops.rms_norm(t, wd, 1e-6f, t);
+                    const Floats inplace = d.out(t);
                     EXPECT(inplace == y);
                     ran("rms_norm");
                 }
@@ -158,7 +259,7 @@ struct Harness {
         for (int64_t head : {8, 24})
             for (int64_t T : {1, 4}) {
                 const int64_t n = 3 * head;
-                Floats x = rng.normal(static_cast<size_t>(n * T));
+                const Floats x = rng.normal(static_cast<size_t>(n * T));
                 const Floats z = rng.normal(x.size()), w = rng.normal(static_cast<size_t>(head));
                 ref::Vec want;
                 for (int64_t t = 0; t < T; ++t)
@@ -166,8 +267,10 @@ struct Harness {
                         const ref::Vec r = ref::rms_norm(x.data() + t * n + h * head, head, w.data(), 1e-6);
                         for (int64_t j = 0; j < head; ++j) want.push_back(r[j] * ref::silu(z[t * n + h * head + j]));
                     }
-                be.ops->rms_norm_gated(Tensor::f32(x.data(), n, T), Tensor::f32(z.data(), n, T), w.data(), head, 1e-6f);
-                close(x, want, 1e-5, 1e-6);
+                Dev d{ops};
+                const Tensor xt = d.in(x, n, T);
+                ops.rms_norm_gated(xt, d.in(z, n, T), d.in(w), head, 1e-6f);
+                close(d.out(xt), want, 1e-5, 1e-6);
                 ran("rms_norm_gated");
             }
         for (int64_t head : {16, 33})
@@ -184,88 +287,105 @@ struct Harness {
                         const double inv = 1.0 / std::max(std::sqrt(ss), 1e-6);
                         for (int64_t i = 0; i < head; ++i) v[i] *= inv * scale;
                     }
-                be.ops->l2_norm(Tensor::f32(x.data(), n, T), col0, 3, head, 1e-6f, scale);
-                close(x, want, 2e-6, 1e-7);
+                Dev d{ops};
+                const Tensor xt = d.in(x, n, T);
+                ops.l2_norm(xt, col0, 3, head, 1e-6f, scale);
+                close(d.out(xt), want, 2e-6, 1e-7);
                 ran("l2_norm");
             }
     }
 
     void elementwise() {
+        Ops &ops = be.ops(), &ops1 = be.ops1();
         for (int64_t n : {1, 5, 1000, 4099}) {
+            Dev d{ops}, d1{ops1};
             const Floats g = rng.normal(static_cast<size_t>(n), 3.0f), u = rng.normal(static_cast<size_t>(n));
-            Floats y(g.size()), y1(g.size());
-            be.ops->swiglu(Tensor::f32(g.data(), n, 1), Tensor::f32(u.data(), n, 1), Tensor::f32(y.data(), n, 1));
-            be.ops1->swiglu(Tensor::f32(g.data(), n, 1), Tensor::f32(u.data(), n, 1), Tensor::f32(y1.data(), n, 1));
+            const Tensor yt = d.zeros(n, 1), y1t = d1.zeros(n, 1);
+            ops.swiglu(d.in(g, n, 1), d.in(u, n, 1), yt);
+            ops1.swiglu(d1.in(g, n, 1), d1.in(u, n, 1), y1t);
+            const Floats y = d.out(yt), y1 = d1.out(y1t);
             ref::Vec want;
             for (int64_t i = 0; i < n; ++i) want.push_back(ref::silu(g[i]) * u[i]);
             close(y, want, 1e-5, 1e-6);
             EXPECT(y == y1);  // elementwise: the split across threads changes nothing
             ran("swiglu");
 
-            Floats a = rng.normal(static_cast<size_t>(n));
+            const Floats a = rng.normal(static_cast<size_t>(n));
             const Floats b = rng.normal(static_cast<size_t>(n));
             ref::Vec sum;
             for (int64_t i = 0; i < n; ++i) sum.push_back(double(a[i] + b[i]));  // f32 adds, exactly
-            be.ops->add(Tensor::f32(a.data(), n, 1), Tensor::f32(b.data(), n, 1));
-            close(a, sum, 0, 0);
+            const Tensor at = d.in(a, n, 1);
+            ops.add(at, d.in(b, n, 1));
+            close(d.out(at), sum, 0, 0);
             ran("add");
         }
+        Dev d{ops};
         // Strided rows: copy and add on column ranges of wider rows.
         const Floats src = rng.normal(7 * 10);
-        Floats dst(7 * 6, 0.0f);
-        be.ops->copy(Tensor::f32(dst.data() + 1, 4, 7, 6), Tensor::f32(src.data() + 3, 4, 7, 10));
+        float* srcd = d.in(src);
+        float* dstd = d.zeros(7 * 6);
+        ops.copy(Tensor::f32(dstd + 1, 4, 7, 6), Tensor::f32(srcd + 3, 4, 7, 10));
+        const Floats dst = d.out(dstd, 7 * 6);
         for (int64_t r = 0; r < 7; ++r)
             for (int64_t c = 0; c < 6; ++c)
                 EXPECT(dst[r * 6 + c] == (c >= 1 && c < 5 ? src[r * 10 + 3 + c - 1] : 0.0f));
         ran("copy");
         // A copy of megabytes (a snapshot of a recurrent state), which the CPU spreads over its pool.
-        const Floats big = rng.normal(3001 * 130);
-        Floats big_out(big.size(), 0.0f);
-        be.ops->copy(Tensor::f32(big_out.data(), 130, 3001), Tensor::f32(big.data(), 130, 3001));
-        EXPECT((big_out == big));
-        ran("copy");
+        {
+            Dev db{ops};
+            const Floats big = rng.normal(3001 * 130);
+            const Tensor big_out = db.zeros(130, 3001);
+            ops.copy(big_out, db.in(big, 130, 3001));
+            EXPECT((db.out(big_out) == big));
+            ran("copy");
+        }
 
         // Memory: zeroed and aligned, host copies in and out exact, a prepared vector the same values.
         for (size_t bytes : {size_t{4}, size_t{1000}, size_t{3} << 20}) {
-            const Buffer b = be.ops->alloc(bytes);
+            const Buffer b = ops.alloc(bytes);
             EXPECT(b.size() == bytes);
             EXPECT(reinterpret_cast<uintptr_t>(b.data()) % 64 == 0);
             std::vector<uint8_t> back(bytes, 1);
-            be.ops->to_host(back.data(), b.data(), bytes);
+            ops.to_host(back.data(), b.data(), bytes);
             EXPECT(std::all_of(back.begin(), back.end(), [](uint8_t v) { return v == 0; }));
             ran("alloc");
             std::vector<uint8_t> pattern(bytes);
             for (size_t i = 0; i < bytes; ++i) pattern[i] = static_cast<uint8_t>(i * 7 + 3);
-            be.ops->to_device(b.data(), pattern.data(), bytes);
-            be.ops->to_host(back.data(), b.data(), bytes);
+            ops.to_device(b.data(), pattern.data(), bytes);
+            ops.to_host(back.data(), b.data(), bytes);
             EXPECT((back == pattern));
             ran("to_device");
             ran("to_host");
         }
         const Floats v = rng.normal(37);
-        const float* pv = be.ops->prepare_vector(v);
+        const float* pv = ops.prepare_vector(v);
         Floats pv_back(v.size());
-        be.ops->to_host(pv_back.data(), pv, v.size() * sizeof(float));
+        ops.to_host(pv_back.data(), pv, v.size() * sizeof(float));
         EXPECT((pv_back == v));
         ran("prepare_vector");
-        Floats y = dst;
-        be.ops->add(Tensor::f32(y.data(), 6, 7), Tensor::f32(src.data(), 6, 7, 10));
+        const Tensor yt = d.in(dst, 6, 7);
+        ops.add(yt, Tensor::f32(srcd, 6, 7, 10));
+        const Floats y = d.out(yt);
         for (int64_t r = 0; r < 7; ++r)
             for (int64_t c = 0; c < 6; ++c) EXPECT(y[r * 6 + c] == dst[r * 6 + c] + src[r * 10 + c]);
         ran("add");
     }
 
     void matmuls() {
+        Ops &ops = be.ops(), &ops1 = be.ops1();
         for (GgmlType type : supported_types()) {
             const int64_t bs = type_info(type).block_size;
             const int64_t n_in = bs >= 256 ? 512 : 256 + bs;  // odd block counts where the type allows
             for (int64_t n_out : {1, 33})
                 for (int64_t T : {1, 6}) {
-                    const Weight w = make_weight(rng, type, n_in, n_out);
+                    Dev d{ops}, d1{ops1};
+                    const Weight& w = weight(type, n_in, n_out);
+                    const MatView wd = ops.prepare_weight(w.view), wd1 = ops1.prepare_weight(w.view);
                     const Floats x = rng.normal(static_cast<size_t>(T * n_in));
-                    Floats y(static_cast<size_t>(T * n_out)), y1(y.size());
-                    be.ops->matmul(w.view, Tensor::f32(x.data(), n_in, T), Tensor::f32(y.data(), n_out, T));
-                    be.ops1->matmul(w.view, Tensor::f32(x.data(), n_in, T), Tensor::f32(y1.data(), n_out, T));
+                    const Tensor xt = d.in(x, n_in, T), yt = d.zeros(n_out, T), y1t = d1.zeros(n_out, T);
+                    ops.matmul(wd, xt, yt);
+                    ops1.matmul(wd1, d1.in(x, n_in, T), y1t);
+                    const Floats y = d.out(yt), y1 = d1.out(y1t);
                     ref::Vec mag;
                     const ref::Vec want = ref::matmul(w.view, x.data(), T, &mag);
                     INFO(type_info(type).name << " n_out " << n_out << " T " << T);
@@ -275,28 +395,34 @@ struct Harness {
                     close(y, want, float_w ? 1e-5 : 1e-2, 1e-5, &mag);
                     EXPECT(y == y1);
                     // One row of a many-row call is that row alone: batch invariance.
-                    Floats solo(static_cast<size_t>(n_out));
-                    be.ops->matmul(w.view, Tensor::f32(x.data() + (T - 1) * n_in, n_in, 1), Tensor::f32(solo.data(), n_out, 1));
+                    const Tensor solo_t = d.zeros(n_out, 1);
+                    ops.matmul(wd, xt.rows(T - 1, 1), solo_t);
+                    const Floats solo = d.out(solo_t);
                     EXPECT(std::equal(solo.begin(), solo.end(), y.begin() + (T - 1) * n_out));
                     ran("matmul");
                 }
         }
         for (GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::F16}) {
+            Dev d{ops};
             const int64_t n_in = 256, T = 3;
-            const Weight a = make_weight(rng, type, n_in, 17), b = make_weight(rng, type, n_in, 5);
+            const Weight& a = weight(type, n_in, 17);
+            const Weight& b = weight(type, n_in, 5);
+            const MatView av = ops.prepare_weight(a.view), bv = ops.prepare_weight(b.view);
             const Floats x = rng.normal(static_cast<size_t>(T * n_in));
-            Floats ya(static_cast<size_t>(T * 17)), yb(static_cast<size_t>(T * 5)), ra(ya.size()), rb(yb.size());
-            const MatOut outs[2] = {{a.view, ya.data(), 17}, {b.view, yb.data(), 5}};
-            be.ops->matmul_multi(outs, Tensor::f32(x.data(), n_in, T));
-            be.ops->matmul(a.view, Tensor::f32(x.data(), n_in, T), Tensor::f32(ra.data(), 17, T));
-            be.ops->matmul(b.view, Tensor::f32(x.data(), n_in, T), Tensor::f32(rb.data(), 5, T));
-            EXPECT(ya == ra);  // exactly one matmul per weight
-            EXPECT(yb == rb);
+            const Tensor xt = d.in(x, n_in, T);
+            const Tensor ya = d.zeros(17, T), yb = d.zeros(5, T), ra = d.zeros(17, T), rb = d.zeros(5, T);
+            const MatOut outs[2] = {{av, ya.f(), 17}, {bv, yb.f(), 5}};
+            ops.matmul_multi(outs, xt);
+            ops.matmul(av, xt, ra);
+            ops.matmul(bv, xt, rb);
+            EXPECT(d.out(ya) == d.out(ra));  // exactly one matmul per weight
+            EXPECT(d.out(yb) == d.out(rb));
             ran("matmul_multi");
         }
     }
 
-    // Two sequences in one batch (3 rows at position 4.., 2 rows at 0..), each with a cache.
+    // Two sequences in one batch (3 rows at position 4.., 2 rows at 0..), each with a cache
+    // in the backend's memory.
     struct Seqs {
         SeqState a, b;
         Batch batch;
@@ -305,7 +431,7 @@ struct Harness {
         Seqs s;
         for (SeqState* st : {&s.a, &s.b}) {
             st->n_ctx = 16;
-            st->kv = std::make_unique<KvCache>(host_buffer, 1, 16, n_head_kv, hd, hdv, cache);
+            st->kv = std::make_unique<KvCache>(be.ops().allocator(), 1, 16, n_head_kv, hd, hdv, cache);
             st->kv_slot = {0};
         }
         s.batch.add(s.a, 4, 3);
@@ -314,11 +440,12 @@ struct Harness {
     }
 
     void attention() {
+        Ops &ops = be.ops(), &ops1 = be.ops1();
         for (bool neox : {false, true})
             for (bool norm : {false, true}) {
                 const int64_t hd = 32, n_heads = 3, stride = 2 * hd, T = 5;
                 Seqs s = seqs(GgmlType::F16, 1, hd, hd);
-                Floats x = rng.normal(static_cast<size_t>(T * n_heads * stride));
+                const Floats x = rng.normal(static_cast<size_t>(T * n_heads * stride));
                 const Floats w = rng.normal(static_cast<size_t>(hd));
                 ref::Vec want(x.begin(), x.end());
                 const RopeParams rp{hd - 8, neox, 10000.0f, 0.5f};
@@ -335,25 +462,26 @@ struct Harness {
                 }
                 // Two sets in one call (q's 3 heads at stride 2 hd, k's 2 heads packed), and the
                 // same sets one call each: the same floats.
-                Floats k = rng.normal(static_cast<size_t>(T * 2 * hd)), k1 = k, x1 = x;
+                const Floats k = rng.normal(static_cast<size_t>(T * 2 * hd));
                 ref::Vec want_k(k.begin(), k.end());
                 for (int64_t t = 0; t < T; ++t)
                     for (int64_t h = 0; h < 2; ++h)
                         ref::rope(want_k.data() + t * 2 * hd + h * hd, rp.n_rot, neox, t < 3 ? 4 + t : t - 3,
                                   rp.freq_base, rp.freq_scale);
-                const RopeHeads both[2] = {{Tensor::f32(x.data(), n_heads * stride, T), n_heads, stride,
-                                            norm ? w.data() : nullptr},
-                                           {Tensor::f32(k.data(), 2 * hd, T), 2, hd, nullptr}};
-                be.ops->norm_rope(s.batch, both, hd, 1e-6f, rp);
-                close(x, want, 1e-5, 1e-5);
-                close(k, want_k, 1e-5, 1e-5);
-                const RopeHeads q_only[1] = {{Tensor::f32(x1.data(), n_heads * stride, T), n_heads, stride,
-                                              norm ? w.data() : nullptr}};
-                const RopeHeads k_only[1] = {{Tensor::f32(k1.data(), 2 * hd, T), 2, hd, nullptr}};
-                be.ops1->norm_rope(s.batch, q_only, hd, 1e-6f, rp);
-                be.ops1->norm_rope(s.batch, k_only, hd, 1e-6f, rp);
-                EXPECT(x1 == x);
-                EXPECT(k1 == k);
+                Dev d{ops}, d1{ops1};
+                const Tensor xt = d.in(x, n_heads * stride, T), kt = d.in(k, 2 * hd, T);
+                const RopeHeads both[2] = {{xt, n_heads, stride, norm ? d.in(w) : nullptr}, {kt, 2, hd, nullptr}};
+                ops.norm_rope(s.batch, both, hd, 1e-6f, rp);
+                const Floats xo = d.out(xt), ko = d.out(kt);
+                close(xo, want, 1e-5, 1e-5);
+                close(ko, want_k, 1e-5, 1e-5);
+                const Tensor x1t = d1.in(x, n_heads * stride, T), k1t = d1.in(k, 2 * hd, T);
+                const RopeHeads q_only[1] = {{x1t, n_heads, stride, norm ? d1.in(w) : nullptr}};
+                const RopeHeads k_only[1] = {{k1t, 2, hd, nullptr}};
+                ops1.norm_rope(s.batch, q_only, hd, 1e-6f, rp);
+                ops1.norm_rope(s.batch, k_only, hd, 1e-6f, rp);
+                EXPECT(d1.out(x1t) == xo);
+                EXPECT(d1.out(k1t) == ko);
                 ran("norm_rope");
             }
         for (GgmlType cache : {GgmlType::F32, GgmlType::F16, GgmlType::Q8_0})
@@ -362,32 +490,37 @@ struct Harness {
                 const int64_t T = 5, stride = gated ? 2 * d.head_dim : d.head_dim, ldq = d.n_head * stride;
                 const int64_t n_kv = d.n_head_kv * d.head_dim;
                 Seqs s = seqs(cache, d.n_head_kv, d.head_dim, d.head_dim_v);
+                Dev dv{ops}, dv1{ops1};
                 // History: positions 0..3 of sequence a from an earlier window.
                 for (int64_t p = 0; p < 4; ++p) {
                     const Floats k = rng.normal(static_cast<size_t>(n_kv)), v = rng.normal(static_cast<size_t>(n_kv));
-                    s.a.kv->store(0, p, k.data(), v.data());
+                    ops.kv_store(Batch::single(s.a, p, 1), 0, dv.in(k, n_kv, 1), dv.in(v, n_kv, 1));
                 }
                 const Floats k = rng.normal(static_cast<size_t>(T * n_kv)), v = rng.normal(static_cast<size_t>(T * n_kv));
-                be.ops->kv_store(s.batch, 0, Tensor::f32(k.data(), n_kv, T), Tensor::f32(v.data(), n_kv, T));
+                ops.kv_store(s.batch, 0, dv.in(k, n_kv, T), dv.in(v, n_kv, T));
+                std::vector<uint8_t> row(s.b.kv->k_stride());
+                ops.to_host(row.data(), s.b.kv->k_head(0, 1) + 1 * s.b.kv->k_stride(), row.size());
                 std::vector<float> back(static_cast<size_t>(d.head_dim));
-                dequantize_row(cache, s.b.kv->k_head(0, 1) + 1 * s.b.kv->k_stride(), back.data(), d.head_dim);
+                dequantize_row(cache, row.data(), back.data(), d.head_dim);
                 Floats stored(k.begin() + 4 * n_kv + d.head_dim, k.begin() + 5 * n_kv);  // row 4 = b's position 1
                 if (cache == GgmlType::F32) EXPECT(back == stored);
                 ran("kv_store");
 
                 const Floats q = rng.normal(static_cast<size_t>(T * ldq));
-                Floats out(static_cast<size_t>(T * d.n_head * d.head_dim_v)), out1(out.size());
-                const Tensor qt = Tensor::f32(q.data(), ldq, T);
-                be.ops->attention(s.batch, 0, d, qt, stride, gated, Tensor::f32(out.data(), d.n_head * d.head_dim_v, T));
-                be.ops1->attention(s.batch, 0, d, qt, stride, gated, Tensor::f32(out1.data(), d.n_head * d.head_dim_v, T));
+                const Tensor out_t = dv.zeros(d.n_head * d.head_dim_v, T), out1_t = dv1.zeros(d.n_head * d.head_dim_v, T);
+                ops.attention(s.batch, 0, d, dv.in(q, ldq, T), stride, gated, out_t);
+                const Floats out = dv.out(out_t);  // ops' queue done: the cache complete for ops1
+                ops1.attention(s.batch, 0, d, dv1.in(q, ldq, T), stride, gated, out1_t);
+                const Floats out1 = dv1.out(out1_t);
+                const ref::KvHost kva = dv.kv(*s.a.kv, 0, d.n_head_kv), kvb = dv.kv(*s.b.kv, 0, d.n_head_kv);
                 ref::Vec want;
                 for (int64_t t = 0; t < T; ++t) {
-                    const SeqState& st = t < 3 ? s.a : s.b;
+                    const ref::KvHost& kvh = t < 3 ? kva : kvb;
                     const int64_t n_pos = (t < 3 ? 4 + t : t - 3) + 1;
                     for (int64_t h = 0; h < d.n_head; ++h) {
                         const float* qh = q.data() + t * ldq + h * stride;
-                        const ref::Vec o = ref::attend(qh, d.head_dim, d.head_dim_v, *st.kv, 0,
-                                                       h / (d.n_head / d.n_head_kv), n_pos);
+                        const ref::Vec o =
+                            ref::attend(qh, d.head_dim, d.head_dim_v, kvh, h / (d.n_head / d.n_head_kv), n_pos);
                         for (int64_t i = 0; i < d.head_dim_v; ++i)
                             want.push_back(o[i] * (gated ? ref::sigmoid(qh[d.head_dim + i]) : 1.0));
                     }
@@ -406,14 +539,15 @@ struct Harness {
     }
 
     void gdn() {
+        Ops &ops = be.ops(), &ops1 = be.ops1();
         const GdnDims d = gdn_dims();
         const int64_t nv = d.nv, r = d.nv / d.nk, cd = d.conv_dim();
         for (int64_t T : {1, 6}) {
+            Dev m{ops};
             const Floats ba = rng.normal(static_cast<size_t>(T * 2 * nv), 2.0f);
             const Floats a = rng.uniform(static_cast<size_t>(nv), -2.0f, -0.1f), dt = rng.normal(static_cast<size_t>(nv));
-            Floats beta(static_cast<size_t>(T * nv)), g(beta.size());
-            be.ops->gdn_gates(d, Tensor::f32(ba.data(), 2 * nv, T), a.data(), dt.data(), Tensor::f32(beta.data(), nv, T),
-                              Tensor::f32(g.data(), nv, T));
+            const Tensor beta_t = m.zeros(nv, T), g_t = m.zeros(nv, T);
+            ops.gdn_gates(d, m.in(ba, 2 * nv, T), m.in(a), m.in(dt), beta_t, g_t);
             ref::Vec wb, wg;
             for (int64_t t = 0; t < T; ++t)
                 for (int64_t h = 0; h < nv; ++h) {
@@ -421,16 +555,18 @@ struct Harness {
                     wb.push_back(ref::sigmoid(ba[t * 2 * nv + grp * 2 * r + j]));
                     wg.push_back(a[h] * ref::softplus(double(ba[t * 2 * nv + grp * 2 * r + r + j]) + dt[h]));
                 }
-            close(beta, wb, 1e-6, 1e-7);
-            close(g, wg, 1e-5, 1e-6);
+            close(m.out(beta_t), wb, 1e-6, 1e-7);
+            close(m.out(g_t), wg, 1e-5, 1e-6);
             ran("gdn_gates");
 
             const int64_t K = d.conv_k;
             const Floats x = rng.normal(static_cast<size_t>(T * cd)), w = rng.normal(static_cast<size_t>(cd * K));
-            Floats state = rng.normal(static_cast<size_t>((K - 1) * cd)), u(static_cast<size_t>(T * cd));
-            Floats hist = state;
+            const Floats state0 = rng.normal(static_cast<size_t>((K - 1) * cd));
+            Floats hist = state0;
             hist.insert(hist.end(), x.begin(), x.end());
-            be.ops->conv1d_silu(d, Tensor::f32(x.data(), cd, T), w.data(), state.data(), Tensor::f32(u.data(), cd, T));
+            float* state_d = m.in(state0);
+            const Tensor u_t = m.zeros(cd, T);
+            ops.conv1d_silu(d, m.in(x, cd, T), m.in(w), state_d, u_t);
             ref::Vec want;
             for (int64_t t = 0; t < T; ++t)
                 for (int64_t c = 0; c < cd; ++c) {
@@ -438,49 +574,58 @@ struct Harness {
                     for (int64_t j = 0; j < K; ++j) sum += double(w[c * K + j]) * hist[(t + j) * cd + c];
                     want.push_back(ref::silu(sum));
                 }
-            close(u, want, 1e-5, 1e-6);
+            close(m.out(u_t), want, 1e-5, 1e-6);
+            const Floats state = m.out(state_d, state0.size());
             EXPECT(std::equal(state.begin(), state.end(), hist.end() - (K - 1) * cd));  // the last K-1 rows
             ran("conv1d_silu");
         }
         for (int64_t T : {1, 5, 40}) {
+            Dev m{ops}, m1{ops1};
             // Prepared rows as the model makes them: q and k L2-normed (q scaled), decays < 1.
-            Floats u = rng.normal(static_cast<size_t>(T * cd));
-            be.ops->l2_norm(Tensor::f32(u.data(), cd, T), 0, d.nk, d.dk, 1e-6f, 0.25f);
-            be.ops->l2_norm(Tensor::f32(u.data(), cd, T), d.key_dim(), d.nk, d.dk, 1e-6f, 1.0f);
+            const Tensor ut = m.in(rng.normal(static_cast<size_t>(T * cd)), cd, T);
+            ops.l2_norm(ut, 0, d.nk, d.dk, 1e-6f, 0.25f);
+            ops.l2_norm(ut, d.key_dim(), d.nk, d.dk, 1e-6f, 1.0f);
+            const Floats u = m.out(ut);
             const Floats g = rng.uniform(static_cast<size_t>(T * d.nv), -0.3f, 0.0f);
             const Floats beta = rng.uniform(g.size(), 0.0f, 1.0f);
             const Floats s0 = rng.normal(static_cast<size_t>(d.nv * d.dv * d.dk), 0.5f);
             std::vector<double> S(s0.begin(), s0.end());
             ref::Vec want;
             ref::delta_rule(d, u.data(), g.data(), beta.data(), T, S, want);
-            const Tensor ut = Tensor::f32(u.data(), cd, T), gt = Tensor::f32(g.data(), d.nv, T),
-                         bt = Tensor::f32(beta.data(), d.nv, T);
-            Floats s_rec = s0, s_rec1 = s0, o_rec(static_cast<size_t>(T * d.value_dim())), o_rec1(o_rec.size());
-            be.ops->gdn_recurrent(d, ut, gt, bt, s_rec.data(), Tensor::f32(o_rec.data(), d.value_dim(), T));
-            be.ops1->gdn_recurrent(d, ut, gt, bt, s_rec1.data(), Tensor::f32(o_rec1.data(), d.value_dim(), T));
+            const Tensor gt = m.in(g, d.nv, T), bt = m.in(beta, d.nv, T);
+            float *s_rec = m.in(s0), *s_rec1 = m1.in(s0);
+            const Tensor o_rec_t = m.zeros(d.value_dim(), T), o_rec1_t = m1.zeros(d.value_dim(), T);
+            ops.gdn_recurrent(d, ut, gt, bt, s_rec, o_rec_t);
+            ops1.gdn_recurrent(d, m1.in(u, cd, T), m1.in(g, d.nv, T), m1.in(beta, d.nv, T), s_rec1, o_rec1_t);
+            const Floats o_rec = m.out(o_rec_t), o_rec1 = m1.out(o_rec1_t);
+            const Floats s_rec_h = m.out(s_rec, s0.size()), s_rec1_h = m1.out(s_rec1, s0.size());
             close(o_rec, want, 1e-4, 1e-5);
-            close(s_rec, ref::Vec(S.begin(), S.end()), 1e-4, 1e-5);
+            close(s_rec_h, ref::Vec(S.begin(), S.end()), 1e-4, 1e-5);
             EXPECT(o_rec == o_rec1);
-            EXPECT(s_rec == s_rec1);
+            EXPECT(s_rec_h == s_rec1_h);
             ran("gdn_recurrent");
             for (int64_t chunk : {4, 16}) {
-                Floats s_chk = s0, o_chk(o_rec.size());
-                be.ops->gdn_chunked(d, ut, gt, bt, s_chk.data(), Tensor::f32(o_chk.data(), d.value_dim(), T), chunk);
-                close(o_chk, want, 1e-4, 2e-5);
-                close(s_chk, ref::Vec(S.begin(), S.end()), 1e-4, 2e-5);
+                float* s_chk = m.in(s0);
+                const Tensor o_chk = m.zeros(d.value_dim(), T);
+                ops.gdn_chunked(d, ut, gt, bt, s_chk, o_chk, chunk);
+                close(m.out(o_chk), want, 1e-4, 2e-5);
+                close(m.out(s_chk, s0.size()), ref::Vec(S.begin(), S.end()), 1e-4, 2e-5);
                 ran("gdn_chunked");
             }
         }
     }
 
     void moe() {
+        Ops &ops = be.ops(), &ops1 = be.ops1();
         for (int64_t T : {1, 7}) {
+            Dev m{ops}, m1{ops1};
             const int64_t X = 8, k = 3, E = 64, F = 32;
-            Floats logits = rng.normal(static_cast<size_t>(T * X), 2.0f);
-            const Floats raw = logits;
-            std::vector<int32_t> ids(static_cast<size_t>(T * k));
-            Floats wt(ids.size());
-            be.ops->topk_softmax(Tensor::f32(logits.data(), X, T), k, ids.data(), wt.data());
+            const Floats raw = rng.normal(static_cast<size_t>(T * X), 2.0f);
+            int32_t* ids_d = m.ids(static_cast<size_t>(T * k));
+            float* wt_d = m.zeros(static_cast<size_t>(T * k));
+            ops.topk_softmax(m.in(raw, X, T), k, ids_d, wt_d);
+            const Ids ids = m.out_ids(ids_d, static_cast<size_t>(T * k));
+            const Floats wt = m.out(wt_d, static_cast<size_t>(T * k));
             ref::Vec want_wt;
             for (int64_t t = 0; t < T; ++t) {
                 ref::Vec p(static_cast<size_t>(X));
@@ -500,38 +645,43 @@ struct Harness {
             close(wt, want_wt, 1e-5, 1e-7);
             ran("topk_softmax");
 
-            std::vector<Weight> gate, up, down;
-            std::vector<MatView> gv, uv, dv;
+            std::vector<const Weight*> gate, up, down;
+            std::vector<MatView> gv, uv, dv, gv1, uv1, dv1;
             for (int64_t e = 0; e < X; ++e) {
-                gate.push_back(make_weight(rng, GgmlType::Q8_0, E, F));
-                up.push_back(make_weight(rng, GgmlType::Q8_0, E, F));
-                down.push_back(make_weight(rng, GgmlType::Q8_0, F, E));
+                gate.push_back(&weight(GgmlType::Q8_0, E, F));
+                up.push_back(&weight(GgmlType::Q8_0, E, F));
+                down.push_back(&weight(GgmlType::Q8_0, F, E));
             }
-            for (int64_t e = 0; e < X; ++e) gv.push_back(gate[e].view), uv.push_back(up[e].view), dv.push_back(down[e].view);
+            for (int64_t e = 0; e < X; ++e) {
+                gv.push_back(ops.prepare_weight(gate[e]->view)), uv.push_back(ops.prepare_weight(up[e]->view));
+                dv.push_back(ops.prepare_weight(down[e]->view));
+                gv1.push_back(ops1.prepare_weight(gate[e]->view)), uv1.push_back(ops1.prepare_weight(up[e]->view));
+                dv1.push_back(ops1.prepare_weight(down[e]->view));
+            }
             const Floats h = rng.normal(static_cast<size_t>(T * E));
-            Floats routed(static_cast<size_t>(T * k * E)), routed1(routed.size());
-            be.ops->moe_experts(gv, uv, dv, ids.data(), k, Tensor::f32(h.data(), E, T), Tensor::f32(routed.data(), E, T * k));
-            be.ops1->moe_experts(gv, uv, dv, ids.data(), k, Tensor::f32(h.data(), E, T), Tensor::f32(routed1.data(), E, T * k));
+            const Tensor ht = m.in(h, E, T), routed_t = m.zeros(E, T * k), routed1_t = m1.zeros(E, T * k);
+            ops.moe_experts(gv, uv, dv, ids_d, k, ht, routed_t);
+            ops1.moe_experts(gv1, uv1, dv1, m1.in_ids(ids), k, m1.in(h, E, T), routed1_t);
+            const Floats routed = m.out(routed_t), routed1 = m1.out(routed1_t);
             ref::Vec want, mag;
             for (int64_t i = 0; i < T * k; ++i) {
                 const int32_t e = ids[i];
-                const float* ht = h.data() + (i / k) * E;
-                const ref::Vec gg = ref::matmul(gv[e], ht, 1), uu = ref::matmul(uv[e], ht, 1);
+                const float* hr = h.data() + (i / k) * E;
+                const ref::Vec gg = ref::matmul(gate[e]->view, hr, 1), uu = ref::matmul(up[e]->view, hr, 1);
                 Floats act(static_cast<size_t>(F));
                 for (int64_t j = 0; j < F; ++j) act[j] = static_cast<float>(ref::silu(gg[j]) * uu[j]);
-                ref::Vec m;
-                const ref::Vec y = ref::matmul(dv[e], act.data(), 1, &m);
+                ref::Vec mg;
+                const ref::Vec y = ref::matmul(down[e]->view, act.data(), 1, &mg);
                 want.insert(want.end(), y.begin(), y.end());
-                mag.insert(mag.end(), m.begin(), m.end());
+                mag.insert(mag.end(), mg.begin(), mg.end());
             }
             close(routed, want, 3e-2, 1e-3, &mag);  // two quantized products in a row
             EXPECT(routed == routed1);
             ran("moe_experts");
 
             const Floats shared = rng.normal(static_cast<size_t>(T * E)), sg = rng.normal(static_cast<size_t>(E), 0.1f);
-            Floats out(static_cast<size_t>(T * E));
-            be.ops->moe_combine(Tensor::f32(routed.data(), E, T * k), wt.data(), k, Tensor::f32(shared.data(), E, T),
-                                sg.data(), Tensor::f32(h.data(), E, T), Tensor::f32(out.data(), E, T));
+            const Tensor out_t = m.zeros(E, T);
+            ops.moe_combine(routed_t, wt_d, k, m.in(shared, E, T), m.in(sg), ht, out_t);
             ref::Vec comb;
             for (int64_t t = 0; t < T; ++t) {
                 double dot = 0;
@@ -542,70 +692,82 @@ struct Harness {
                     comb.push_back(y + ref::sigmoid(dot) * shared[t * E + i]);
                 }
             }
-            close(out, comb, 1e-5, 1e-5);
+            close(m.out(out_t), comb, 1e-5, 1e-5);
             ran("moe_combine");
         }
     }
 
-    // The hand-off ops on a CPU device's host-mapped memory: the payload crosses exactly,
-    // a wait for a window never published times out, a dropped flag is never seen, an
-    // abort releases the waiter, and a publish from another device's queue wakes it.
+    // The hand-off ops on the backend's device's host-mapped memory: the payload crosses
+    // exactly, a wait for a window never published times out, a dropped flag is never
+    // seen, an abort releases the waiter, and a publish from the device's queue wakes it.
     void handoff() {
-        std::unique_ptr<Device> dev = open_device("cpu:0", 1, 0);
+        Device& dev = *be.dev;
+        Ops& ops = be.ops();
         for (int64_t T : {1, 5}) {
             const int64_t E = 24;
-            Handoff h(*dev, static_cast<size_t>(8 * E));
+            Dev m{ops};
+            Handoff h(dev, static_cast<size_t>(8 * E));
             const Floats x = rng.normal(static_cast<size_t>(T * (E + 3)));
-            const Tensor xs = Tensor::f32(x.data() + 1, E, T, E + 3);  // strided rows
-            be.ops->handoff_publish(xs, h, 7, false);
-            EXPECT(h.ready() == 7);
+            const Tensor xs = Tensor::f32(m.in(x) + 1, E, T, E + 3);  // strided rows
+            ops.handoff_publish(xs, h, 7, false);
+            EXPECT(ready_word(h, 7) == 7);
             ran("handoff_publish");
-            Floats got(static_cast<size_t>(T * E), -1.0f);
-            const std::optional<Tensor> in = be.ops->handoff_wait(h, 7, 1000, Tensor::f32(got.data(), E, T));
+            float* got_d = m.in(Floats(static_cast<size_t>(T * E), -1.0f));
+            const std::optional<Tensor> in = ops.handoff_wait(h, 7, 1000, Tensor::f32(got_d, E, T));
             EXPECT((in && in->ne0 == E && in->ne1 == T && in->contiguous()));
-            // The rows to run on: the payload in place, or got after a copy (the backend's choice).
-            if (in) EXPECT((in->data == h.payload() || in->data == got.data()));
-            if (in) std::memcpy(got.data(), in->data, got.size() * sizeof(float));
+            // The rows to run on: the payload in place, or x after a copy (the backend's
+            // choice); to_host reads either (the payload is host-mapped).
+            if (in) EXPECT((in->data == h.payload() || in->data == got_d));
+            Floats got(static_cast<size_t>(T * E), -1.0f);
+            if (in) got = m.out(*in);
             for (int64_t t = 0; t < T; ++t)
                 for (int64_t i = 0; i < E; ++i) EXPECT(got[t * E + i] == x[t * (E + 3) + 1 + i]);
             ran("handoff_wait");
             // Publishing the payload itself (a stage that ran in place): no copy, the word raised.
             if (in && in->data == h.payload()) {
-                be.ops->handoff_publish(*in, h, 8, false);
-                EXPECT(h.ready() == 8);
-                const std::optional<Tensor> again = be.ops->handoff_wait(h, 8, 1000, Tensor::f32(got.data(), E, T));
-                EXPECT((again && std::memcmp(again->data, got.data(), got.size() * sizeof(float)) == 0));
+                ops.handoff_publish(*in, h, 8, false);
+                EXPECT(ready_word(h, 8) == 8);
+                const std::optional<Tensor> again = ops.handoff_wait(h, 8, 1000, Tensor::f32(got_d, E, T));
+                EXPECT(again.has_value());
+                if (again) {
+                    const Floats back = m.out(*again);
+                    EXPECT(std::memcmp(back.data(), got.data(), got.size() * sizeof(float)) == 0);
+                }
                 ran("handoff_publish");
                 h.reset();
             }
 
-            Floats untouched(got.size(), -1.0f);
-            EXPECT(!be.ops->handoff_wait(h, 12, 20, Tensor::f32(untouched.data(), E, T)));  // window 12: never
+            const Floats minus1(got.size(), -1.0f);
+            float* untouched = m.in(minus1);
+            EXPECT(!ops.handoff_wait(h, 12, 20, Tensor::f32(untouched, E, T)));  // window 12: never
             EXPECT(h.failure() == Handoff::Wait::TimedOut);
             EXPECT(h.error() == Handoff::kTimeout);
-            EXPECT(std::all_of(untouched.begin(), untouched.end(), [](float v) { return v == -1.0f; }));
+            const Floats untouched_back = m.out(untouched, got.size());
+            EXPECT(std::all_of(untouched_back.begin(), untouched_back.end(), [](float v) { return v == -1.0f; }));
             ran("handoff_wait");
 
             h.reset();
-            be.ops->handoff_publish(xs, h, 9, /*drop=*/true);
-            EXPECT(!be.ops->handoff_wait(h, 9, 20, Tensor::f32(untouched.data(), E, T)));
+            ops.handoff_publish(xs, h, 9, /*drop=*/true);
+            EXPECT(!ops.handoff_wait(h, 9, 20, Tensor::f32(untouched, E, T)));
             ran("handoff_publish");
 
             h.reset();
             h.abort();
-            EXPECT(!be.ops->handoff_wait(h, 10, 0, Tensor::f32(untouched.data(), E, T)));  // no limit: the abort ends it
+            EXPECT(!ops.handoff_wait(h, 10, 0, Tensor::f32(untouched, E, T)));  // no limit: the abort ends it
             EXPECT(h.failure() == Handoff::Wait::Aborted);
             ran("handoff_wait");
 
             h.reset();
-            Ops& ops = *be.ops;
-            dev->submit([&] { ops.handoff_publish(xs, h, 11, false); });
-            const DeviceEvent ev = dev->record();
-            Floats other(got.size(), 0.0f);
-            const std::optional<Tensor> in11 = be.ops->handoff_wait(h, 11, 5000, Tensor::f32(other.data(), E, T));
+            dev.submit([&] { ops.handoff_publish(xs, h, 11, false); });
+            const DeviceEvent ev = dev.record();
+            float* other = m.zeros(got.size());
+            const std::optional<Tensor> in11 = ops.handoff_wait(h, 11, 5000, Tensor::f32(other, E, T));
             EXPECT(in11.has_value());
             EXPECT(ev.wait(5000));
-            if (in11) EXPECT(std::memcmp(in11->data, got.data(), got.size() * sizeof(float)) == 0);
+            if (in11) {
+                const Floats back = m.out(*in11);
+                EXPECT(std::memcmp(back.data(), got.data(), got.size() * sizeof(float)) == 0);
+            }
             ran("handoff_wait");
         }
     }
@@ -619,7 +781,7 @@ TEST_CASE("ops: every op on every backend agrees with its reference", "[ops]") {
     int64_t cases = 0;
     for (Backend& be : bes) {
         INFO("backend " << be.name);
-        Harness h{be, Rng{7}, {}, 0};
+        Harness h{be};
         h.get_rows();
         h.norms();
         h.elementwise();

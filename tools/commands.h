@@ -19,6 +19,7 @@ int cmd_run(int argc, char** argv);
 int cmd_eval(int argc, char** argv);
 int cmd_tokenize(int argc, char** argv);
 int cmd_detokenize(int argc, char** argv);
+int cmd_devices(int argc, char** argv);  // what is present and what the build supports
 // Prints docs/flags.md: every command's flags as markdown tables.
 int cmd_flags_doc(int argc, char** argv);
 

@@ -22,10 +22,11 @@ struct Command {
 const Command kCommands[] = {
     {"inspect", strata::cmd_inspect, "print a GGUF file's metadata and tensor table; dump a tensor"},
     {"make-model", strata::cmd_make_model, "write a synthetic GGUF model (llama, qwen3, qwen3next)"},
-    {"run", strata::cmd_run, "generate text from a prompt on the CPU"},
+    {"run", strata::cmd_run, "generate text from a prompt"},
     {"eval", strata::cmd_eval, "run tokens through the model and print the top logits"},
     {"tokenize", strata::cmd_tokenize, "text to token ids with a model's tokenizer"},
     {"detokenize", strata::cmd_detokenize, "token ids to text"},
+    {"devices", strata::cmd_devices, "list the devices present and the GPU backend this build has"},
     {"flags-doc", strata::cmd_flags_doc, "print every command's flags as markdown (docs/flags.md)"},
 };
 

@@ -12,6 +12,8 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "engine/core/buffer.h"
 
@@ -78,6 +80,17 @@ public:
     // queue's ops.
     virtual Ops& ops() = 0;
 };
+
+// The GPU backend this build has ("cuda" or "hip"; empty: none) and how many devices it
+// sees now (0 without a driver or a device; `why` then says which, when given).
+std::string_view gpu_backend();
+int gpu_device_count(std::string* why = nullptr);
+struct GpuInfo {
+    std::string spec;  // "cuda:0"
+    std::string name;  // the driver's name of the card
+    int64_t free_bytes = 0, total_bytes = 0;
+};
+std::vector<GpuInfo> gpu_devices();
 
 // "cpu:N" with `threads` threads, pinned to cores first_core .. first_core + threads - 1
 // where the machine has them (first_core < 0: not pinned). Throws for an unknown device name. staged_copies: a CPU

@@ -19,6 +19,9 @@ public:
     KvCache(const Allocator& alloc, int64_t n_layers, int64_t n_ctx, int64_t n_head_kv, int64_t head_dim_k, int64_t head_dim_v, GgmlType type);
 
     int64_t n_ctx() const { return n_ctx_; }
+    int64_t n_head_kv() const { return n_head_kv_; }
+    int64_t head_dim_k() const { return hd_k_; }
+    int64_t head_dim_v() const { return hd_v_; }
     GgmlType type() const { return type_; }
     size_t bytes() const { return k_.size() + v_.size(); }
 

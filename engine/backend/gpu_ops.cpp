@@ -1,0 +1,322 @@
+#include "engine/backend/gpu_ops.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "engine/core/error.h"
+#include "engine/state/seq_state.h"
+
+namespace strata {
+
+namespace {
+
+gpu::Rows rows(Tensor t) {
+    STRATA_CHECK(t.type == GgmlType::F32, "GPU ops take f32 rows");
+    return {t.f(), t.ne0, t.ne1, t.ld()};
+}
+
+gpu::Weight weight(const MatView& w) { return {w.type, static_cast<const uint8_t*>(w.data), w.n_in, w.n_out, w.row_stride}; }
+
+// The batch's sequences, kMaxSeqs at a time, with layer il's KV cache of each (when it has one).
+template <typename F>
+void for_seq_tables(const Batch& batch, int64_t il, bool with_kv, F&& f) {
+    for (size_t i0 = 0; i0 < batch.seqs.size(); i0 += gpu::kMaxSeqs) {
+        gpu::SeqTable t;
+        for (size_t i = i0; i < std::min(batch.seqs.size(), i0 + gpu::kMaxSeqs); ++i) {
+            const BatchSeq& bs = batch.seqs[i];
+            gpu::SeqRows& r = t.s[t.n++];
+            r = {bs.pos0, bs.row0, bs.n, nullptr, nullptr, 0, 0, 0, 0};
+            if (!with_kv) continue;
+            const KvCache& kv = *bs.state->kv;
+            const int64_t layer = bs.state->kv_slot[static_cast<size_t>(il)];
+            // Layout [layer][head][position][row] (engine/state/kv_cache.h).
+            r.k = const_cast<uint8_t*>(kv.k_head(layer, 0));
+            r.v = const_cast<uint8_t*>(kv.v_head(layer, 0));
+            r.k_pos = static_cast<int64_t>(kv.k_stride());
+            r.v_pos = static_cast<int64_t>(kv.v_stride());
+            r.k_head = r.k_pos * kv.n_ctx();
+            r.v_head = r.v_pos * kv.n_ctx();
+            STRATA_CHECK(bs.pos0 + bs.n <= kv.n_ctx(), "KV store out of range: position {} of {}", bs.pos0 + bs.n - 1,
+                         kv.n_ctx());
+        }
+        f(t);
+    }
+}
+
+}  // namespace
+
+GpuOps::GpuOps(int device) : dev_(device) {
+    bind();
+    stream_ = gpu::stream_create();
+    tab_ = gpu::upload_iq_tables();
+    bad_id_ = static_cast<int32_t*>(keep(sizeof(int32_t)));
+    counter_ = static_cast<unsigned*>(keep(sizeof(unsigned)));
+    bad_id_host_ = static_cast<int32_t*>(gpu::host_alloc_mapped(sizeof(int32_t)));
+    gpu::memset_async(counter_, 0, sizeof(unsigned), stream_);
+    sync();
+}
+
+GpuOps::~GpuOps() {
+    bind();
+    try {
+        gpu::stream_sync(stream_);
+    } catch (...) {  // a failed kernel was reported where it ran; free regardless
+    }
+    for (void* p : owned_) gpu::dev_free(p);
+    for (auto& [p, n] : scratch_) gpu::dev_free(p);
+    gpu::host_free(bad_id_host_);
+    gpu::stream_destroy(stream_);
+}
+
+void GpuOps::sync() {
+    bind();
+    gpu::stream_sync(stream_);
+}
+
+void* GpuOps::keep(size_t bytes) {
+    void* p = gpu::dev_alloc(bytes);
+    owned_.push_back(p);
+    return p;
+}
+
+float* GpuOps::scratch(size_t i, size_t floats) {
+    if (scratch_.size() <= i) scratch_.resize(i + 1, {nullptr, 0});
+    auto& [p, n] = scratch_[i];
+    if (n < floats) {
+        sync();  // queued kernels may still read the old buffer
+        if (p) gpu::dev_free(p);
+        n = std::max(floats, n * 2);
+        p = gpu::dev_alloc(n * sizeof(float));
+    }
+    return static_cast<float*>(p);
+}
+
+Buffer GpuOps::alloc(size_t bytes) {
+    bind();
+    void* p = gpu::dev_alloc(bytes);
+    gpu::memset_async(p, 0, bytes, stream_);
+    const int dev = dev_;
+    return Buffer(p, bytes, [dev](void* q) {
+        gpu::set_device(dev);
+        gpu::dev_free(q);  // frees after the device's queued work, as the runtime orders it
+    });
+}
+
+void GpuOps::to_device(void* dst, const void* src, size_t bytes) {
+    bind();
+    gpu::copy_async(dst, src, bytes, stream_);
+    gpu::stream_sync(stream_);  // src may change once this returns
+}
+
+void GpuOps::to_host(void* dst, const void* src, size_t bytes) {
+    bind();
+    gpu::copy_async(dst, src, bytes, stream_);
+    gpu::stream_sync(stream_);
+}
+
+MatView GpuOps::prepare_weight(const MatView& w) {
+    bind();
+    STRATA_CHECK(gpu::supports(w.type), "weight type {} has no GPU kernel", type_info(w.type).name);
+    const void*& copy = copy_of_[{w.data, static_cast<int>(w.type), w.n_in, w.n_out}];
+    const size_t rb = row_bytes(w.type, w.n_in);
+    if (!copy) {
+        auto* dst = static_cast<uint8_t*>(keep(rb * static_cast<size_t>(w.n_out)));
+        if (w.row_stride == rb) gpu::copy_async(dst, w.data, rb * static_cast<size_t>(w.n_out), stream_);
+        else
+            for (int64_t r = 0; r < w.n_out; ++r) gpu::copy_async(dst + rb * static_cast<size_t>(r), w.row(r), rb, stream_);
+        gpu::stream_sync(stream_);
+        copy = dst;
+    }
+    MatView out = w;
+    out.data = copy;
+    out.row_stride = rb;
+    out.packed = nullptr;
+    return out;
+}
+
+const float* GpuOps::prepare_vector(std::span<const float> v) {
+    bind();
+    auto* dst = static_cast<float*>(keep(v.size_bytes()));
+    to_device(dst, v.data(), v.size_bytes());
+    return dst;
+}
+
+void GpuOps::get_rows(const MatView& table, const int32_t* ids, Tensor x) {
+    bind();
+    gpu::memset_async(bad_id_, 0, sizeof(int32_t), stream_);
+    gpu::get_rows(weight(table), ids, rows(x), bad_id_, tab_, stream_);
+    // The id check reaches the host before the op returns, as on every backend: one wait
+    // per window (its first op), for a clear error instead of a garbage row.
+    gpu::copy_async(bad_id_host_, bad_id_, sizeof(int32_t), stream_);
+    gpu::stream_sync(stream_);
+    if (*bad_id_host_ != 0)
+        fail("token id {} is out of range (vocabulary has {})", *bad_id_host_ - 1, table.n_out);
+}
+
+void GpuOps::rms_norm(Tensor x, const float* w, float eps, Tensor y) {
+    bind();
+    gpu::rms_norm(rows(x), w, eps, rows(y), stream_);
+}
+
+void GpuOps::rms_norm_gated(Tensor x, Tensor z, const float* w, int64_t head, float eps) {
+    bind();
+    gpu::rms_norm_gated(rows(x), rows(z), w, head, eps, stream_);
+}
+
+void GpuOps::l2_norm(Tensor x, int64_t col0, int64_t n_heads, int64_t head, float eps, float scale) {
+    bind();
+    gpu::l2_norm(rows(x), col0, n_heads, head, eps, scale, stream_);
+}
+
+void GpuOps::add(Tensor y, Tensor x) {
+    bind();
+    gpu::add(rows(y), rows(x), stream_);
+}
+
+void GpuOps::swiglu(Tensor g, Tensor u, Tensor y) {
+    bind();
+    gpu::swiglu(rows(g), rows(u), rows(y), stream_);
+}
+
+void GpuOps::copy(Tensor dst, Tensor src) {
+    STRATA_CHECK(dst.ne0 == src.ne0 && dst.ne1 == src.ne1, "copy: shapes differ");
+    bind();
+    gpu::copy(rows(dst), rows(src), stream_);
+}
+
+void GpuOps::matmul(const MatView& w, Tensor x, Tensor y) {
+    bind();
+    gpu::matmul(weight(w), rows(x), rows(y), tab_, stream_);
+}
+
+void GpuOps::matmul_multi(std::span<const MatOut> outs, Tensor x) {
+    bind();
+    for (const MatOut& o : outs) gpu::matmul(weight(o.w), rows(x), {o.y, o.w.n_out, x.ne1, o.ldy}, tab_, stream_);
+}
+
+void GpuOps::norm_rope(const Batch& batch, std::span<const RopeHeads> sets, int64_t head_dim, float eps,
+                       const RopeParams& rope) {
+    bind();
+    STRATA_CHECK(sets.size() <= gpu::kMaxRopeSets, "norm_rope: {} head sets (the GPU kernel takes up to {})",
+                 sets.size(), gpu::kMaxRopeSets);
+    gpu::RopeArgs a{};
+    a.n_sets = static_cast<int>(sets.size());
+    for (size_t i = 0; i < sets.size(); ++i)
+        a.set[i] = {sets[i].x.f(), sets[i].x.ld(), sets[i].n, sets[i].stride, sets[i].norm};
+    a.head_dim = head_dim;
+    a.n_rot = rope.n_rot;
+    a.neox = rope.neox;
+    a.eps = eps;
+    a.freq_base = rope.freq_base;
+    a.freq_scale = rope.freq_scale;
+    for_seq_tables(batch, 0, false, [&](const gpu::SeqTable& t) { gpu::norm_rope(t, a, stream_); });
+}
+
+void GpuOps::kv_store(const Batch& batch, int64_t il, Tensor k, Tensor v) {
+    bind();
+    if (batch.seqs.empty()) return;
+    const KvCache& kv = *batch.seqs[0].state->kv;
+    for_seq_tables(batch, il, true, [&](const gpu::SeqTable& t) {
+        gpu::kv_store(t, kv.type(), kv.n_head_kv(), kv.head_dim_k(), kv.head_dim_v(), rows(k), rows(v), stream_);
+    });
+}
+
+void GpuOps::attention(const Batch& batch, int64_t il, const AttnDims& d, Tensor q, int64_t head_stride, bool gated,
+                       Tensor out) {
+    bind();
+    if (batch.seqs.empty()) return;
+    const GgmlType type = batch.seqs[0].state->kv->type();
+    for_seq_tables(batch, il, true, [&](const gpu::SeqTable& t) {
+        gpu::attention(t, type, d.n_head, d.n_head_kv, d.head_dim, d.head_dim_v, rows(q), head_stride, gated,
+                       rows(out), stream_);
+    });
+}
+
+void GpuOps::gdn_gates(const GdnDims& d, Tensor ba, const float* a, const float* dt_bias, Tensor beta, Tensor g) {
+    bind();
+    gpu::gdn_gates(rows(ba), d.nk, d.nv, a, dt_bias, rows(beta), rows(g), stream_);
+}
+
+void GpuOps::conv1d_silu(const GdnDims& d, Tensor x, const float* w, float* conv_state, Tensor u) {
+    STRATA_CHECK(x.ne0 == d.conv_dim() && u.ne0 == d.conv_dim(), "conv1d: {} / {} channels, expected {}", x.ne0, u.ne0,
+                 d.conv_dim());
+    bind();
+    gpu::conv1d_silu(rows(x), w, d.conv_k, conv_state, rows(u), stream_);
+}
+
+void GpuOps::gdn_recurrent(const GdnDims& d, Tensor u, Tensor g, Tensor beta, float* state, Tensor o) {
+    bind();
+    gpu::gdn_recurrent(d.nk, d.nv, d.dk, d.dv, rows(u), rows(g), rows(beta), state, rows(o), stream_);
+}
+
+void GpuOps::gdn_chunked(const GdnDims& d, Tensor u, Tensor g, Tensor beta, float* state, Tensor o, int64_t chunk) {
+    // The chunked form's contract is the recurrence to f32 rounding; on the GPU the
+    // recurrence itself meets it (a block per value head, token by token) until a
+    // tiled WY kernel is worth its code for long prompts.
+    (void)chunk;
+    gdn_recurrent(d, u, g, beta, state, o);
+}
+
+void GpuOps::topk_softmax(Tensor logits, int64_t k, int32_t* ids, float* wt) {
+    bind();
+    gpu::topk_softmax(rows(logits), k, ids, wt, stream_);
+}
+
+const uint8_t* const* GpuOps::expert_table(std::span<const MatView> w) {
+    // Keyed by the first expert's prepared rows (device memory this op set keeps for its
+    // whole life, so never reused for other weights) and the count.
+    const uint8_t* const*& t = tables_[{w[0].data, w.size()}];
+    if (!t) {
+        std::vector<const uint8_t*> ptrs;
+        for (const MatView& m : w) {
+            STRATA_CHECK(m.type == w[0].type && m.n_in == w[0].n_in && m.n_out == w[0].n_out &&
+                             m.row_stride == w[0].row_stride,
+                         "moe_experts: experts of one tensor differ in type or shape");
+            ptrs.push_back(static_cast<const uint8_t*>(m.data));
+        }
+        void* dst = keep(ptrs.size() * sizeof(void*));
+        to_device(dst, ptrs.data(), ptrs.size() * sizeof(void*));
+        t = static_cast<const uint8_t* const*>(dst);
+    }
+    return t;
+}
+
+void GpuOps::moe_experts(std::span<const MatView> gate, std::span<const MatView> up, std::span<const MatView> down,
+                         const int32_t* ids, int64_t k, Tensor h, Tensor routed) {
+    bind();
+    const int64_t n = h.ne1 * k, F = gate[0].n_out, E = h.ne0;
+    float* g = scratch(0, static_cast<size_t>(n * F));
+    float* u = scratch(1, static_cast<size_t>(n * F));
+    const gpu::Rows gr{g, F, n, F}, ur{u, F, n, F};
+    gpu::matmul_ids(gate[0].type, expert_table(gate), E, F, gate[0].row_stride, ids, k, rows(h), gr, tab_, stream_);
+    gpu::matmul_ids(up[0].type, expert_table(up), E, F, up[0].row_stride, ids, k, rows(h), ur, tab_, stream_);
+    gpu::swiglu(gr, ur, gr, stream_);
+    gpu::matmul_ids(down[0].type, expert_table(down), F, E, down[0].row_stride, ids, 1, gr, rows(routed), tab_,
+                    stream_);
+}
+
+void GpuOps::moe_combine(Tensor routed, const float* wt, int64_t k, Tensor shared, const float* shared_gate, Tensor h,
+                         Tensor out) {
+    bind();
+    gpu::moe_combine(rows(routed), wt, k, rows(shared), shared_gate, rows(h), rows(out), stream_);
+}
+
+void GpuOps::handoff_publish(Tensor x, Handoff& h, uint64_t window, bool drop) {
+    STRATA_CHECK(static_cast<size_t>(x.ne0 * x.ne1) <= h.capacity(), "hand-off: {} values, the payload holds {}",
+                 x.ne0 * x.ne1, h.capacity());
+    bind();
+    gpu::handoff_publish(rows(x), h.payload(), h.ready_word(), window, drop, counter_, stream_);
+}
+
+std::optional<Tensor> GpuOps::handoff_wait(Handoff& h, uint64_t window, int64_t timeout_ms, Tensor x) {
+    STRATA_CHECK(static_cast<size_t>(x.ne0 * x.ne1) <= h.capacity(), "hand-off: {} values, the payload holds {}",
+                 x.ne0 * x.ne1, h.capacity());
+    bind();
+    // The wait runs on the host (the stage's queue thread), then the payload is copied into
+    // x on the stream: a failed wait queues nothing, so no kernel ever reads a stale payload.
+    if (h.wait(window, timeout_ms) != Handoff::Wait::Ready) return std::nullopt;
+    gpu::copy(rows(x), {h.payload(), x.ne0, x.ne1, x.ne0}, stream_);
+    return x;
+}
+
+}  // namespace strata

@@ -1,0 +1,86 @@
+// The GPU backend of the op set (engine/backend/ops.h): each op queues its kernels
+// (kernels/cuda/, through kernels/cuda/gpu.h) on the device's stream and returns; the
+// host waits only where a result must reach it (to_host, get_rows' id check, the
+// hand-off wait) and at the queue's events. Built when the build has a GPU backend
+// (CUDA, HIP, or HIP on the CPU for tests here).
+#pragma once
+#include <map>
+#include <tuple>
+#include <vector>
+
+#include "engine/backend/ops.h"
+#include "kernels/cuda/gpu.h"
+
+namespace strata {
+
+class GpuOps final : public Ops {
+public:
+    explicit GpuOps(int device);
+    ~GpuOps() override;
+    GpuOps(const GpuOps&) = delete;
+    GpuOps& operator=(const GpuOps&) = delete;
+
+    std::string_view name() const override { return gpu::backend_name(); }
+    int device() const { return dev_; }
+    void sync();  // waits for every queued kernel; throws the first error
+
+    Buffer alloc(size_t bytes) override;
+    bool host_memory() const override { return false; }
+    void to_device(void* dst, const void* src, size_t bytes) override;
+    void to_host(void* dst, const void* src, size_t bytes) override;
+    MatView prepare_weight(const MatView& w) override;
+    MatView prepare_table(const MatView& t) override { return prepare_weight(t); }
+    const float* prepare_vector(std::span<const float> v) override;
+
+    void get_rows(const MatView& table, const int32_t* ids, Tensor x) override;
+    void rms_norm(Tensor x, const float* w, float eps, Tensor y) override;
+    void rms_norm_gated(Tensor x, Tensor z, const float* w, int64_t head, float eps) override;
+    void l2_norm(Tensor x, int64_t col0, int64_t n_heads, int64_t head, float eps, float scale) override;
+    void add(Tensor y, Tensor x) override;
+    void swiglu(Tensor g, Tensor u, Tensor y) override;
+    void copy(Tensor dst, Tensor src) override;
+
+    void matmul(const MatView& w, Tensor x, Tensor y) override;
+    void matmul_multi(std::span<const MatOut> outs, Tensor x) override;
+
+    void norm_rope(const Batch& batch, std::span<const RopeHeads> sets, int64_t head_dim, float eps,
+                   const RopeParams& rope) override;
+    void kv_store(const Batch& batch, int64_t il, Tensor k, Tensor v) override;
+    void attention(const Batch& batch, int64_t il, const AttnDims& d, Tensor q, int64_t head_stride, bool gated,
+                   Tensor out) override;
+
+    void gdn_gates(const GdnDims& d, Tensor ba, const float* a, const float* dt_bias, Tensor beta, Tensor g) override;
+    void conv1d_silu(const GdnDims& d, Tensor x, const float* w, float* conv_state, Tensor u) override;
+    void gdn_recurrent(const GdnDims& d, Tensor u, Tensor g, Tensor beta, float* state, Tensor o) override;
+    void gdn_chunked(const GdnDims& d, Tensor u, Tensor g, Tensor beta, float* state, Tensor o,
+                     int64_t chunk) override;
+
+    void topk_softmax(Tensor logits, int64_t k, int32_t* ids, float* wt) override;
+    void moe_experts(std::span<const MatView> gate, std::span<const MatView> up, std::span<const MatView> down,
+                     const int32_t* ids, int64_t k, Tensor h, Tensor routed) override;
+    void moe_combine(Tensor routed, const float* wt, int64_t k, Tensor shared, const float* shared_gate, Tensor h,
+                     Tensor out) override;
+
+    void handoff_publish(Tensor x, Handoff& h, uint64_t window, bool drop) override;
+    std::optional<Tensor> handoff_wait(Handoff& h, uint64_t window, int64_t timeout_ms, Tensor x) override;
+
+private:
+    void bind() const { gpu::set_device(dev_); }  // the calling thread's current device
+    void* keep(size_t bytes);                     // device memory that lives as long as this
+    float* scratch(size_t i, size_t floats);      // a reusable device buffer
+    // The device's table of each expert's weight rows, made once per expert list.
+    const uint8_t* const* expert_table(std::span<const MatView> w);
+
+    int dev_;
+    gpu::Stream stream_ = nullptr;
+    gpu::IqTables tab_{};
+    std::vector<void*> owned_;  // prepared weights and vectors, expert tables
+    std::map<std::tuple<const void*, int, int64_t, int64_t>, const void*> copy_of_;
+    std::map<std::pair<const void*, size_t>, const uint8_t* const*> tables_;
+    std::vector<std::pair<void*, size_t>> scratch_;
+    int32_t* bad_id_ = nullptr;     // get_rows' error word (device)
+    int32_t* bad_id_host_ = nullptr;  // its pinned host copy
+    unsigned* counter_ = nullptr;   // the publish kernel's block counter (device)
+};
+
+}  // namespace strata

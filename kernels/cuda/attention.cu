@@ -1,0 +1,255 @@
+// Attention ops: the per-head norm and rotary embedding, stores into the KV cache, and
+// causal attention over it. A row finds its sequence in the SeqTable (a handful of
+// sequences, passed by value with the launch), so no per-window upload is needed.
+#include <cmath>
+
+#include "engine/core/error.h"
+#include "kernels/cuda/compat.h"
+#include "kernels/cuda/dequant.cuh"
+#include "kernels/cuda/gpu.h"
+
+namespace strata::gpu {
+
+namespace {
+
+constexpr int kThreads = 128;
+constexpr int kMaxHead = 512;  // head sizes the kernels keep in shared memory
+
+STRATA_DEV int seq_of(const SeqTable& t, int64_t row) {
+    for (int i = 0; i < t.n; ++i)
+        if (row >= t.s[i].row0 && row < t.s[i].row0 + t.s[i].n) return i;
+    return -1;
+}
+
+// f32 -> fp16, round to nearest even (engine/core/half.h, the same bits).
+STRATA_DEV uint16_t float_to_half(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    const uint32_t sign = (u >> 16) & 0x8000u, absu = u & 0x7FFFFFFFu;
+    if (absu > 0x7F800000u) return static_cast<uint16_t>(sign | 0x7E00u);
+    if (absu >= 0x477FF000u) return static_cast<uint16_t>(sign | 0x7C00u);
+    if (absu < 0x38800000u) {
+        float a;
+        memcpy(&a, &absu, 4);
+        const float r = a + 0.5f;
+        uint32_t rb;
+        memcpy(&rb, &r, 4);
+        return static_cast<uint16_t>(sign | (rb - 0x3F000000u));
+    }
+    const uint32_t v = absu + 0xC8000FFFu + ((absu >> 13) & 1u);
+    return static_cast<uint16_t>(sign | (v >> 13));
+}
+
+// Value i of a cache row of `type` (f32, f16, q8_0, q4_0).
+STRATA_DEV float kv_value(GgmlType type, const uint8_t* row, int64_t i) {
+    switch (type) {
+        case GgmlType::F32: {
+            float v;
+            memcpy(&v, row + 4 * i, 4);
+            return v;
+        }
+        case GgmlType::F16:
+            return half_to_float(static_cast<uint16_t>(row[2 * i] | (row[2 * i + 1] << 8)));
+        case GgmlType::Q8_0: {
+            const uint8_t* b = row + (i / 32) * 34;
+            return static_cast<float>(static_cast<int8_t>(b[2 + i % 32])) * half_to_float(static_cast<uint16_t>(b[0] | (b[1] << 8)));
+        }
+        default: {  // Q4_0
+            const uint8_t* b = row + (i / 32) * 18;
+            const int j = static_cast<int>(i % 32);
+            const int q = j < 16 ? (b[2 + j] & 0xF) : (b[2 + j - 16] >> 4);
+            return static_cast<float>(q - 8) * half_to_float(static_cast<uint16_t>(b[0] | (b[1] << 8)));
+        }
+    }
+}
+
+__global__ void norm_rope_k(SeqTable seqs, RopeArgs a) {
+    __shared__ float red[32];
+    const int64_t t = blockIdx.x;
+    const int si = seq_of(seqs, t);
+    if (si < 0) return;
+    const int64_t pos = seqs.s[si].pos0 + (t - seqs.s[si].row0);
+    // blockIdx.y: a head of the sets, in order
+    int64_t h = blockIdx.y;
+    int set = 0;
+    while (set < a.n_sets && h >= a.set[set].n) h -= a.set[set++].n;
+    if (set >= a.n_sets) return;
+    const RopeSet& rs = a.set[set];
+    float* x = rs.x + t * rs.ld + h * rs.stride;
+    if (rs.norm) {
+        float ss = 0.0f;
+        for (int64_t i = threadIdx.x; i < a.head_dim; i += blockDim.x) ss += x[i] * x[i];
+        const float scale = 1.0f / sqrtf(block_sum(ss, red) / static_cast<float>(a.head_dim) + a.eps);
+        for (int64_t i = threadIdx.x; i < a.head_dim; i += blockDim.x) x[i] = x[i] * scale * rs.norm[i];
+        __syncthreads();
+    }
+    const int64_t half = a.n_rot / 2;
+    for (int64_t i = threadIdx.x; i < half; i += blockDim.x) {
+        float theta = static_cast<float>(pos) * powf(a.freq_base, -2.0f * static_cast<float>(i) / static_cast<float>(a.n_rot));
+        theta *= a.freq_scale;
+        const float c = cosf(theta), s = sinf(theta);
+        float* p0 = a.neox ? &x[i] : &x[2 * i];
+        float* p1 = a.neox ? &x[i + half] : &x[2 * i + 1];
+        const float x0 = *p0, x1 = *p1;
+        *p0 = x0 * c - x1 * s;
+        *p1 = x0 * s + x1 * c;
+    }
+}
+
+// One block per (row, KV head, k or v): the head's values into its cache row.
+__global__ void kv_store_k(SeqTable seqs, GgmlType type, int64_t hd, int64_t hdv, Rows k, Rows v) {
+    __shared__ float red[32];
+    const int64_t t = blockIdx.x, h = blockIdx.y;
+    const bool is_v = blockIdx.z == 1;
+    const int si = seq_of(seqs, t);
+    if (si < 0) return;
+    const SeqRows& sr = seqs.s[si];
+    const int64_t pos = sr.pos0 + (t - sr.row0), n = is_v ? hdv : hd;
+    const float* src = (is_v ? v.p + t * v.ld : k.p + t * k.ld) + h * n;
+    uint8_t* dst = is_v ? sr.v + h * sr.v_head + pos * sr.v_pos : sr.k + h * sr.k_head + pos * sr.k_pos;
+    if (type == GgmlType::F32) {
+        for (int64_t i = threadIdx.x; i < n; i += blockDim.x) memcpy(dst + 4 * i, src + i, 4);
+    } else if (type == GgmlType::F16) {
+        for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+            const uint16_t b = float_to_half(src[i]);
+            dst[2 * i] = static_cast<uint8_t>(b & 0xFF);
+            dst[2 * i + 1] = static_cast<uint8_t>(b >> 8);
+        }
+    } else {
+        // q8_0 / q4_0 as the host quantizers do it (engine/quant/quant_legacy.cpp), a block per warp pass
+        for (int64_t b0 = 0; b0 < n; b0 += blockDim.x) {
+            const int64_t i = b0 + threadIdx.x;
+            const float val = i < n ? src[i] : 0.0f;
+            // every thread of a 32-block needs the block's extreme: a reduction over its block
+            const int64_t blk = i / 32;
+            __syncthreads();
+            __shared__ float vals[kThreads];
+            vals[threadIdx.x] = val;
+            __syncthreads();
+            if (i < n) {
+                const float* bv = vals + (threadIdx.x / 32) * 32;
+                if (type == GgmlType::Q8_0) {
+                    float amax = 0.0f;
+                    for (int j = 0; j < 32; ++j) amax = fmaxf(amax, fabsf(bv[j]));
+                    const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+                    uint8_t* b = dst + blk * 34;
+                    const uint16_t dh = float_to_half(d);
+                    if (i % 32 == 0) b[0] = static_cast<uint8_t>(dh & 0xFF), b[1] = static_cast<uint8_t>(dh >> 8);
+                    b[2 + i % 32] = static_cast<uint8_t>(static_cast<int8_t>(roundf(fminf(fmaxf(val * id, -127.0f), 127.0f))));
+                } else {
+                    float amax = 0.0f, mx = 0.0f;
+                    for (int j = 0; j < 32; ++j)
+                        if (fabsf(bv[j]) > amax) amax = fabsf(bv[j]), mx = bv[j];
+                    const float d = mx / -8.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+                    uint8_t* b = dst + blk * 18;
+                    const uint16_t dh = float_to_half(d);
+                    if (i % 32 == 0) b[0] = static_cast<uint8_t>(dh & 0xFF), b[1] = static_cast<uint8_t>(dh >> 8);
+                    const float qf = fminf(val * id + 8.5f, 15.0f);
+                    const int q = qf > 0.0f ? static_cast<int>(qf) : 0;
+                    const int j = static_cast<int>(i % 32);
+                    // two values share a byte: the low half's thread writes both
+                    if (j < 16) {
+                        const float v2 = bv[j + 16];
+                        const float q2f = fminf(v2 * id + 8.5f, 15.0f);
+                        const int q2 = q2f > 0.0f ? static_cast<int>(q2f) : 0;
+                        b[2 + j] = static_cast<uint8_t>(q | (q2 << 4));
+                    }
+                }
+            }
+            (void)red;
+        }
+    }
+}
+
+// One block per (row, query head): scores over the cache in tiles of blockDim positions,
+// an online softmax, and the weighted sum of V kept in shared memory.
+__global__ void attention_k(SeqTable seqs, GgmlType type, int64_t n_head, int64_t n_head_kv, int64_t hd, int64_t hdv,
+                            Rows q, int64_t head_stride, bool gated, Rows out) {
+    __shared__ float red[32];
+    __shared__ float qs[kMaxHead];
+    __shared__ float acc[kMaxHead];
+    __shared__ float w[kThreads];
+    const int64_t t = blockIdx.x, h = blockIdx.y;
+    const int si = seq_of(seqs, t);
+    if (si < 0) return;
+    const SeqRows& sr = seqs.s[si];
+    const int64_t n_pos = sr.pos0 + (t - sr.row0) + 1, kvh = h / (n_head / n_head_kv);
+    const float* qh = q.p + t * q.ld + h * head_stride;
+    const float scale = 1.0f / sqrtf(static_cast<float>(hd));
+    for (int64_t i = threadIdx.x; i < hd; i += blockDim.x) qs[i] = qh[i];
+    for (int64_t i = threadIdx.x; i < hdv; i += blockDim.x) acc[i] = 0.0f;
+    __syncthreads();
+    const uint8_t* kb = sr.k + kvh * sr.k_head;
+    const uint8_t* vb = sr.v + kvh * sr.v_head;
+    float m = -INFINITY, l = 0.0f;
+    for (int64_t p0 = 0; p0 < n_pos; p0 += blockDim.x) {
+        const int64_t p = p0 + threadIdx.x;
+        float s = -INFINITY;
+        if (p < n_pos) {
+            const uint8_t* kr = kb + p * sr.k_pos;
+            float d = 0.0f;
+            for (int64_t i = 0; i < hd; ++i) d += qs[i] * kv_value(type, kr, i);
+            s = d * scale;
+        }
+        const float m_new = fmaxf(m, block_max(s, red));
+        const float e = p < n_pos ? expf(s - m_new) : 0.0f;
+        const float alpha = expf(m - m_new);  // 0 on the first tile (m = -inf)
+        l = l * alpha + block_sum(e, red);
+        w[threadIdx.x] = e;
+        __syncthreads();
+        const int64_t n_tile = n_pos - p0 < blockDim.x ? n_pos - p0 : static_cast<int64_t>(blockDim.x);
+        for (int64_t i = threadIdx.x; i < hdv; i += blockDim.x) {
+            float a = acc[i] * alpha;
+            for (int64_t j = 0; j < n_tile; ++j) a += w[j] * kv_value(type, vb + (p0 + j) * sr.v_pos, i);
+            acc[i] = a;
+        }
+        m = m_new;
+        __syncthreads();
+    }
+    float* o = out.p + t * out.ld + h * hdv;
+    for (int64_t i = threadIdx.x; i < hdv; i += blockDim.x) {
+        float y = acc[i] / l;
+        if (gated) y *= 1.0f / (1.0f + expf(-qh[hd + i]));
+        o[i] = y;
+    }
+}
+
+gpuStream_t st(Stream s) { return static_cast<gpuStream_t>(s); }
+
+}  // namespace
+
+void norm_rope(const SeqTable& seqs, const RopeArgs& a, Stream s) {
+    int64_t heads = 0, rows = 0;
+    for (int i = 0; i < a.n_sets; ++i) heads += a.set[i].n;
+    for (int i = 0; i < seqs.n; ++i) rows = std::max(rows, seqs.s[i].row0 + seqs.s[i].n);
+    if (heads == 0 || rows == 0) return;
+    launch(norm_rope_k, dim3(static_cast<unsigned>(rows), static_cast<unsigned>(heads)), dim3(kThreads / 2), st(s),
+           seqs, a);
+    check_launch("norm_rope");
+}
+
+void kv_store(const SeqTable& seqs, GgmlType type, int64_t n_head_kv, int64_t hd, int64_t hdv, Rows k, Rows v,
+              Stream s) {
+    STRATA_CHECK(type == GgmlType::F32 || type == GgmlType::F16 || type == GgmlType::Q8_0 || type == GgmlType::Q4_0,
+                 "kv_store: cache type {} has no GPU kernel", type_info(type).name);
+    int64_t rows = 0;
+    for (int i = 0; i < seqs.n; ++i) rows = std::max(rows, seqs.s[i].row0 + seqs.s[i].n);
+    if (rows == 0) return;
+    launch(kv_store_k, dim3(static_cast<unsigned>(rows), static_cast<unsigned>(n_head_kv), 2), dim3(kThreads), st(s),
+           seqs, type, hd, hdv, k, v);
+    check_launch("kv_store");
+}
+
+void attention(const SeqTable& seqs, GgmlType type, int64_t n_head, int64_t n_head_kv, int64_t hd, int64_t hdv,
+               Rows q, int64_t head_stride, bool gated, Rows out, Stream s) {
+    STRATA_CHECK(hd <= kMaxHead && hdv <= kMaxHead, "attention: head sizes {} / {} (the GPU kernel takes up to {})", hd,
+                 hdv, kMaxHead);
+    int64_t rows = 0;
+    for (int i = 0; i < seqs.n; ++i) rows = std::max(rows, seqs.s[i].row0 + seqs.s[i].n);
+    if (rows == 0) return;
+    launch(attention_k, dim3(static_cast<unsigned>(rows), static_cast<unsigned>(n_head)), dim3(kThreads), st(s), seqs,
+           type, n_head, n_head_kv, hd, hdv, q, head_stride, gated, out);
+    check_launch("attention");
+}
+
+}  // namespace strata::gpu

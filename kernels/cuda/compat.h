@@ -1,0 +1,123 @@
+// The one place where CUDA and HIP differ for the GPU kernels of kernels/cuda/: the
+// runtime header, the names of its calls (gpu* below), warp shuffles, and the launch
+// helper. Every kernel source is written once against these names and builds with nvcc
+// (STRATA_CUDA), with hipcc, or with the host compiler against a CPU implementation of
+// the HIP runtime (STRATA_HIP_CPU: ROCm's HIP-CPU, a 64-lane "warp", streams run one
+// after another). Kernels are warp-size generic: they read warpSize, never assume 32.
+#pragma once
+#include <cstdint>
+#include <utility>
+
+#if defined(STRATA_HIP) || defined(STRATA_HIP_CPU)
+#include <hip/hip_runtime.h>
+#define STRATA_GPU_HIP 1
+using gpuError_t = hipError_t;
+using gpuStream_t = hipStream_t;
+using gpuEvent_t = hipEvent_t;
+#define gpuSuccess hipSuccess
+#define gpuGetLastError hipGetLastError
+#define gpuGetErrorString hipGetErrorString
+#define gpuGetDeviceCount hipGetDeviceCount
+#define gpuSetDevice hipSetDevice
+#define gpuGetDevice hipGetDevice
+#define gpuMalloc hipMalloc
+#define gpuFree hipFree
+#define gpuMemsetAsync hipMemsetAsync
+#define gpuMemcpyAsync hipMemcpyAsync
+#define gpuMemcpyDefault hipMemcpyDefault
+#define gpuHostAlloc hipHostMalloc
+#define gpuHostAllocMapped hipHostMallocMapped
+#define gpuHostAllocPortable hipHostMallocPortable
+#define gpuFreeHost hipHostFree
+#define gpuHostGetDevicePointer hipHostGetDevicePointer
+#define gpuStreamCreateWithFlags hipStreamCreateWithFlags
+#define gpuStreamNonBlocking hipStreamNonBlocking
+#define gpuStreamDestroy hipStreamDestroy
+#define gpuStreamSynchronize hipStreamSynchronize
+#define gpuMemGetInfo hipMemGetInfo
+#define STRATA_SHFL_XOR(v, m) __shfl_xor((v), (m))
+#else
+#include <cuda_runtime.h>
+#define STRATA_GPU_CUDA 1
+using gpuError_t = cudaError_t;
+using gpuStream_t = cudaStream_t;
+using gpuEvent_t = cudaEvent_t;
+#define gpuSuccess cudaSuccess
+#define gpuGetLastError cudaGetLastError
+#define gpuGetErrorString cudaGetErrorString
+#define gpuGetDeviceCount cudaGetDeviceCount
+#define gpuSetDevice cudaSetDevice
+#define gpuGetDevice cudaGetDevice
+#define gpuMalloc cudaMalloc
+#define gpuFree cudaFree
+#define gpuMemsetAsync cudaMemsetAsync
+#define gpuMemcpyAsync cudaMemcpyAsync
+#define gpuMemcpyDefault cudaMemcpyDefault
+#define gpuHostAlloc cudaHostAlloc
+#define gpuHostAllocMapped cudaHostAllocMapped
+#define gpuHostAllocPortable cudaHostAllocPortable
+#define gpuFreeHost cudaFreeHost
+#define gpuHostGetDevicePointer cudaHostGetDevicePointer
+#define gpuStreamCreateWithFlags cudaStreamCreateWithFlags
+#define gpuStreamNonBlocking cudaStreamNonBlocking
+#define gpuStreamDestroy cudaStreamDestroy
+#define gpuStreamSynchronize cudaStreamSynchronize
+#define gpuMemGetInfo cudaMemGetInfo
+#define STRATA_SHFL_XOR(v, m) __shfl_xor_sync(0xffffffffu, (v), (m))
+#endif
+
+// HIP-CPU's __forceinline__ is empty without NDEBUG; device functions defined in headers
+// must stay inline there too, or two sources including one header do not link.
+#if defined(STRATA_HIP_CPU)
+#define STRATA_DEV __device__ inline
+#else
+#define STRATA_DEV __device__ __forceinline__
+#endif
+
+namespace strata::gpu {
+
+// Every launch goes through here (no <<<>>> at call sites), so the same kernel sources
+// build for CUDA, for HIP and for a CPU HIP runtime.
+template <typename... KArgs, typename... Args>
+inline void launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, gpuStream_t stream, Args&&... args) {
+#if defined(STRATA_GPU_HIP)
+    hipLaunchKernelGGL(kernel, grid, block, 0, stream, static_cast<KArgs>(std::forward<Args>(args))...);
+#else
+    kernel<<<grid, block, 0, stream>>>(static_cast<KArgs>(std::forward<Args>(args))...);
+#endif
+}
+
+// Sum over the lanes of one warp (every lane gets it), warp-size generic.
+STRATA_DEV float warp_sum(float v) {
+    for (int m = warpSize / 2; m > 0; m /= 2) v += STRATA_SHFL_XOR(v, m);
+    return v;
+}
+STRATA_DEV float warp_max(float v) {
+    for (int m = warpSize / 2; m > 0; m /= 2) v = fmaxf(v, STRATA_SHFL_XOR(v, m));
+    return v;
+}
+
+// Sum over the block (every thread gets it); blockDim.x a multiple of warpSize, at most
+// 1024. `scratch`: __shared__ float[32] of the caller (32 warps of 32, 16 of 64).
+STRATA_DEV float block_sum(float v, float* scratch) {
+    v = warp_sum(v);
+    const int lane = threadIdx.x % warpSize, warp = threadIdx.x / warpSize, n_warps = blockDim.x / warpSize;
+    __syncthreads();  // scratch may still be read by a previous call
+    if (lane == 0) scratch[warp] = v;
+    __syncthreads();
+    float s = 0.0f;
+    for (int w = 0; w < n_warps; ++w) s += scratch[w];  // the same order in every thread
+    return s;
+}
+STRATA_DEV float block_max(float v, float* scratch) {
+    v = warp_max(v);
+    const int lane = threadIdx.x % warpSize, warp = threadIdx.x / warpSize, n_warps = blockDim.x / warpSize;
+    __syncthreads();
+    if (lane == 0) scratch[warp] = v;
+    __syncthreads();
+    float s = scratch[0];
+    for (int w = 1; w < n_warps; ++w) s = fmaxf(s, scratch[w]);
+    return s;
+}
+
+}  // namespace strata::gpu

@@ -1,0 +1,244 @@
+// Row-wise and elementwise ops: norms, adds, SwiGLU, copies, the Gated DeltaNet gates and
+// conv1d, MoE routing and combine. One block per row (or per head of a row) where a row
+// is reduced; a grid over (columns, rows) where it is not.
+#include <cmath>
+
+#include "engine/core/error.h"
+#include "kernels/cuda/compat.h"
+#include "kernels/cuda/gpu.h"
+
+namespace strata::gpu {
+
+namespace {
+
+constexpr int kThreads = 128;  // a multiple of every warp size (32, 64)
+
+STRATA_DEV float* row(const Rows& x, int64_t r) { return x.p + r * x.ld; }
+STRATA_DEV float sigmoidf_(float x) { return 1.0f / (1.0f + expf(-x)); }
+STRATA_DEV float siluf_(float x) { return x / (1.0f + expf(-x)); }
+
+dim3 grid_cols(const Rows& x) {
+    return dim3(static_cast<unsigned>((x.cols + kThreads - 1) / kThreads), static_cast<unsigned>(x.rows));
+}
+
+__global__ void rms_norm_k(Rows x, const float* w, float eps, Rows y) {
+    __shared__ float red[32];
+    const float* xr = row(x, blockIdx.x);
+    float* yr = row(y, blockIdx.x);
+    float ss = 0.0f;
+    for (int64_t i = threadIdx.x; i < x.cols; i += blockDim.x) ss += xr[i] * xr[i];
+    const float scale = 1.0f / sqrtf(block_sum(ss, red) / static_cast<float>(x.cols) + eps);
+    for (int64_t i = threadIdx.x; i < x.cols; i += blockDim.x) yr[i] = w ? xr[i] * scale * w[i] : xr[i] * scale;
+}
+
+// One block per (row, head): x_h = rms_norm(x_h) * w * silu(z_h).
+__global__ void rms_norm_gated_k(Rows x, Rows z, const float* w, int64_t head, float eps) {
+    __shared__ float red[32];
+    float* xh = row(x, blockIdx.y) + blockIdx.x * head;
+    const float* zh = row(z, blockIdx.y) + blockIdx.x * head;
+    float ss = 0.0f;
+    for (int64_t i = threadIdx.x; i < head; i += blockDim.x) ss += xh[i] * xh[i];
+    const float scale = 1.0f / sqrtf(block_sum(ss, red) / static_cast<float>(head) + eps);
+    for (int64_t i = threadIdx.x; i < head; i += blockDim.x) xh[i] = xh[i] * scale * w[i] * siluf_(zh[i]);
+}
+
+__global__ void l2_norm_k(Rows x, int64_t col0, int64_t head, float eps, float scale) {
+    __shared__ float red[32];
+    float* v = row(x, blockIdx.y) + col0 + blockIdx.x * head;
+    float ss = 0.0f;
+    for (int64_t i = threadIdx.x; i < head; i += blockDim.x) ss += v[i] * v[i];
+    const float inv = 1.0f / fmaxf(sqrtf(block_sum(ss, red)), eps);
+    for (int64_t i = threadIdx.x; i < head; i += blockDim.x) v[i] = v[i] * inv * scale;
+}
+
+__global__ void add_k(Rows y, Rows x) {
+    const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (i < y.cols) row(y, blockIdx.y)[i] += row(x, blockIdx.y)[i];
+}
+
+__global__ void swiglu_k(Rows g, Rows u, Rows y) {
+    const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (i < y.cols) row(y, blockIdx.y)[i] = siluf_(row(g, blockIdx.y)[i]) * row(u, blockIdx.y)[i];
+}
+
+__global__ void copy_k(Rows dst, Rows src) {
+    const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (i < dst.cols) row(dst, blockIdx.y)[i] = row(src, blockIdx.y)[i];
+}
+
+__global__ void gdn_gates_k(Rows ba, int64_t nk, int64_t nv, const float* a, const float* dt_bias, Rows beta, Rows g) {
+    const int64_t h = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (h >= nv) return;
+    const int64_t r = nv / nk, grp = h / r, j = h % r;
+    const float* bat = row(ba, blockIdx.y);
+    row(beta, blockIdx.y)[h] = sigmoidf_(bat[grp * 2 * r + j]);
+    const float x = bat[grp * 2 * r + r + j] + dt_bias[h];
+    row(g, blockIdx.y)[h] = a[h] * (x > 20.0f ? x : log1pf(expf(x)));
+}
+
+// One thread per channel, over all the rows in order: the window slides over
+// [history ; rows], and the last K-1 inputs become the history.
+constexpr int kMaxConvK = 8;
+__global__ void conv1d_silu_k(Rows x, const float* w, int64_t K, float* state, Rows u) {
+    const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x, cd = x.cols;
+    if (c >= cd) return;
+    float win[kMaxConvK];  // the K inputs the current row's output reads, oldest first
+    for (int64_t j = 0; j < K - 1; ++j) win[j] = state[j * cd + c];
+    for (int64_t t = 0; t < x.rows; ++t) {
+        win[K - 1] = row(x, t)[c];
+        float s = 0.0f;
+        for (int64_t j = 0; j < K; ++j) s += w[c * K + j] * win[j];
+        row(u, t)[c] = siluf_(s);
+        for (int64_t j = 0; j + 1 < K; ++j) win[j] = win[j + 1];
+    }
+    for (int64_t j = 0; j < K - 1; ++j) state[j * cd + c] = win[j];
+}
+
+// One block per row: softmax in place, then k passes of an arg-max (ties: the lower index).
+constexpr int kMaxExperts = 1024;
+__global__ void topk_softmax_k(Rows logits, int64_t k, int32_t* ids, float* wt) {
+    __shared__ float red[32];
+    __shared__ float pick_v[32];
+    __shared__ int pick_i[32];
+    __shared__ unsigned char taken[kMaxExperts];
+    float* p = row(logits, blockIdx.x);
+    const int64_t X = logits.cols;
+    float mx = -INFINITY;
+    for (int64_t e = threadIdx.x; e < X; e += blockDim.x) {
+        mx = fmaxf(mx, p[e]);
+        taken[e] = 0;
+    }
+    mx = block_max(mx, red);
+    float sum = 0.0f;
+    for (int64_t e = threadIdx.x; e < X; e += blockDim.x) sum += expf(p[e] - mx);
+    const float inv = 1.0f / block_sum(sum, red);
+    for (int64_t e = threadIdx.x; e < X; e += blockDim.x) p[e] = expf(p[e] - mx) * inv;
+    __syncthreads();
+    float top = 0.0f;
+    for (int64_t s = 0; s < k; ++s) {
+        // each thread's best untaken expert, then the warps', then the block's
+        float bv = -1.0f;
+        int bi = -1;
+        for (int64_t e = threadIdx.x; e < X; e += blockDim.x)
+            if (!taken[e] && p[e] > bv) bv = p[e], bi = static_cast<int>(e);
+        // the block's best: (value, index) pairs reduced so that ties keep the lower index
+        for (int m = warpSize / 2; m > 0; m /= 2) {
+            const float ov = STRATA_SHFL_XOR(bv, m);
+            const int oi = STRATA_SHFL_XOR(bi, m);
+            if (ov > bv || (ov == bv && oi >= 0 && (bi < 0 || oi < bi))) bv = ov, bi = oi;
+        }
+        const int lane = threadIdx.x % warpSize, warp = threadIdx.x / warpSize;
+        __syncthreads();
+        if (lane == 0) pick_v[warp] = bv, pick_i[warp] = bi;
+        __syncthreads();
+        if (threadIdx.x == 0)
+            for (int w = 1; w < static_cast<int>(blockDim.x) / warpSize; ++w)
+                if (pick_v[w] > pick_v[0] || (pick_v[w] == pick_v[0] && pick_i[w] >= 0 && pick_i[w] < pick_i[0]))
+                    pick_v[0] = pick_v[w], pick_i[0] = pick_i[w];
+        __syncthreads();
+        const int best = pick_i[0];
+        if (threadIdx.x == 0) {
+            ids[blockIdx.x * k + s] = best;
+            taken[best] = 1;
+        }
+        top += p[best];
+        __syncthreads();
+    }
+    top = fmaxf(top, 6.103515625e-5f);  // llama.cpp's clamp of the renormalizer
+    if (threadIdx.x == 0)
+        for (int64_t s = 0; s < k; ++s) wt[blockIdx.x * k + s] = p[ids[blockIdx.x * k + s]] / top;
+}
+
+__global__ void moe_combine_k(Rows routed, const float* wt, int64_t k, Rows shared, const float* sg, Rows h,
+                              Rows out) {
+    __shared__ float red[32];
+    const int64_t t = blockIdx.x, E = out.cols;
+    float dot = 0.0f;
+    if (sg)
+        for (int64_t i = threadIdx.x; i < E; i += blockDim.x) dot += sg[i] * row(h, t)[i];
+    const float gate = sg ? sigmoidf_(block_sum(dot, red)) : 1.0f;
+    for (int64_t i = threadIdx.x; i < E; i += blockDim.x) {
+        float y = 0.0f;
+        for (int64_t s = 0; s < k; ++s) y += wt[t * k + s] * row(routed, t * k + s)[i];
+        if (shared.p) y += gate * row(shared, t)[i];
+        row(out, t)[i] = y;
+    }
+}
+
+gpuStream_t st(Stream s) { return static_cast<gpuStream_t>(s); }
+
+}  // namespace
+
+void rms_norm(Rows x, const float* w, float eps, Rows y, Stream s) {
+    if (x.rows == 0) return;
+    launch(rms_norm_k, dim3(static_cast<unsigned>(x.rows)), dim3(kThreads), st(s), x, w, eps, y);
+    check_launch("rms_norm");
+}
+
+void rms_norm_gated(Rows x, Rows z, const float* w, int64_t head, float eps, Stream s) {
+    if (x.rows == 0) return;
+    launch(rms_norm_gated_k, dim3(static_cast<unsigned>(x.cols / head), static_cast<unsigned>(x.rows)), dim3(kThreads),
+           st(s), x, z, w, head, eps);
+    check_launch("rms_norm_gated");
+}
+
+void l2_norm(Rows x, int64_t col0, int64_t n_heads, int64_t head, float eps, float scale, Stream s) {
+    if (x.rows == 0 || n_heads == 0) return;
+    launch(l2_norm_k, dim3(static_cast<unsigned>(n_heads), static_cast<unsigned>(x.rows)), dim3(kThreads), st(s), x,
+           col0, head, eps, scale);
+    check_launch("l2_norm");
+}
+
+void add(Rows y, Rows x, Stream s) {
+    if (y.rows == 0 || y.cols == 0) return;
+    launch(add_k, grid_cols(y), dim3(kThreads), st(s), y, x);
+    check_launch("add");
+}
+
+void swiglu(Rows g, Rows u, Rows y, Stream s) {
+    if (y.rows == 0 || y.cols == 0) return;
+    launch(swiglu_k, grid_cols(y), dim3(kThreads), st(s), g, u, y);
+    check_launch("swiglu");
+}
+
+void copy(Rows dst, Rows src, Stream s) {
+    if (dst.rows == 0 || dst.cols == 0) return;
+    if (dst.ld == dst.cols && src.ld == src.cols) {  // one block of memory: the copy engine
+        copy_async(dst.p, src.p, sizeof(float) * static_cast<size_t>(dst.cols * dst.rows), s);
+        return;
+    }
+    launch(copy_k, grid_cols(dst), dim3(kThreads), st(s), dst, src);
+    check_launch("copy");
+}
+
+void gdn_gates(Rows ba, int64_t nk, int64_t nv, const float* a, const float* dt_bias, Rows beta, Rows g, Stream s) {
+    if (ba.rows == 0) return;
+    launch(gdn_gates_k, dim3(static_cast<unsigned>((nv + kThreads - 1) / kThreads), static_cast<unsigned>(ba.rows)),
+           dim3(kThreads), st(s), ba, nk, nv, a, dt_bias, beta, g);
+    check_launch("gdn_gates");
+}
+
+void conv1d_silu(Rows x, const float* w, int64_t K, float* conv_state, Rows u, Stream s) {
+    STRATA_CHECK(K >= 1 && K <= kMaxConvK, "conv1d: kernel size {} (the GPU kernel takes up to {})", K, kMaxConvK);
+    launch(conv1d_silu_k, dim3(static_cast<unsigned>((x.cols + kThreads - 1) / kThreads)), dim3(kThreads), st(s), x,
+           w, K, conv_state, u);
+    check_launch("conv1d_silu");
+}
+
+void topk_softmax(Rows logits, int64_t k, int32_t* ids, float* wt, Stream s) {
+    STRATA_CHECK(logits.cols <= kMaxExperts && k <= logits.cols, "topk_softmax: {} of {} experts (up to {})", k,
+                 logits.cols, kMaxExperts);
+    if (logits.rows == 0) return;
+    launch(topk_softmax_k, dim3(static_cast<unsigned>(logits.rows)), dim3(kThreads), st(s), logits, k, ids, wt);
+    check_launch("topk_softmax");
+}
+
+void moe_combine(Rows routed, const float* wt, int64_t k, Rows shared, const float* shared_gate, Rows h, Rows out,
+                 Stream s) {
+    if (out.rows == 0) return;
+    launch(moe_combine_k, dim3(static_cast<unsigned>(out.rows)), dim3(kThreads), st(s), routed, wt, k, shared,
+           shared_gate, h, out);
+    check_launch("moe_combine");
+}
+
+}  // namespace strata::gpu

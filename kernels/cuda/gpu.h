@@ -1,0 +1,126 @@
+// The GPU kernels and runtime calls as plain C++ (no runtime header): what the GPU
+// backend of engine/backend (gpu_ops.cpp, gpu_device.cpp) calls. Built from the sources
+// of kernels/cuda/ with nvcc (CUDA), hipcc (HIP) or the host compiler against a CPU HIP
+// runtime (STRATA_HIP_CPU). Every pointer is device memory unless named host; every
+// launch is queued on `s` and returns at once; errors throw strata::Error.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "engine/quant/types.h"
+
+namespace strata::gpu {
+
+using Stream = void*;  // the runtime's stream handle
+
+// --- runtime ---
+const char* backend_name();                // "cuda" or "hip"
+int device_count(std::string* why);        // 0 when there is no driver or device (why says which)
+std::string device_name(int dev);
+void device_memory(int dev, int64_t* free_bytes, int64_t* total_bytes);
+void set_device(int dev);                  // the calling thread's current device
+Stream stream_create();
+void stream_destroy(Stream s);
+void stream_sync(Stream s);                // waits for everything queued; throws a kernel's error
+void* dev_alloc(size_t bytes);             // throws when the device is out of memory
+void dev_free(void* p);
+void* host_alloc_mapped(size_t bytes);     // pinned, mapped into every device (same address)
+void host_free(void* p);
+void memset_async(void* p, int v, size_t bytes, Stream s);
+void copy_async(void* dst, const void* src, size_t bytes, Stream s);  // any direction
+void check_launch(const char* what);       // the last launch's error, if any
+
+// The IQ codebooks on the current device (made once per device).
+struct IqTables {
+    const uint64_t* iq2xxs;
+    const uint64_t* iq2xs;
+    const uint64_t* iq2s;
+    const uint32_t* iq3xxs;
+    const uint32_t* iq3s;
+    const uint64_t* iq1s;
+    const uint8_t* ksigns;
+};
+IqTables upload_iq_tables();
+
+// A matrix of f32 rows: rows x cols, row r at p + r * ld.
+struct Rows {
+    float* p;
+    int64_t cols, rows, ld;
+};
+
+// A weight: n_out rows of n_in values of `type`, row r at data + r * stride bytes.
+struct Weight {
+    GgmlType type;
+    const uint8_t* data;
+    int64_t n_in, n_out;
+    size_t stride;
+};
+bool supports(GgmlType type);  // matmul and get_rows
+
+// --- rows and elementwise (elementwise.cu) ---
+void rms_norm(Rows x, const float* w, float eps, Rows y, Stream s);
+void rms_norm_gated(Rows x, Rows z, const float* w, int64_t head, float eps, Stream s);
+void l2_norm(Rows x, int64_t col0, int64_t n_heads, int64_t head, float eps, float scale, Stream s);
+void add(Rows y, Rows x, Stream s);
+void swiglu(Rows g, Rows u, Rows y, Stream s);
+void copy(Rows dst, Rows src, Stream s);
+void gdn_gates(Rows ba, int64_t nk, int64_t nv, const float* a, const float* dt_bias, Rows beta, Rows g, Stream s);
+void conv1d_silu(Rows x, const float* w, int64_t K, float* conv_state, Rows u, Stream s);
+void topk_softmax(Rows logits, int64_t k, int32_t* ids, float* wt, Stream s);
+void moe_combine(Rows routed, const float* wt, int64_t k, Rows shared, const float* shared_gate, Rows h, Rows out,
+                 Stream s);
+
+// --- weights (matmul.cu) ---
+// x[t] = row ids[t] of the table; an id outside it sets *bad (device memory, 0 = none)
+// to id + 1 (the first seen) and leaves that row.
+void get_rows(const Weight& table, const int32_t* ids, Rows x, int32_t* bad, const IqTables& tab, Stream s);
+void matmul(const Weight& w, Rows x, Rows y, const IqTables& tab, Stream s);
+// y[i] = W_{ids[i]} x[i / div] for i < n: experts' weights by id (w: device array of
+// each expert's rows, all of one type and shape).
+void matmul_ids(GgmlType type, const uint8_t* const* w, int64_t n_in, int64_t n_out, size_t stride,
+                const int32_t* ids, int64_t div, Rows x, Rows y, const IqTables& tab, Stream s);
+
+// --- attention (attention.cu) ---
+// The rows of up to kMaxSeqs sequences of a window, with their KV cache heads.
+inline constexpr int kMaxSeqs = 8;
+struct SeqRows {
+    int64_t pos0, row0, n;
+    uint8_t* k;  // layer's K head 0 at position 0; head h at k + h * k_head, position p at + p * k_pos
+    uint8_t* v;
+    int64_t k_head, v_head, k_pos, v_pos;  // bytes
+};
+struct SeqTable {
+    int n = 0;
+    SeqRows s[kMaxSeqs];
+};
+struct RopeSet {
+    float* x;
+    int64_t ld, n, stride;  // row stride (floats), heads, head stride (floats)
+    const float* norm;
+};
+inline constexpr int kMaxRopeSets = 4;
+struct RopeArgs {
+    int n_sets;
+    RopeSet set[kMaxRopeSets];
+    int64_t head_dim, n_rot;
+    bool neox;
+    float eps, freq_base, freq_scale;
+};
+void norm_rope(const SeqTable& seqs, const RopeArgs& a, Stream s);
+void kv_store(const SeqTable& seqs, GgmlType type, int64_t n_head_kv, int64_t hd, int64_t hdv, Rows k, Rows v,
+              Stream s);
+void attention(const SeqTable& seqs, GgmlType type, int64_t n_head, int64_t n_head_kv, int64_t hd, int64_t hdv,
+               Rows q, int64_t head_stride, bool gated, Rows out, Stream s);
+
+// --- Gated DeltaNet (gdn.cu) ---
+void gdn_recurrent(int64_t nk, int64_t nv, int64_t dk, int64_t dv, Rows u, Rows g, Rows beta, float* state, Rows o,
+                   Stream s);
+
+// --- hand-off (handoff.cu) ---
+// x's rows into payload (host-mapped), then, unless drop, the last block raises *ready
+// (host-mapped) to window after a system-scope fence. counter: a device int, 0 between calls.
+void handoff_publish(Rows x, float* payload, uint64_t* ready, uint64_t window, bool drop, unsigned* counter,
+                     Stream s);
+
+}  // namespace strata::gpu

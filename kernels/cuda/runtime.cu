@@ -1,0 +1,128 @@
+// The runtime calls of gpu.h: device discovery, memory, streams and copies.
+#include <cstring>
+
+#include "engine/core/error.h"
+#include "kernels/cuda/compat.h"
+#include "kernels/cuda/gpu.h"
+
+namespace strata::gpu {
+
+namespace {
+void check(gpuError_t e, const char* what) {
+    if (e != gpuSuccess) fail("{} failed: {}", what, gpuGetErrorString(e));
+}
+}  // namespace
+
+const char* backend_name() {
+#if defined(STRATA_GPU_HIP)
+    return "hip";
+#else
+    return "cuda";
+#endif
+}
+
+int device_count(std::string* why) {
+    int n = 0;
+    const gpuError_t e = gpuGetDeviceCount(&n);
+    if (e != gpuSuccess) {
+        if (why) *why = gpuGetErrorString(e);
+        (void)gpuGetLastError();  // not sticky: clear it for later calls
+        return 0;
+    }
+    if (n == 0 && why) *why = "no device";
+    return n;
+}
+
+std::string device_name(int dev) {
+#if defined(STRATA_GPU_HIP)
+    hipDeviceProp_t p{};
+    check(hipGetDeviceProperties(&p, dev), "hipGetDeviceProperties");
+#else
+    cudaDeviceProp p{};
+    check(cudaGetDeviceProperties(&p, dev), "cudaGetDeviceProperties");
+#endif
+    return p.name;
+}
+
+void device_memory(int dev, int64_t* free_bytes, int64_t* total_bytes) {
+    set_device(dev);
+    size_t f = 0, t = 0;
+    check(gpuMemGetInfo(&f, &t), "memory info");
+    *free_bytes = static_cast<int64_t>(f);
+    *total_bytes = static_cast<int64_t>(t);
+}
+
+void set_device(int dev) {
+    thread_local int current = -1;
+    if (current == dev) return;
+    check(gpuSetDevice(dev), "set device");
+    current = dev;
+}
+
+Stream stream_create() {
+    gpuStream_t s{};
+    check(gpuStreamCreateWithFlags(&s, gpuStreamNonBlocking), "stream create");
+    return static_cast<Stream>(s);
+}
+
+void stream_destroy(Stream s) { (void)gpuStreamDestroy(static_cast<gpuStream_t>(s)); }
+
+void stream_sync(Stream s) { check(gpuStreamSynchronize(static_cast<gpuStream_t>(s)), "stream synchronize"); }
+
+#if defined(STRATA_HIP_CPU)
+// HIP-CPU's hipMalloc aligns to 16 bytes; the op set promises 64 (a GPU's runtime gives
+// 256). Its "device" memory is host memory, so the original pointer can sit just below.
+void* dev_alloc(size_t bytes) {
+    void* raw = nullptr;
+    const gpuError_t e = gpuMalloc(&raw, bytes + 64);
+    if (e != gpuSuccess) fail("device memory: {} bytes could not be allocated ({})", bytes, gpuGetErrorString(e));
+    auto* p = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(raw) + 64) & ~uintptr_t{63});
+    std::memcpy(p - sizeof(void*), &raw, sizeof(void*));
+    return p;
+}
+
+void dev_free(void* p) {
+    if (!p) return;
+    void* raw;
+    std::memcpy(&raw, static_cast<uint8_t*>(p) - sizeof(void*), sizeof(void*));
+    (void)gpuFree(raw);
+}
+#else
+void* dev_alloc(size_t bytes) {
+    void* p = nullptr;
+    const gpuError_t e = gpuMalloc(&p, bytes == 0 ? 1 : bytes);
+    if (e != gpuSuccess) {
+        (void)gpuGetLastError();
+        fail("device memory: {} bytes could not be allocated ({})", bytes, gpuGetErrorString(e));
+    }
+    return p;
+}
+
+void dev_free(void* p) { (void)gpuFree(p); }
+#endif
+
+void* host_alloc_mapped(size_t bytes) {
+    void* p = nullptr;
+#if defined(STRATA_HIP_CPU)
+    check(hipHostMalloc(&p, bytes == 0 ? 1 : bytes, hipHostMallocMapped), "pinned host alloc");  // flags are an enum there
+#else
+    check(gpuHostAlloc(&p, bytes == 0 ? 1 : bytes, gpuHostAllocMapped | gpuHostAllocPortable), "pinned host alloc");
+#endif
+    std::memset(p, 0, bytes);
+    return p;
+}
+
+void host_free(void* p) { (void)gpuFreeHost(p); }
+
+void memset_async(void* p, int v, size_t bytes, Stream s) {
+    check(gpuMemsetAsync(p, v, bytes, static_cast<gpuStream_t>(s)), "memset");
+}
+
+void copy_async(void* dst, const void* src, size_t bytes, Stream s) {
+    if (bytes == 0) return;
+    check(gpuMemcpyAsync(dst, src, bytes, gpuMemcpyDefault, static_cast<gpuStream_t>(s)), "copy");
+}
+
+void check_launch(const char* what) { check(gpuGetLastError(), what); }
+
+}  // namespace strata::gpu
