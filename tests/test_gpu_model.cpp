@@ -1,0 +1,100 @@
+// Whole models on the GPU backend, wherever one is present (a CPU HIP runtime here, a real
+// GPU when lent; each case passes with a warning when none is): logits close to the CPU
+// backend's on f32 files, and greedy results bit-identical across the GPU's own modes
+// (one stage, two stages on one device with the mapped hand-off, a GPU stage beside a
+// CPU stage), since the same kernels run in the same order.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+
+#include "engine/backend/device.h"
+#include "engine/split/plan.h"
+#include "engine/split/split_runner.h"
+#include "tests/model_helpers.h"
+
+using namespace strata;
+
+namespace {
+
+std::string gpu0() { return std::string(gpu_backend()) + ":0"; }
+
+bool have_gpu() {
+    if (gpu_device_count() > 0) return true;
+    WARN("no GPU device: skipped");
+    return false;
+}
+
+// Logits of a prompt (every position) and of two decode steps.
+std::vector<float> run_windows(Runner& r) {
+    const int64_t V = r.model().hp().n_vocab;
+    const std::vector<int32_t> prompt = {5, 9, 2, 77, 31};
+    std::vector<float> out((prompt.size() + 2) * static_cast<size_t>(V));
+    const int seq = r.new_sequence();
+    const Runner::Item p{seq, prompt, true};
+    r.eval(std::span<const Runner::Item>(&p, 1), out.data());
+    for (int i = 0; i < 2; ++i) {
+        const int32_t tok[1] = {40 + i};
+        const Runner::Item d{seq, std::span<const int32_t>(tok, 1), false};
+        r.eval(std::span<const Runner::Item>(&d, 1), out.data() + (prompt.size() + i) * static_cast<size_t>(V));
+    }
+    r.free_sequence(seq);
+    return out;
+}
+
+std::unique_ptr<Runner> runner(std::shared_ptr<const Model> m, const std::string& devs, const std::string& split) {
+    const int64_t n = m->hp().n_layer;
+    SplitConfig cfg;
+    cfg.wait_ms = 60000;
+    cfg.host_timeout_ms = 0;  // a CPU HIP runtime is slow; no watchdog in a correctness test
+    return make_split_runner(m, plan_split(devs, split, n, layer_weight_bytes(m->file(), n), head_weight_bytes(m->file())),
+                             1, 32, GgmlType::F16, cfg);
+}
+
+std::shared_ptr<const Model> tiny(synth::Arch arch, GgmlType type) {
+    synth::ModelConfig c = synth::make_config(arch, synth::Preset::Tiny);
+    c.n_layer = 2;
+    c.mtp = arch == synth::Arch::Qwen3Next;
+    return Model::load(test::to_file(synth::build_model(c, type, 4)));
+}
+
+}  // namespace
+
+TEST_CASE("gpu: logits of f32 models within 1e-3 of the CPU backend", "[gpu][model]") {
+    if (!have_gpu()) return;
+    for (auto arch : {synth::Arch::Llama, synth::Arch::Qwen3, synth::Arch::Qwen3Next}) {
+        auto m = tiny(arch, GgmlType::F32);
+        const auto want = run_windows(*make_local_runner(m, 1, 32, GgmlType::F16));
+        const auto got = run_windows(*runner(m, gpu0(), "auto"));
+        double err = 0, mag = 0;
+        for (size_t i = 0; i < want.size(); ++i) {
+            err = std::max(err, double(std::fabs(got[i] - want[i])));
+            mag = std::max(mag, double(std::fabs(want[i])));
+        }
+        INFO(synth::arch_name(arch) << ": max |diff| " << err << " of max |logit| " << mag);
+        CHECK(err <= 1e-3 * std::max(1.0, mag));
+    }
+}
+
+TEST_CASE("gpu: logits bit-identical across the GPU's placements", "[gpu][model][determinism]") {
+    if (!have_gpu()) return;
+    for (auto arch : {synth::Arch::Llama, synth::Arch::Qwen3Next}) {
+        auto m = tiny(arch, GgmlType::Q8_0);
+        const auto want = run_windows(*runner(m, gpu0(), "auto"));
+        for (const std::string& devs : {gpu0() + "," + gpu0(), gpu0() + ",cpu:0"}) {
+            auto r = runner(m, devs, "0-0,1-1");
+            INFO(synth::arch_name(arch) << " " << r->describe());
+            const auto got = run_windows(*r);
+            if (devs.find("cpu") == std::string::npos) {
+                CHECK(got == want);  // the same kernels in the same order
+            } else {
+                // A CPU stage: the CPU's kernels for its layers, close but not the same bits.
+                double err = 0, mag = 0;
+                for (size_t i = 0; i < want.size(); ++i) {
+                    err = std::max(err, double(std::fabs(got[i] - want[i])));
+                    mag = std::max(mag, double(std::fabs(want[i])));
+                }
+                CHECK(err <= 2e-2 * std::max(1.0, mag));
+            }
+        }
+    }
+}
