@@ -96,13 +96,10 @@ void SplitRunnerImpl::eval(std::span<const Item> items, float* logits_rows) {
 
     using clock = std::chrono::steady_clock;
     const auto deadline = clock::now() + std::chrono::milliseconds(cfg_.host_timeout_ms);
-    auto wait_event = [&](const DeviceEvent& ev, size_t s) {
-        int64_t left = 0;  // 0 = no limit
-        if (cfg_.host_timeout_ms > 0) {
-            left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now()).count();
-            if (left <= 0) left = 1;
-        }
-        if (!ev.wait(left)) watchdog(s, w);
+    auto time_left = [&] {  // of the window's host timeout (0 = no limit)
+        if (cfg_.host_timeout_ms == 0) return int64_t{0};
+        const int64_t left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now()).count();
+        return std::max<int64_t>(left, 1);
     };
     std::vector<DeviceEvent> events(stages_.size());
     std::exception_ptr op_error;
@@ -111,18 +108,12 @@ void SplitRunnerImpl::eval(std::span<const Item> items, float* logits_rows) {
             stages_[s].dev->submit([this, s, w] { run_stage(s, w); });
             events[s] = stages_[s].dev->record();
         }
-        for (size_t s = 0; s < stages_.size(); ++s) wait_event(events[s], s);
+        for (size_t s = 0; s < stages_.size(); ++s)
+            if (!events[s].wait(time_left())) watchdog(s, w);
     } else {
         for (size_t s = 0; s < stages_.size(); ++s) {
             try {
-                if (cfg_.host_timeout_ms == 0) {  // nothing to bound: the host only waits, so the device may run it here
-                    stages_[s].dev->run([this, s, w] { run_stage(s, w); });
-                } else {
-                    stages_[s].dev->submit([this, s, w] { run_stage(s, w); });
-                    events[s] = stages_[s].dev->record();
-                    wait_event(events[s], s);
-                    events[s].rethrow();
-                }
+                run_on(s, [this, s, w] { run_stage(s, w); }, time_left(), w);
             } catch (...) {
                 op_error = std::current_exception();
                 break;
@@ -187,16 +178,20 @@ void SplitRunnerImpl::mtp(int seq, const float* hidden, const int32_t* tokens, i
         model_->mtp_forward(*st.ctx, state, mtp_hidden_.data(), mtp_tokens_.data(), T, pos0,
                             want_logits ? mtp_logits_.data() : nullptr, mtp_hidden_out_.data(), /*last_logits_only=*/true);
     };
-    if (cfg_.host_timeout_ms == 0) {
-        st.dev->run(op);
-    } else {
-        st.dev->submit(op);
-        const DeviceEvent ev = st.dev->record();
-        if (!ev.wait(cfg_.host_timeout_ms)) watchdog(stages_.size() - 1, window_);
-        ev.rethrow();
-    }
+    run_on(stages_.size() - 1, op, cfg_.host_timeout_ms, window_);
     if (logits_rows) std::copy(mtp_logits_.begin(), mtp_logits_.end(), logits_rows);
     if (hidden_out) std::copy(mtp_hidden_out_.begin(), mtp_hidden_out_.end(), hidden_out);
+}
+
+void SplitRunnerImpl::run_on(size_t s, const std::function<void()>& op, int64_t limit_ms, uint64_t w) {
+    if (cfg_.host_timeout_ms == 0) {  // nothing to bound: the host only waits, so the device may run it here
+        stages_[s].dev->run(op);
+        return;
+    }
+    stages_[s].dev->submit(op);
+    const DeviceEvent ev = stages_[s].dev->record();
+    if (!ev.wait(limit_ms)) watchdog(s, w);
+    ev.rethrow();
 }
 
 void SplitRunnerImpl::on_every_stage(const std::function<void(size_t)>& op) {

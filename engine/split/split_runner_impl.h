@@ -233,6 +233,10 @@ private:
     // op(s) queued on every stage's device; returns when all ran (rethrowing the first
     // error), or runs the watchdog.
     void on_every_stage(const std::function<void(size_t)>& op);
+    // op on stage s's device, returning when it is done and rethrowing its error: inline
+    // (Device::run) when there is no host timeout to enforce, else queued and waited for
+    // at most limit_ms (> 0) before the watchdog fires for window w.
+    void run_on(size_t s, const std::function<void()>& op, int64_t limit_ms, uint64_t w);
     [[noreturn]] void watchdog(size_t stuck_stage, uint64_t w);
 
     std::shared_ptr<const Model> model_;
