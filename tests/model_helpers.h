@@ -1,5 +1,6 @@
 // Helpers shared by the model tests: tiny synthetic models built in memory, logits
-// of a token sequence fed in windows, and the error against the float64 reference.
+// of a token sequence fed in windows (a model, or any runner), and the error against
+// the float64 reference.
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -9,6 +10,7 @@
 #include "engine/backend/cpu_ops.h"
 #include "engine/gguf/reader.h"
 #include "engine/model/model.h"
+#include "engine/run/runner.h"
 #include "engine/synth/model_writer.h"
 
 namespace strata::test {
@@ -42,6 +44,24 @@ inline std::vector<float> eval_all(const Model& m, int threads, const std::vecto
         const size_t n = std::min(toks.size() - i, static_cast<size_t>(window));
         m.eval(ctx, s, std::span<const int32_t>(toks.data() + i, n), out.data() + i * static_cast<size_t>(V), true);
     }
+    return out;
+}
+
+// Logits of a prompt (every position) and of n_decode steps after it (tokens 40, 41...),
+// through any runner, on a sequence of its own.
+inline std::vector<float> run_windows(Runner& r, const std::vector<int32_t>& prompt = {5, 9, 2, 77, 31, 8},
+                                      int n_decode = 3) {
+    const int64_t V = r.model().hp().n_vocab;
+    std::vector<float> out((prompt.size() + static_cast<size_t>(n_decode)) * static_cast<size_t>(V));
+    const int seq = r.new_sequence();
+    const Runner::Item p{seq, prompt, true};
+    r.eval(std::span<const Runner::Item>(&p, 1), out.data());
+    for (int i = 0; i < n_decode; ++i) {
+        const int32_t tok[1] = {40 + i};
+        const Runner::Item d{seq, std::span<const int32_t>(tok, 1), false};
+        r.eval(std::span<const Runner::Item>(&d, 1), out.data() + (prompt.size() + i) * static_cast<size_t>(V));
+    }
+    r.free_sequence(seq);
     return out;
 }
 

@@ -24,22 +24,8 @@ bool have_gpu() {
     return false;
 }
 
-// Logits of a prompt (every position) and of two decode steps.
-std::vector<float> run_windows(Runner& r) {
-    const int64_t V = r.model().hp().n_vocab;
-    const std::vector<int32_t> prompt = {5, 9, 2, 77, 31};
-    std::vector<float> out((prompt.size() + 2) * static_cast<size_t>(V));
-    const int seq = r.new_sequence();
-    const Runner::Item p{seq, prompt, true};
-    r.eval(std::span<const Runner::Item>(&p, 1), out.data());
-    for (int i = 0; i < 2; ++i) {
-        const int32_t tok[1] = {40 + i};
-        const Runner::Item d{seq, std::span<const int32_t>(tok, 1), false};
-        r.eval(std::span<const Runner::Item>(&d, 1), out.data() + (prompt.size() + i) * static_cast<size_t>(V));
-    }
-    r.free_sequence(seq);
-    return out;
-}
+// Logits of a short prompt (every position) and of two decode steps.
+std::vector<float> run_windows(Runner& r) { return test::run_windows(r, {5, 9, 2, 77, 31}, 2); }
 
 std::unique_ptr<Runner> runner(std::shared_ptr<const Model> m, const std::string& devs, const std::string& split) {
     const int64_t n = m->hp().n_layer;

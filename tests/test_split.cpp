@@ -50,23 +50,6 @@ TEST_CASE("split plan: bad splits are refused clearly", "[split]") {
 
 namespace {
 
-// Logits of a prompt (all positions) and of three decode steps, through any runner.
-std::vector<float> run_windows(Runner& r) {
-    const int64_t V = r.model().hp().n_vocab;
-    const std::vector<int32_t> prompt = {5, 9, 2, 77, 31, 8};
-    std::vector<float> out(prompt.size() * static_cast<size_t>(V) + 3 * static_cast<size_t>(V));
-    const int seq = r.new_sequence();
-    const Runner::Item p{seq, prompt, true};
-    r.eval(std::span<const Runner::Item>(&p, 1), out.data());
-    for (int i = 0; i < 3; ++i) {
-        const int32_t tok[1] = {40 + i};
-        const Runner::Item d{seq, std::span<const int32_t>(tok, 1), false};
-        r.eval(std::span<const Runner::Item>(&d, 1), out.data() + (prompt.size() + i) * static_cast<size_t>(V));
-    }
-    r.free_sequence(seq);
-    return out;
-}
-
 SplitPlan plan(const Model& m, const std::string& devs, const std::string& split) {
     const int64_t n = m.hp().n_layer;
     return plan_split(devs, split, n, layer_weight_bytes(m.file(), n), head_weight_bytes(m.file()));
@@ -82,7 +65,7 @@ TEST_CASE("split: logits are bit-identical for every placement and mode", "[spli
         c.mtp = arch == synth::Arch::Qwen3Next;
         std::shared_ptr<const Model> m = Model::load(test::to_file(synth::build_model(c, GgmlType::Q8_0, 4)));
         auto local = make_local_runner(m, 2, 32, GgmlType::F16);
-        const auto want = run_windows(*local);
+        const auto want = test::run_windows(*local);
         const int64_t last = m->hp().n_layer - 1;
         for (int mode = 0; mode < 3; ++mode) {
             const bool overlap = mode == 1;
@@ -99,7 +82,7 @@ TEST_CASE("split: logits are bit-identical for every placement and mode", "[spli
                 INFO(synth::arch_name(arch) << " " << devs << " " << split << " mode=" << mode << " -> "
                                             << r->describe());
                 CHECK(r->overlap() == (overlap && devs != "cpu:0,cpu:1,cpu:0"));
-                CHECK(run_windows(*r) == want);
+                CHECK(test::run_windows(*r) == want);
             }
         }
     }

@@ -3,27 +3,31 @@
 #include <cstdint>
 #include <cstring>
 
+// Host and device: the GPU kernels (kernels/cuda) convert with these same functions.
+#if defined(__CUDACC__) || defined(__HIPCC__)
+#define STRATA_HD __host__ __device__
+#else
+#define STRATA_HD
+#endif
+
 namespace strata {
 
-inline float bits_to_f32(uint32_t u) { float f; std::memcpy(&f, &u, 4); return f; }
-inline uint32_t f32_to_bits(float f) { uint32_t u; std::memcpy(&u, &f, 4); return u; }
+STRATA_HD inline float bits_to_f32(uint32_t u) { float f; std::memcpy(&f, &u, 4); return f; }
+STRATA_HD inline uint32_t f32_to_bits(float f) { uint32_t u; std::memcpy(&u, &f, 4); return u; }
 
 // fp16 -> f32, exact for every input including subnormals, inf and NaN.
-inline float fp16_to_f32(uint16_t h) {
+STRATA_HD inline float fp16_to_f32(uint16_t h) {
     const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
     const uint32_t exp = (h >> 10) & 0x1Fu;
-    uint32_t mant = h & 0x3FFu;
+    const uint32_t mant = h & 0x3FFu;
     if (exp == 0x1F) return bits_to_f32(sign | 0x7F800000u | (mant << 13));  // inf / NaN
     if (exp != 0) return bits_to_f32(sign | ((exp + 112u) << 23) | (mant << 13));
-    if (mant == 0) return bits_to_f32(sign);                                   // +-0
-    // subnormal: value = mant * 2^-24
-    int e = -1;
-    do { mant <<= 1; ++e; } while ((mant & 0x400u) == 0);
-    return bits_to_f32(sign | static_cast<uint32_t>(112 - e) << 23 | ((mant & 0x3FFu) << 13));
+    // zero or subnormal: mant * 2^-24, exact in f32
+    return bits_to_f32(sign | f32_to_bits(static_cast<float>(mant) * 5.9604644775390625e-8f));
 }
 
 // f32 -> fp16 with round-to-nearest-even; overflow gives inf, NaN stays NaN.
-inline uint16_t f32_to_fp16(float f) {
+STRATA_HD inline uint16_t f32_to_fp16(float f) {
     const uint32_t u = f32_to_bits(f);
     const uint32_t sign = (u >> 16) & 0x8000u;
     const uint32_t absu = u & 0x7FFFFFFFu;
@@ -39,10 +43,10 @@ inline uint16_t f32_to_fp16(float f) {
     return static_cast<uint16_t>(sign | (v >> 13));
 }
 
-inline float bf16_to_f32(uint16_t b) { return bits_to_f32(static_cast<uint32_t>(b) << 16); }
+STRATA_HD inline float bf16_to_f32(uint16_t b) { return bits_to_f32(static_cast<uint32_t>(b) << 16); }
 
 // f32 -> bf16 as ggml does it: round to nearest even; NaN becomes a quiet NaN.
-inline uint16_t f32_to_bf16(float f) {
+STRATA_HD inline uint16_t f32_to_bf16(float f) {
     const uint32_t u = f32_to_bits(f);
     if ((u & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<uint16_t>((u >> 16) | 0x40u);
     return static_cast<uint16_t>((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);

@@ -21,25 +21,6 @@ STRATA_DEV int seq_of(const SeqTable& t, int64_t row) {
     return -1;
 }
 
-// f32 -> fp16, round to nearest even (engine/core/half.h, the same bits).
-STRATA_DEV uint16_t float_to_half(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    const uint32_t sign = (u >> 16) & 0x8000u, absu = u & 0x7FFFFFFFu;
-    if (absu > 0x7F800000u) return static_cast<uint16_t>(sign | 0x7E00u);
-    if (absu >= 0x477FF000u) return static_cast<uint16_t>(sign | 0x7C00u);
-    if (absu < 0x38800000u) {
-        float a;
-        memcpy(&a, &absu, 4);
-        const float r = a + 0.5f;
-        uint32_t rb;
-        memcpy(&rb, &r, 4);
-        return static_cast<uint16_t>(sign | (rb - 0x3F000000u));
-    }
-    const uint32_t v = absu + 0xC8000FFFu + ((absu >> 13) & 1u);
-    return static_cast<uint16_t>(sign | (v >> 13));
-}
-
 // Value i of a cache row of `type` (f32, f16, q8_0, q4_0).
 STRATA_DEV float kv_value(GgmlType type, const uint8_t* row, int64_t i) {
     switch (type) {
@@ -49,16 +30,16 @@ STRATA_DEV float kv_value(GgmlType type, const uint8_t* row, int64_t i) {
             return v;
         }
         case GgmlType::F16:
-            return half_to_float(static_cast<uint16_t>(row[2 * i] | (row[2 * i + 1] << 8)));
+            return fp16_to_f32(static_cast<uint16_t>(row[2 * i] | (row[2 * i + 1] << 8)));
         case GgmlType::Q8_0: {
             const uint8_t* b = row + (i / 32) * 34;
-            return static_cast<float>(static_cast<int8_t>(b[2 + i % 32])) * half_to_float(static_cast<uint16_t>(b[0] | (b[1] << 8)));
+            return static_cast<float>(static_cast<int8_t>(b[2 + i % 32])) * fp16_to_f32(static_cast<uint16_t>(b[0] | (b[1] << 8)));
         }
         default: {  // Q4_0
             const uint8_t* b = row + (i / 32) * 18;
             const int j = static_cast<int>(i % 32);
             const int q = j < 16 ? (b[2 + j] & 0xF) : (b[2 + j - 16] >> 4);
-            return static_cast<float>(q - 8) * half_to_float(static_cast<uint16_t>(b[0] | (b[1] << 8)));
+            return static_cast<float>(q - 8) * fp16_to_f32(static_cast<uint16_t>(b[0] | (b[1] << 8)));
         }
     }
 }
@@ -98,7 +79,7 @@ __global__ void norm_rope_k(SeqTable seqs, RopeArgs a) {
 
 // One block per (row, KV head, k or v): the head's values into its cache row.
 __global__ void kv_store_k(SeqTable seqs, GgmlType type, int64_t hd, int64_t hdv, Rows k, Rows v) {
-    __shared__ float red[32];
+    __shared__ float vals[kThreads];  // a pass's values: each 32-block's thread reads its block
     const int64_t t = blockIdx.x, h = blockIdx.y;
     const bool is_v = blockIdx.z == 1;
     const int si = seq_of(seqs, t);
@@ -111,7 +92,7 @@ __global__ void kv_store_k(SeqTable seqs, GgmlType type, int64_t hd, int64_t hdv
         for (int64_t i = threadIdx.x; i < n; i += blockDim.x) memcpy(dst + 4 * i, src + i, 4);
     } else if (type == GgmlType::F16) {
         for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-            const uint16_t b = float_to_half(src[i]);
+            const uint16_t b = f32_to_fp16(src[i]);
             dst[2 * i] = static_cast<uint8_t>(b & 0xFF);
             dst[2 * i + 1] = static_cast<uint8_t>(b >> 8);
         }
@@ -123,7 +104,6 @@ __global__ void kv_store_k(SeqTable seqs, GgmlType type, int64_t hd, int64_t hdv
             // every thread of a 32-block needs the block's extreme: a reduction over its block
             const int64_t blk = i / 32;
             __syncthreads();
-            __shared__ float vals[kThreads];
             vals[threadIdx.x] = val;
             __syncthreads();
             if (i < n) {
@@ -133,7 +113,7 @@ __global__ void kv_store_k(SeqTable seqs, GgmlType type, int64_t hd, int64_t hdv
                     for (int j = 0; j < 32; ++j) amax = fmaxf(amax, fabsf(bv[j]));
                     const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
                     uint8_t* b = dst + blk * 34;
-                    const uint16_t dh = float_to_half(d);
+                    const uint16_t dh = f32_to_fp16(d);
                     if (i % 32 == 0) b[0] = static_cast<uint8_t>(dh & 0xFF), b[1] = static_cast<uint8_t>(dh >> 8);
                     b[2 + i % 32] = static_cast<uint8_t>(static_cast<int8_t>(roundf(fminf(fmaxf(val * id, -127.0f), 127.0f))));
                 } else {
@@ -142,7 +122,7 @@ __global__ void kv_store_k(SeqTable seqs, GgmlType type, int64_t hd, int64_t hdv
                         if (fabsf(bv[j]) > amax) amax = fabsf(bv[j]), mx = bv[j];
                     const float d = mx / -8.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
                     uint8_t* b = dst + blk * 18;
-                    const uint16_t dh = float_to_half(d);
+                    const uint16_t dh = f32_to_fp16(d);
                     if (i % 32 == 0) b[0] = static_cast<uint8_t>(dh & 0xFF), b[1] = static_cast<uint8_t>(dh >> 8);
                     const float qf = fminf(val * id + 8.5f, 15.0f);
                     const int q = qf > 0.0f ? static_cast<int>(qf) : 0;
@@ -156,7 +136,6 @@ __global__ void kv_store_k(SeqTable seqs, GgmlType type, int64_t hd, int64_t hdv
                     }
                 }
             }
-            (void)red;
         }
     }
 }

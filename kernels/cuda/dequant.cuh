@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "engine/core/half.h"
 #include "engine/quant/types.h"
 #include "kernels/cuda/compat.h"
 #include "kernels/cuda/gpu.h"
@@ -73,37 +74,11 @@ STRATA_DEV uint32_t load_u32(const uint8_t* p) {
            static_cast<uint32_t>(p[3]) << 24;
 }
 
-// memcpy, not __uint_as_float: the same code builds for CUDA, HIP and HIP-CPU.
-STRATA_DEV float bits_as_float(uint32_t u) {
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-STRATA_DEV uint32_t float_as_bits(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return u;
-}
-
 }  // namespace dequant_detail
-
-// fp16 -> f32, exact for every input (subnormals, inf, NaN payloads), as fp16_to_f32.
-STRATA_DEV float half_to_float(uint16_t h) {
-    using dequant_detail::bits_as_float;
-    const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-    const uint32_t exp = (h >> 10) & 0x1Fu;
-    const uint32_t mant = h & 0x3FFu;
-    if (exp == 0x1F) return bits_as_float(sign | 0x7F800000u | (mant << 13));
-    if (exp != 0) return bits_as_float(sign | ((exp + 112u) << 23) | (mant << 13));
-    // zero or subnormal: mant * 2^-24, exact in f32
-    return bits_as_float(sign | dequant_detail::float_as_bits(static_cast<float>(mant) * 5.9604644775390625e-8f));
-}
-
-STRATA_DEV float bf16_to_float(uint16_t b) { return dequant_detail::bits_as_float(static_cast<uint32_t>(b) << 16); }
 
 namespace dequant_detail {
 
-STRATA_DEV float load_half(const uint8_t* p) { return half_to_float(static_cast<uint16_t>(load_u16(p))); }
+STRATA_DEV float load_half(const uint8_t* p) { return fp16_to_f32(static_cast<uint16_t>(load_u16(p))); }
 
 // a * b rounded to f32 on its own, so that a following add is not fused with it.
 STRATA_DEV float mul_rn(float a, float b) {
@@ -115,7 +90,7 @@ STRATA_DEV float mul_rn(float a, float b) {
 }
 
 // Flips the sign of v when bit is 1 (the host's apply_sign; exact for NaN too).
-STRATA_DEV float apply_sign(float v, uint32_t bit) { return bits_as_float(float_as_bits(v) ^ (bit << 31)); }
+STRATA_DEV float apply_sign(float v, uint32_t bit) { return bits_to_f32(f32_to_bits(v) ^ (bit << 31)); }
 
 // kvalues_iq4nl as two words of eight int8, so the lookup needs no memory.
 STRATA_DEV float iq4nl_value(uint32_t q) {
@@ -326,7 +301,7 @@ STRATA_DEV void dequant32<GgmlType::Q6_K>(const uint8_t* blk, int j, float* out,
 template <>
 STRATA_DEV void dequant32<GgmlType::Q8_K>(const uint8_t* blk, int j, float* out, const IqTables&) {
     using namespace dequant_detail;
-    const float d = bits_as_float(load_u32(blk));
+    const float d = bits_to_f32(load_u32(blk));
     const int8_t* qs = reinterpret_cast<const int8_t*>(blk + 4) + 32 * j;
     for (int l = 0; l < 32; ++l) out[l] = d * static_cast<float>(qs[l]);
 }
@@ -437,7 +412,7 @@ template <>
 STRATA_DEV void dequant32<GgmlType::IQ1_M>(const uint8_t* blk, int j, float* out, const IqTables& tab) {
     using namespace dequant_detail;
     const uint8_t* sc = blk + 48;
-    const float d = half_to_float(static_cast<uint16_t>((sc[1] >> 4) | (sc[3] & 0xF0) | ((sc[5] & 0xF0) << 4) |
+    const float d = fp16_to_f32(static_cast<uint16_t>((sc[1] >> 4) | (sc[3] & 0xF0) | ((sc[5] & 0xF0) << 4) |
                                                         ((sc[7] & 0xF0) << 8)));
     const uint32_t s = load_u16(sc + 2 * (j / 2)) >> (6 * (j % 2));
     const float dl[2] = {d * static_cast<float>(2 * (s & 7) + 1), d * static_cast<float>(2 * ((s >> 3) & 7) + 1)};

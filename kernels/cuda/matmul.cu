@@ -22,7 +22,7 @@ STRATA_DEV float load_float(GgmlType t, const uint8_t* row, int64_t i) {
         return v;
     }
     const uint16_t h = static_cast<uint16_t>(row[2 * i] | (row[2 * i + 1] << 8));
-    return t == GgmlType::F16 ? half_to_float(h) : bf16_to_float(h);
+    return t == GgmlType::F16 ? fp16_to_f32(h) : bf16_to_f32(h);
 }
 
 // acc[r] += this thread's share of w_row . x_r, r < nr.

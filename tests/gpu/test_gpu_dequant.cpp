@@ -39,8 +39,8 @@ __global__ void dequant_chunks(const uint8_t* src, float* dst, int n_chunks, IqT
 __global__ void convert_all_16bit(float* from_half, float* from_bf16) {
     const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
     if (i >= 65536) return;
-    from_half[i] = half_to_float(static_cast<uint16_t>(i));
-    from_bf16[i] = bf16_to_float(static_cast<uint16_t>(i));
+    from_half[i] = fp16_to_f32(static_cast<uint16_t>(i));
+    from_bf16[i] = bf16_to_f32(static_cast<uint16_t>(i));
 }
 
 // Rows of N(0, s^2) data at a few scales (small, unit, large); 2048 values each.
@@ -102,6 +102,19 @@ void check_type(const IqTables& tab, const std::vector<float>& x) {
     CHECK(mismatches == 0);
 }
 
+// Device 0 made current; false (with a warning) where no device is present.
+bool start_device() {
+    if (gpu_device_count() == 0) {
+        WARN("no GPU device: skipped");
+        return false;
+    }
+    int devices = 0;
+    GPU_REQUIRE(gpuGetDeviceCount(&devices));
+    REQUIRE(devices > 0);
+    GPU_REQUIRE(gpuSetDevice(0));
+    return true;
+}
+
 template <GgmlType... Ts>
 struct TypeList {
     static bool contains(GgmlType t) { return ((t == Ts) || ...); }
@@ -117,14 +130,7 @@ using Quantized = TypeList<GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlT
 }  // namespace
 
 TEST_CASE("half_to_float and bf16_to_float are exact for every bit pattern", "[gpu]") {
-    if (gpu_device_count() == 0) {
-        WARN("no GPU device: skipped");
-        return;
-    }
-    int devices = 0;
-    GPU_REQUIRE(gpuGetDeviceCount(&devices));
-    REQUIRE(devices > 0);
-    GPU_REQUIRE(gpuSetDevice(0));
+    if (!start_device()) return;
 
     void* dev = nullptr;
     GPU_REQUIRE(gpuMalloc(&dev, 2 * 65536 * sizeof(float)));
@@ -146,14 +152,7 @@ TEST_CASE("half_to_float and bf16_to_float are exact for every bit pattern", "[g
 }
 
 TEST_CASE("dequant32 matches the host dequantizers bit for bit", "[gpu]") {
-    if (gpu_device_count() == 0) {
-        WARN("no GPU device: skipped");
-        return;
-    }
-    int devices = 0;
-    GPU_REQUIRE(gpuGetDeviceCount(&devices));
-    REQUIRE(devices > 0);
-    GPU_REQUIRE(gpuSetDevice(0));
+    if (!start_device()) return;
 
     for (GgmlType t : supported_types()) {
         INFO("type " << type_info(t).name);
