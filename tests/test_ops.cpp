@@ -484,7 +484,7 @@ struct Harness {
                 EXPECT(d1.out(k1t) == ko);
                 ran("norm_rope");
             }
-        for (GgmlType cache : {GgmlType::F32, GgmlType::F16, GgmlType::Q8_0})
+        for (GgmlType cache : {GgmlType::F32, GgmlType::F16, GgmlType::Q8_0, GgmlType::Q4_0})
             for (bool gated : {false, true}) {
                 const AttnDims d{4, 2, 32, 32};
                 const int64_t T = 5, stride = gated ? 2 * d.head_dim : d.head_dim, ldq = d.n_head * stride;
@@ -504,6 +504,16 @@ struct Harness {
                 dequantize_row(cache, row.data(), back.data(), d.head_dim);
                 Floats stored(k.begin() + 4 * n_kv + d.head_dim, k.begin() + 5 * n_kv);  // row 4 = b's position 1
                 if (cache == GgmlType::F32) EXPECT(back == stored);
+                // Quantized caches: within the format's rounding (half a step of the block's
+                // scale: amax / 254 for q8_0, amax / 16 for q4_0; f16's relative 2^-11).
+                float amax = 0, worst = 0;
+                for (size_t i = 0; i < stored.size(); ++i) {
+                    amax = std::max(amax, std::fabs(stored[i]));
+                    worst = std::max(worst, std::fabs(back[i] - stored[i]));
+                }
+                const float step = cache == GgmlType::Q4_0 ? 1.0f / 16 : cache == GgmlType::Q8_0 ? 1.0f / 254 : 1.0f / 2048;
+                INFO(type_info(cache).name << " store: worst " << worst << " of amax " << amax);
+                EXPECT(worst <= amax * step * 1.01f);
                 ran("kv_store");
 
                 const Floats q = rng.normal(static_cast<size_t>(T * ldq));
