@@ -56,10 +56,13 @@ inline Vec matmul(const MatView& w, const float* x, int64_t T, Vec* abs = nullpt
 }
 
 // One head rotated at position pos (n_rot dims; neox pairs or adjacent pairs).
-inline void rope(double* x, int64_t n_rot, bool neox, int64_t pos, double base, double scale) {
+// factors: n_rot / 2 divisors of the angles (a file's rope_freqs), or null.
+inline void rope(double* x, int64_t n_rot, bool neox, int64_t pos, double base, double scale,
+                 const float* factors = nullptr) {
     const int64_t half = n_rot / 2;
     for (int64_t i = 0; i < half; ++i) {
-        const double th = double(pos) * std::pow(base, -2.0 * double(i) / double(n_rot)) * scale;
+        double th = double(pos) * std::pow(base, -2.0 * double(i) / double(n_rot)) * scale;
+        if (factors) th /= factors[i];
         double* a = neox ? &x[i] : &x[2 * i];
         double* b = neox ? &x[i + half] : &x[2 * i + 1];
         const double x0 = *a, x1 = *b;

@@ -122,3 +122,37 @@ TEST_CASE("a stage binds only its own layers, prepared for its device", "[model]
                                 split.data()),
                       Catch::Contains("LM head"));
 }
+
+TEST_CASE("llama 3.1+ rope_freqs divide the rotary angles, as in the reference", "[model][reference]") {
+    // A file with rope_freqs.weight (what llama.cpp's converter writes for llama3 rope
+    // scaling) is computed with it: the reference applies it, and the same weights without
+    // it give other logits, so a model that ignored the tensor would fail the first check.
+    const std::vector<int32_t> toks = {1, 17, 42, 5, 99, 3, 250, 7, 11, 64, 8, 2};
+    synth::SynthOptions o;
+    o.arch = synth::Arch::Llama;
+    o.type = GgmlType::F32;
+    o.seed = 5;
+    o.rope_freqs = true;
+    GgufFile f = test::to_file(synth::build_model(o));
+    REQUIRE(f.find_tensor("rope_freqs.weight") != nullptr);
+    const auto ref = reference_forward(f, toks);
+    auto m = Model::load(std::move(f));
+    const auto got = eval_all(*m, 2, toks, 5);
+    const auto e = compare(got, ref);
+    INFO("max |err| " << e.max_err << " of max |logit| " << e.max_ref);
+    CHECK(e.rel() < 3e-3);
+    o.rope_freqs = false;
+    const auto plain = eval_all(*Model::load(test::to_file(synth::build_model(o))), 2, toks, 5);
+    CHECK(compare(plain, ref).rel() > 3e-2);
+}
+
+TEST_CASE("a tensor the model does not use is a load error naming it", "[model]") {
+    synth::SynthModel sm = test::tiny_model(synth::Arch::Llama, GgmlType::F32, 1);
+    synth::TensorPlan extra;
+    extra.name = "blk.0.attn_q.bias";  // a bias Strata's llama does not add
+    extra.ne = {sm.config.n_head * sm.config.head_dim};
+    sm.tensors.push_back(extra);
+    sm.data.emplace_back(static_cast<size_t>(extra.n_elements()) * sizeof(float), uint8_t{0});
+    CHECK_THROWS_WITH(Model::load(test::to_file(std::move(sm))),
+                      Catch::Contains("tensor 'blk.0.attn_q.bias' is not used by Strata's llama model"));
+}

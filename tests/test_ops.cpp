@@ -442,13 +442,19 @@ struct Harness {
     void attention() {
         Ops &ops = be.ops(), &ops1 = be.ops1();
         for (bool neox : {false, true})
-            for (bool norm : {false, true}) {
+            for (bool norm : {false, true})
+            for (bool scaled : {false, true}) {  // with a file's rope_freqs (llama 3.1+)
                 const int64_t hd = 32, n_heads = 3, stride = 2 * hd, T = 5;
                 Seqs s = seqs(GgmlType::F16, 1, hd, hd);
                 const Floats x = rng.normal(static_cast<size_t>(T * n_heads * stride));
                 const Floats w = rng.normal(static_cast<size_t>(hd));
+                const Floats ff = rng.uniform(static_cast<size_t>((hd - 8) / 2), 1.0f, 8.0f);
+                const float* ffh = scaled ? ff.data() : nullptr;
                 ref::Vec want(x.begin(), x.end());
-                const RopeParams rp{hd - 8, neox, 10000.0f, 0.5f};
+                Dev d{ops}, d1{ops1};
+                RopeParams rp{hd - 8, neox, 10000.0f, 0.5f, scaled ? d.in(ff) : nullptr};
+                RopeParams rp1 = rp;
+                rp1.freq_factors = scaled ? d1.in(ff) : nullptr;
                 for (int64_t t = 0; t < T; ++t) {
                     const int64_t pos = t < 3 ? 4 + t : t - 3;
                     for (int64_t h = 0; h < n_heads; ++h) {
@@ -457,7 +463,7 @@ struct Harness {
                             const ref::Vec r = ref::rms_norm(x.data() + (v - want.data()), hd, w.data(), 1e-6);
                             std::copy(r.begin(), r.end(), v);
                         }
-                        ref::rope(v, rp.n_rot, neox, pos, rp.freq_base, rp.freq_scale);
+                        ref::rope(v, rp.n_rot, neox, pos, rp.freq_base, rp.freq_scale, ffh);
                     }
                 }
                 // Two sets in one call (q's 3 heads at stride 2 hd, k's 2 heads packed), and the
@@ -467,8 +473,7 @@ struct Harness {
                 for (int64_t t = 0; t < T; ++t)
                     for (int64_t h = 0; h < 2; ++h)
                         ref::rope(want_k.data() + t * 2 * hd + h * hd, rp.n_rot, neox, t < 3 ? 4 + t : t - 3,
-                                  rp.freq_base, rp.freq_scale);
-                Dev d{ops}, d1{ops1};
+                                  rp.freq_base, rp.freq_scale, ffh);
                 const Tensor xt = d.in(x, n_heads * stride, T), kt = d.in(k, 2 * hd, T);
                 const RopeHeads both[2] = {{xt, n_heads, stride, norm ? d.in(w) : nullptr}, {kt, 2, hd, nullptr}};
                 ops.norm_rope(s.batch, both, hd, 1e-6f, rp);
@@ -478,8 +483,8 @@ struct Harness {
                 const Tensor x1t = d1.in(x, n_heads * stride, T), k1t = d1.in(k, 2 * hd, T);
                 const RopeHeads q_only[1] = {{x1t, n_heads, stride, norm ? d1.in(w) : nullptr}};
                 const RopeHeads k_only[1] = {{k1t, 2, hd, nullptr}};
-                ops1.norm_rope(s.batch, q_only, hd, 1e-6f, rp);
-                ops1.norm_rope(s.batch, k_only, hd, 1e-6f, rp);
+                ops1.norm_rope(s.batch, q_only, hd, 1e-6f, rp1);
+                ops1.norm_rope(s.batch, k_only, hd, 1e-6f, rp1);
                 EXPECT(d1.out(x1t) == xo);
                 EXPECT(d1.out(k1t) == ko);
                 ran("norm_rope");
@@ -504,14 +509,17 @@ struct Harness {
                 dequantize_row(cache, row.data(), back.data(), d.head_dim);
                 Floats stored(k.begin() + 4 * n_kv + d.head_dim, k.begin() + 5 * n_kv);  // row 4 = b's position 1
                 if (cache == GgmlType::F32) EXPECT(back == stored);
-                // Quantized caches: within the format's rounding (half a step of the block's
-                // scale: amax / 254 for q8_0, amax / 16 for q4_0; f16's relative 2^-11).
+                // Quantized caches: within the format's rounding: half a step of the block's
+                // scale d (amax / 127 for q8_0, amax / 8 for q4_0), plus the scale's own f16
+                // rounding (2^-11 relative) times the largest level (127, 8); f16: 2^-11.
                 float amax = 0, worst = 0;
                 for (size_t i = 0; i < stored.size(); ++i) {
                     amax = std::max(amax, std::fabs(stored[i]));
                     worst = std::max(worst, std::fabs(back[i] - stored[i]));
                 }
-                const float step = cache == GgmlType::Q4_0 ? 1.0f / 16 : cache == GgmlType::Q8_0 ? 1.0f / 254 : 1.0f / 2048;
+                const float step = cache == GgmlType::Q4_0   ? (0.5f + 8.0f / 2048) / 8
+                                   : cache == GgmlType::Q8_0 ? (0.5f + 127.0f / 2048) / 127
+                                                             : 1.0f / 2048;
                 INFO(type_info(cache).name << " store: worst " << worst << " of amax " << amax);
                 EXPECT(worst <= amax * step * 1.01f);
                 ran("kv_store");

@@ -209,6 +209,7 @@ void GpuOps::norm_rope(const Batch& batch, std::span<const RopeHeads> sets, int6
     a.eps = eps;
     a.freq_base = rope.freq_base;
     a.freq_scale = rope.freq_scale;
+    a.freq_factors = rope.freq_factors;
     for_seq_tables(batch, 0, false, [&](const gpu::SeqTable& t) { gpu::norm_rope(t, a, stream_); });
 }
 

@@ -30,6 +30,9 @@ struct RopeParams {
     bool neox = false;  // pairs (i, i + n_rot/2); else adjacent pairs (2i, 2i+1)
     float freq_base = 10000.0f;
     float freq_scale = 1.0f;  // 1 / linear scaling factor
+    // Per-pair divisors of the angle (n_rot / 2 values: a llama 3.1+ file's rope_freqs,
+    // memory of the backend's device), applied after freq_scale; null = none.
+    const float* freq_factors = nullptr;
 };
 
 // Heads of one tensor for norm_rope: n heads of the op's head_dim values, `stride` apart

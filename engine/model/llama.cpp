@@ -15,7 +15,7 @@ struct DenseLayer {
 class DenseModel final : public Model {
 public:
     explicit DenseModel(GgufFile f) : Model(std::move(f)) {
-        WeightBinder b(file_);
+        WeightBinder b(file_, bound_);
         const HParams& h = hp_;
         for (int64_t il = 0; il < h.n_layer; ++il) {
             const std::string p = "blk." + std::to_string(il) + ".";

@@ -11,10 +11,13 @@ std::unique_ptr<Model> make_dense_model(GgufFile file);      // engine/model/lla
 std::unique_ptr<Model> make_qwen3next_model(GgufFile file);  // engine/model/qwen3next.cpp
 
 Model::Model(GgufFile file) : file_(std::move(file)), hp_(HParams::from_gguf(file_)) {
-    WeightBinder b(file_);
+    WeightBinder b(file_, bound_);
     tok_embd_ = b.mat("token_embd.weight", hp_.n_embd, hp_.n_vocab);
     output_ = b.has("output.weight") ? b.mat("output.weight", hp_.n_embd, hp_.n_vocab) : tok_embd_;  // tied
     output_norm_ = b.vec("output_norm.weight", hp_.n_embd);
+    // Llama 3.1+: the llama3 frequency factors as a tensor (the converter writes no
+    // scaling keys for them); each rotated pair's angle is divided by its factor.
+    if (b.has("rope_freqs.weight")) rope_freqs_ = b.vec("rope_freqs.weight", hp_.n_rot / 2);
 }
 
 void* Scratch::alloc(size_t bytes) {
@@ -67,6 +70,10 @@ std::unique_ptr<StageWeights> Model::bind(Ops& ops, int64_t l0, int64_t l1, bool
     w->embed = embed;
     w->head = head;
     if (embed) w->tok_embd = ops.prepare_table(tok_embd_);
+    if (!rope_freqs_.empty()) {
+        w->rope_freqs = rope_freqs_;
+        w->rope_freqs.prepare(ops);
+    }
     if (head) {
         w->output = ops.prepare_weight(output_);
         w->output_norm = output_norm_;
@@ -79,12 +86,21 @@ std::unique_ptr<Model> Model::load(const std::string& path) { return load(GgufFi
 
 std::unique_ptr<Model> Model::load(GgufFile file) {
     const HParams hp = HParams::from_gguf(file);
+    std::unique_ptr<Model> m;
     switch (hp.arch) {
         case Arch::Llama:
-        case Arch::Qwen3: return make_dense_model(std::move(file));
-        case Arch::Qwen3Next: return make_qwen3next_model(std::move(file));
+        case Arch::Qwen3: m = make_dense_model(std::move(file)); break;
+        case Arch::Qwen3Next: m = make_qwen3next_model(std::move(file)); break;
     }
-    fail("unreachable");
+    m->check_bound();
+    return m;
+}
+
+void Model::check_bound() const {
+    for (const GgufTensorInfo& t : file_.tensors())
+        if (!bound_.count(t.name))
+            fail("{}: tensor '{}' is not used by Strata's {} model; computing without it would give wrong results",
+                 file_.path(), t.name, arch_name(hp_.arch));
 }
 
 SeqState Model::new_state(Ops& ops, int64_t n_ctx, GgmlType cache_type, int64_t l0, int64_t l1, bool with_mtp) const {

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <set>
 #include <span>
 #include <string>
 #include <utility>
@@ -63,6 +64,7 @@ struct StageWeights {
     MatView tok_embd;  // embed: read by row
     MatView output;    // head: the LM head
     WeightVec output_norm;  // head
+    WeightVec rope_freqs;   // the file's rope_freqs (empty: none), for every attention layer
 };
 
 class Model;
@@ -177,6 +179,13 @@ protected:
     MatView tok_embd_;                // [n_embd, n_vocab]
     MatView output_;                  // [n_embd, n_vocab]; token_embd when tied
     WeightVec output_norm_;  // [n_embd], as read (StageWeights::output_norm: prepared)
+    WeightVec rope_freqs_;   // [n_rot / 2] when the file has rope_freqs.weight
+    std::set<std::string> bound_;  // every tensor the model reads (WeightBinder)
+
+private:
+    // A tensor of the file that no binding read would be computed as if absent: a load
+    // error naming it, so no file is ever computed wrongly in silence.
+    void check_bound() const;
 };
 
 }  // namespace strata

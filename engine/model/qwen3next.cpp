@@ -36,7 +36,7 @@ public:
         const GdnDims& d = gdn_dims_;
         STRATA_CHECK(d.dv * d.nv == hp_.ssm_d_inner, "{}: ssm.inner_size {} is not a multiple of time_step_rank {}",
                      file_.path(), hp_.ssm_d_inner, d.nv);
-        WeightBinder b(file_);
+        WeightBinder b(file_, bound_);
         for (int64_t il = 0; il < hp_.n_layer; ++il) layers_.push_back(bind_layer(b, il, hp_.is_recurrent(il)));
         for (int64_t i = 0; i < hp_.n_nextn; ++i) {
             const std::string p = "blk." + std::to_string(hp_.n_layer + i) + ".nextn.";

@@ -53,9 +53,11 @@ Vec rmsnorm(const Vec& x, const Vec& w, double eps) {
     return y;
 }
 
-void rope(double* x, int64_t n_rot, bool neox, int64_t pos, double base, double freq_scale) {
+// factors: the file's rope_freqs (empty: none), dividing each pair's angle.
+void rope(double* x, int64_t n_rot, bool neox, int64_t pos, double base, double freq_scale, const Vec& factors) {
     for (int64_t i = 0; i < n_rot / 2; ++i) {
-        const double theta = freq_scale * static_cast<double>(pos) * std::pow(base, -2.0 * static_cast<double>(i) / static_cast<double>(n_rot));
+        double theta = freq_scale * static_cast<double>(pos) * std::pow(base, -2.0 * static_cast<double>(i) / static_cast<double>(n_rot));
+        if (!factors.empty()) theta /= factors[static_cast<size_t>(i)];
         double& a = neox ? x[i] : x[2 * i];
         double& b = neox ? x[i + n_rot / 2] : x[2 * i + 1];
         const double a0 = a, b0 = b;
@@ -68,6 +70,10 @@ double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 double silu(double x) { return x * sigmoid(x); }
 double softplus(double x) { return x > 20.0 ? x : std::log(1.0 + std::exp(x)); }
 
+Vec rope_factors(const GgufFile& f) {
+    return f.find_tensor("rope_freqs.weight") ? load_vec(f, "rope_freqs.weight") : Vec{};
+}
+
 Vec embed_row(const GgufFile& f, const std::string& name, int32_t id) {
     const GgufTensorInfo& t = f.tensor(name);
     std::vector<float> row(static_cast<size_t>(t.ne[0]));
@@ -79,6 +85,7 @@ Vec embed_row(const GgufFile& f, const std::string& name, int32_t id) {
 
 // Gated attention of layer prefix p over normed inputs h at positions 0..T-1 (4.7).
 std::vector<Vec> q3n_attention(const GgufFile& f, const HParams& hp, const std::string& p, const std::vector<Vec>& h) {
+    const Vec rf = rope_factors(f);
     const int64_t T = static_cast<int64_t>(h.size()), hd = hp.head_dim, hdv = hp.head_dim_v;
     const Mat wq = load(f, p + "attn_q.weight"), wk = load(f, p + "attn_k.weight"), wv = load(f, p + "attn_v.weight"),
               wo = load(f, p + "attn_output.weight");
@@ -89,7 +96,7 @@ std::vector<Vec> q3n_attention(const GgufFile& f, const HParams& hp, const std::
         for (int64_t j = 0; j < hp.n_head; ++j) {  // per head [query | gate]
             Vec q(qg.begin() + j * 2 * hd, qg.begin() + j * 2 * hd + hd);
             q = rmsnorm(q, qn, hp.rms_eps);
-            rope(q.data(), hp.n_rot, true, t, hp.rope_freq_base, hp.rope_freq_scale);
+            rope(q.data(), hp.n_rot, true, t, hp.rope_freq_base, hp.rope_freq_scale, rf);
             Q[t].insert(Q[t].end(), q.begin(), q.end());
             G[t].insert(G[t].end(), qg.begin() + j * 2 * hd + hd, qg.begin() + (j + 1) * 2 * hd);
         }
@@ -97,7 +104,7 @@ std::vector<Vec> q3n_attention(const GgufFile& f, const HParams& hp, const std::
         for (int64_t j = 0; j < hp.n_head_kv; ++j) {
             Vec kh(k.begin() + j * hd, k.begin() + (j + 1) * hd);
             kh = rmsnorm(kh, kn, hp.rms_eps);
-            rope(kh.data(), hp.n_rot, true, t, hp.rope_freq_base, hp.rope_freq_scale);
+            rope(kh.data(), hp.n_rot, true, t, hp.rope_freq_base, hp.rope_freq_scale, rf);
             K[t].insert(K[t].end(), kh.begin(), kh.end());
         }
         V[t] = matvec(wv, h[t]);
@@ -327,6 +334,7 @@ MtpReference reference_mtp(const GgufFile& f, const std::vector<std::vector<doub
 }
 
 std::vector<std::vector<double>> reference_forward(const GgufFile& f, const std::vector<int32_t>& tokens) {
+    const Vec rf = rope_factors(f);
     const HParams hp = HParams::from_gguf(f);
     if (hp.arch == Arch::Qwen3Next) return q3n_forward(f, hp, tokens);
     const int64_t T = static_cast<int64_t>(tokens.size()), hd = hp.head_dim;
@@ -358,7 +366,7 @@ std::vector<std::vector<double>> reference_forward(const GgufFile& f, const std:
                         tmp = rmsnorm(tmp, norm, hp.rms_eps);
                         std::copy(tmp.begin(), tmp.end(), hp0);
                     }
-                    rope(hp0, hp.n_rot, hp.rope_neox, t, hp.rope_freq_base, hp.rope_freq_scale);
+                    rope(hp0, hp.n_rot, hp.rope_neox, t, hp.rope_freq_base, hp.rope_freq_scale, rf);
                 }
             };
             head_prep(Q[t], hp.n_head, qn);

@@ -10,6 +10,7 @@ namespace strata {
 
 const GgufTensorInfo& WeightBinder::get(const std::string& name, std::initializer_list<int64_t> shape) const {
     const GgufTensorInfo& t = f_.tensor(name);
+    bound_.insert(name);
     std::array<int64_t, 4> want{1, 1, 1, 1};
     size_t i = 0;
     for (int64_t d : shape) want[i++] = d;

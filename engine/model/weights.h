@@ -6,6 +6,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -43,7 +44,8 @@ private:
 
 class WeightBinder {
 public:
-    explicit WeightBinder(const GgufFile& f) : f_(f) {}
+    // bound: where the names of the tensors read are recorded (Model::check_bound).
+    WeightBinder(const GgufFile& f, std::set<std::string>& bound) : f_(f), bound_(bound) {}
 
     bool has(const std::string& name) const { return f_.find_tensor(name) != nullptr; }
     // A 2-D matrix with ggml shape {n_in, n_out} (trailing 1s allowed).
@@ -58,6 +60,7 @@ public:
 private:
     const GgufTensorInfo& get(const std::string& name, std::initializer_list<int64_t> shape) const;
     const GgufFile& f_;
+    std::set<std::string>& bound_;
 };
 
 }  // namespace strata

@@ -20,6 +20,7 @@ ModelConfig config_for(const SynthOptions& o) {
     ModelConfig c = make_config(o.arch, o.preset, o.vocab_size);
     if (o.mtp && o.arch != Arch::Qwen3Next) fail("--mtp is only available for --arch qwen3next");
     c.mtp = o.mtp;
+    c.rope_freqs = o.rope_freqs;
     c.gdn_layout = o.gdn_layout;
     if (o.mtp_agree) {
         if (o.arch != Arch::Qwen3Next || !o.mtp) fail("--mtp-agree is only available for --arch qwen3next with --mtp");
@@ -44,6 +45,7 @@ float draw(Init init, Rng& rng, double mat_scale) {
             return static_cast<float>(dt + std::log(-std::expm1(-dt)));  // softplus^-1(dt)
         }
         case Init::Conv: return static_cast<float>(rng.uniform(-mat_scale, mat_scale));  // ne[0] = K
+        case Init::RopeFreqs: return static_cast<float>(std::exp(rng.uniform(0.0, std::log(8.0))));
         case Init::Derived: break;  // generate_tensor refuses it
     }
     return 0.0f;

@@ -9,7 +9,7 @@ namespace strata::synth {
 Flags make_model_flags() {
     return Flags("make-model",
                  "strata make-model --arch llama|qwen3|qwen3next --out FILE [--preset tiny|small|1b] "
-                 "[--type TYPE] [--seed N] [--mtp] [--mtp-agree A] [--gdn-layout split|fused] [--vocab-size N]",
+                 "[--type TYPE] [--seed N] [--mtp] [--mtp-agree A] [--rope-freqs] [--gdn-layout split|fused] [--vocab-size N]",
                  {
                      {"--arch", "NAME", "", "architecture: llama, qwen3 or qwen3next (required)"},
                      {"--preset", "NAME", "tiny", "size: tiny (2-7M params), small (~100M) or 1b (~1.0-1.1B)"},
@@ -17,6 +17,7 @@ Flags make_model_flags() {
                      {"--seed", "N", "0", "random seed; the same seed gives the same bytes"},
                      {"--out", "FILE", "", "output GGUF file (required)"},
                      {"--mtp", "", "", "qwen3next: add one MTP (nextn) block after the main layers"},
+                     {"--rope-freqs", "", "", "add a rope_freqs.weight tensor (llama 3.1+ rope scaling factors)"},
                      {"--mtp-agree", "A", "",
                       "qwen3next (implies --mtp): predictable model; greedy decoding follows a fixed token "
                       "permutation and the MTP agrees with it on a fraction A in [0, 1] of the tokens"},
@@ -78,6 +79,7 @@ SynthOptions options_from_flags(const Flags& f) {
     o.threads = static_cast<int>(threads);
 
     o.mtp = f.on("--mtp");
+    o.rope_freqs = f.on("--rope-freqs");
     if (o.arch != Arch::Qwen3Next && o.mtp) throw UsageError("make-model: --mtp needs --arch qwen3next");
     if (f.given("--mtp-agree")) {
         if (o.arch != Arch::Qwen3Next) throw UsageError("make-model: --mtp-agree needs --arch qwen3next");

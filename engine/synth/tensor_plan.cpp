@@ -186,6 +186,7 @@ ModelPlan plan_tensors(const ModelConfig& c, GgmlType weight_type) {
     b.mat("token_embd.weight", {c.n_embd, c.n_vocab}, embd);             // [n_embd, n_vocab]
     b.f32("output_norm.weight", {c.n_embd}, Init::Norm);                 // [n_embd]
     b.mat("output.weight", {c.n_embd, c.n_vocab}, out);                  // [n_embd, n_vocab] untied head
+    if (c.rope_freqs) b.f32("rope_freqs.weight", {c.head_dim / 2}, Init::RopeFreqs);  // [n_rot / 2]
     for (int64_t il = 0; il < c.n_block(); ++il) {
         if (c.arch == Arch::Qwen3Next)
             qwen3next_layer(b, c, il);

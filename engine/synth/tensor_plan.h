@@ -20,6 +20,7 @@ enum class Init {
     SsmA,       // -exp(A_log), A_log ~ U(ln 1, ln 16)   (HF init: A ~ U(1, 16))
     SsmDtBias,  // softplus^-1(dt), dt log-uniform in [1e-3, 1e-1] (HF/Mamba init)
     Conv,       // U(-1/sqrt(K), 1/sqrt(K)): PyTorch's conv1d default, fan_in = K
+    RopeFreqs,  // log-uniform in [1, 8]: divisors of the rotary angles, as llama3's scaling gives
     Derived,    // written by the predictable construction (predictable.h), not drawn alone
 };
 

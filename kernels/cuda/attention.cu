@@ -68,6 +68,7 @@ __global__ void norm_rope_k(SeqTable seqs, RopeArgs a) {
     for (int64_t i = threadIdx.x; i < half; i += blockDim.x) {
         float theta = static_cast<float>(pos) * powf(a.freq_base, -2.0f * static_cast<float>(i) / static_cast<float>(a.n_rot));
         theta *= a.freq_scale;
+        if (a.freq_factors) theta /= a.freq_factors[i];
         const float c = cosf(theta), s = sinf(theta);
         float* p0 = a.neox ? &x[i] : &x[2 * i];
         float* p1 = a.neox ? &x[i + half] : &x[2 * i + 1];
