@@ -56,18 +56,22 @@ inline Vec matmul(const MatView& w, const float* x, int64_t T, Vec* abs = nullpt
 }
 
 // One head rotated at position pos (n_rot dims; neox pairs or adjacent pairs).
-// factors: n_rot / 2 divisors of the angles (a file's rope_freqs), or null.
+// factors: n_rot / 2 divisors of the angles (a file's rope_freqs), or null. YaRN (ext
+// != 0): the interpolated (scale *) and extrapolated angles mixed by a ramp over the
+// correction dims [lo, hi]; cos and sin scaled by ms.
 inline void rope(double* x, int64_t n_rot, bool neox, int64_t pos, double base, double scale,
-                 const float* factors = nullptr) {
+                 const float* factors = nullptr, double ext = 0, double lo = 0, double hi = 0, double ms = 1) {
     const int64_t half = n_rot / 2;
     for (int64_t i = 0; i < half; ++i) {
-        double th = double(pos) * std::pow(base, -2.0 * double(i) / double(n_rot)) * scale;
-        if (factors) th /= factors[i];
+        double ex = double(pos) * std::pow(base, -2.0 * double(i) / double(n_rot));
+        if (factors) ex /= factors[i];
+        const double mix = (1.0 - std::min(1.0, std::max(0.0, (double(i) - lo) / std::max(0.001, hi - lo)))) * ext;
+        const double th = scale * ex * (1.0 - mix) + ex * mix;
         double* a = neox ? &x[i] : &x[2 * i];
         double* b = neox ? &x[i + half] : &x[2 * i + 1];
         const double x0 = *a, x1 = *b;
-        *a = x0 * std::cos(th) - x1 * std::sin(th);
-        *b = x0 * std::sin(th) + x1 * std::cos(th);
+        *a = ms * (x0 * std::cos(th) - x1 * std::sin(th));
+        *b = ms * (x0 * std::sin(th) + x1 * std::cos(th));
     }
 }
 

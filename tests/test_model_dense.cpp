@@ -156,3 +156,28 @@ TEST_CASE("a tensor the model does not use is a load error naming it", "[model]"
     CHECK_THROWS_WITH(Model::load(test::to_file(std::move(sm))),
                       Catch::Contains("tensor 'blk.0.attn_q.bias' is not used by Strata's llama model"));
 }
+
+TEST_CASE("YaRN rope scaling follows the reference", "[model][reference]") {
+    // rope.scaling.type yarn (Qwen's long-context configs): the ramp between the
+    // correction dims and the magnitude scale, on both pair layouts (llama adjacent,
+    // qwen3 NEOX); the same weights with plain RoPE give other logits.
+    const std::vector<int32_t> toks = {1, 17, 42, 5, 99, 3, 250, 7, 11, 64};
+    for (auto arch : {synth::Arch::Llama, synth::Arch::Qwen3}) {
+        synth::SynthOptions o;
+        o.arch = arch;
+        o.type = GgmlType::F32;
+        o.seed = 6;
+        o.yarn_factor = 4;
+        GgufFile f = test::to_file(synth::build_model(o));
+        const HParams hp = HParams::from_gguf(f);
+        CHECK(hp.rope_ext_factor == 1.0f);
+        CHECK(hp.rope_corr_high > hp.rope_corr_low);
+        CHECK(hp.rope_mscale > 1.1f);  // 1 + 0.1 ln 4
+        const auto ref = reference_forward(f, toks);
+        const auto e = compare(eval_all(*Model::load(std::move(f)), 2, toks, 4), ref);
+        INFO(synth::arch_name(arch) << ": max |err| " << e.max_err << " of max |logit| " << e.max_ref);
+        CHECK(e.rel() < 3e-3);
+        o.yarn_factor = 0;
+        CHECK(compare(eval_all(*Model::load(test::to_file(synth::build_model(o))), 2, toks, 4), ref).rel() > 3e-2);
+    }
+}

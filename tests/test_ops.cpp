@@ -443,7 +443,8 @@ struct Harness {
         Ops &ops = be.ops(), &ops1 = be.ops1();
         for (bool neox : {false, true})
             for (bool norm : {false, true})
-            for (bool scaled : {false, true}) {  // with a file's rope_freqs (llama 3.1+)
+            for (int scaling : {0, 1, 2}) {  // plain; a file's rope_freqs (llama 3.1+); both and YaRN
+                const bool scaled = scaling > 0, yarn = scaling == 2;
                 const int64_t hd = 32, n_heads = 3, stride = 2 * hd, T = 5;
                 Seqs s = seqs(GgmlType::F16, 1, hd, hd);
                 const Floats x = rng.normal(static_cast<size_t>(T * n_heads * stride));
@@ -453,6 +454,7 @@ struct Harness {
                 ref::Vec want(x.begin(), x.end());
                 Dev d{ops}, d1{ops1};
                 RopeParams rp{hd - 8, neox, 10000.0f, 0.5f, scaled ? d.in(ff) : nullptr};
+                if (yarn) rp.ext_factor = 1.0f, rp.corr_low = 2.0f, rp.corr_high = 7.0f, rp.mscale = 1.07f;
                 RopeParams rp1 = rp;
                 rp1.freq_factors = scaled ? d1.in(ff) : nullptr;
                 for (int64_t t = 0; t < T; ++t) {
@@ -463,7 +465,8 @@ struct Harness {
                             const ref::Vec r = ref::rms_norm(x.data() + (v - want.data()), hd, w.data(), 1e-6);
                             std::copy(r.begin(), r.end(), v);
                         }
-                        ref::rope(v, rp.n_rot, neox, pos, rp.freq_base, rp.freq_scale, ffh);
+                        ref::rope(v, rp.n_rot, neox, pos, rp.freq_base, rp.freq_scale, ffh, rp.ext_factor, rp.corr_low,
+                                  rp.corr_high, rp.mscale);
                     }
                 }
                 // Two sets in one call (q's 3 heads at stride 2 hd, k's 2 heads packed), and the
@@ -473,7 +476,7 @@ struct Harness {
                 for (int64_t t = 0; t < T; ++t)
                     for (int64_t h = 0; h < 2; ++h)
                         ref::rope(want_k.data() + t * 2 * hd + h * hd, rp.n_rot, neox, t < 3 ? 4 + t : t - 3,
-                                  rp.freq_base, rp.freq_scale, ffh);
+                                  rp.freq_base, rp.freq_scale, ffh, rp.ext_factor, rp.corr_low, rp.corr_high, rp.mscale);
                 const Tensor xt = d.in(x, n_heads * stride, T), kt = d.in(k, 2 * hd, T);
                 const RopeHeads both[2] = {{xt, n_heads, stride, norm ? d.in(w) : nullptr}, {kt, 2, hd, nullptr}};
                 ops.norm_rope(s.batch, both, hd, 1e-6f, rp);

@@ -126,7 +126,7 @@ void CpuOps::norm_rope(const Batch& batch, std::span<const RopeHeads> sets, int6
     for (int64_t t = 0; t < batch.n_rows; ++t) {
         const BatchSeq& bs = batch.seqs[static_cast<size_t>(row_seq_[static_cast<size_t>(t)])];
         ops::rope_angles(rope.n_rot, bs.pos0 + (t - bs.row0), rope.freq_base, rope.freq_scale, rope.freq_factors,
-                          cs_.data());
+                          cs_.data(), {rope.ext_factor, rope.corr_low, rope.corr_high, rope.mscale});
         for (const RopeHeads& h : sets)
             for (int64_t hh = 0; hh < h.n; ++hh) {
                 float* xh = h.x.row(t) + hh * h.stride;

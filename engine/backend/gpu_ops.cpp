@@ -210,6 +210,10 @@ void GpuOps::norm_rope(const Batch& batch, std::span<const RopeHeads> sets, int6
     a.freq_base = rope.freq_base;
     a.freq_scale = rope.freq_scale;
     a.freq_factors = rope.freq_factors;
+    a.ext_factor = rope.ext_factor;
+    a.corr_low = rope.corr_low;
+    a.corr_high = rope.corr_high;
+    a.mscale = rope.mscale;
     for_seq_tables(batch, 0, false, [&](const gpu::SeqTable& t) { gpu::norm_rope(t, a, stream_); });
 }
 

@@ -33,6 +33,8 @@ struct RopeParams {
     // Per-pair divisors of the angle (n_rot / 2 values: a llama 3.1+ file's rope_freqs,
     // memory of the backend's device), applied after freq_scale; null = none.
     const float* freq_factors = nullptr;
+    // YaRN (kernels/cpu/ops.h RopeYarn): ext_factor 0 = off; mscale scales cos and sin.
+    float ext_factor = 0.0f, corr_low = 0.0f, corr_high = 0.0f, mscale = 1.0f;
 };
 
 // Heads of one tensor for norm_rope: n heads of the op's head_dim values, `stride` apart

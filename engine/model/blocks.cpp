@@ -27,7 +27,8 @@ void attention_block(ForwardCtx& ctx, const HParams& hp, const AttnWeights& w, c
 
     // Per-head norms and the rotary embedding, then each row's K/V into its sequence's cache.
     const RopeParams rope{hp.n_rot, hp.rope_neox, hp.rope_freq_base, hp.rope_freq_scale,
-                          ctx.weights->rope_freqs.empty() ? nullptr : ctx.weights->rope_freqs.data()};
+                          ctx.weights->rope_freqs.empty() ? nullptr : ctx.weights->rope_freqs.data(),
+                          hp.rope_ext_factor, hp.rope_corr_low, hp.rope_corr_high, hp.rope_mscale};
     const int64_t q_head_stride = w.gated ? 2 * hd : hd;  // gated rows per head: [query | gate]
     const RopeHeads heads[2] = {{q, hp.n_head, q_head_stride, w.q_norm.empty() ? nullptr : w.q_norm.data()},
                                 {k, hp.n_head_kv, hd, w.k_norm.empty() ? nullptr : w.k_norm.data()}};

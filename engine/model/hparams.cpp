@@ -1,5 +1,8 @@
 #include "engine/model/hparams.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include "engine/core/error.h"
 #include "engine/gguf/reader.h"
 
@@ -40,8 +43,28 @@ HParams HParams::from_gguf(const GgufFile& f) {
     const double factor = f.get_float(A + "rope.scaling.factor", f.get_float(A + "rope.scale_linear", 0.0));
     h.rope_freq_scale = factor > 0 ? static_cast<float>(1.0 / factor) : 1.0f;
     const std::string scaling = f.get_string(A + "rope.scaling.type", "linear");
-    if (scaling != "linear" && scaling != "none")
-        fail("{}: rope scaling '{}' is not supported yet (linear and none are)", f.path(), scaling);
+    if (scaling != "linear" && scaling != "none" && scaling != "yarn")
+        fail("{}: rope scaling '{}' is not supported yet (linear, yarn and none are)", f.path(), scaling);
+    const float attn_factor = static_cast<float>(f.get_float(A + "rope.scaling.yarn_attn_factor", 1.0));
+    h.rope_mscale = attn_factor;
+    if (scaling == "yarn") {
+        // The keys llama.cpp reads, with its defaults: the ramp between the correction
+        // dims of beta_fast and beta_slow rotations over the original context, and the
+        // magnitude scale 1 + 0.1 ln(factor).
+        if (f.get_float(A + "rope.scaling.yarn_log_multiplier", 0.0) != 0.0)
+            fail("{}: rope.scaling.yarn_log_multiplier (DeepSeek's YaRN magnitude) is not supported", f.path());
+        h.rope_ext_factor = static_cast<float>(f.get_float(A + "rope.scaling.yarn_ext_factor", 1.0));
+        const double beta_fast = f.get_float(A + "rope.scaling.yarn_beta_fast", 32.0);
+        const double beta_slow = f.get_float(A + "rope.scaling.yarn_beta_slow", 1.0);
+        const double n_orig = static_cast<double>(f.get_int(A + "rope.scaling.original_context_length", h.n_ctx_train));
+        const double n_dims = static_cast<double>(f.get_int(A + "rope.dimension_count", h.head_dim));
+        const auto corr_dim = [&](double n_rot) {
+            return n_dims * std::log(n_orig / (n_rot * 2.0 * 3.14159265358979323846)) / (2.0 * std::log(h.rope_freq_base));
+        };
+        h.rope_corr_low = static_cast<float>(std::max(0.0, std::floor(corr_dim(beta_fast))));
+        h.rope_corr_high = static_cast<float>(std::min(n_dims - 1.0, std::ceil(corr_dim(beta_slow))));
+        if (h.rope_ext_factor != 0.0f) h.rope_mscale *= 1.0f + 0.1f * std::log(1.0f / h.rope_freq_scale);
+    }
     h.rms_eps = static_cast<float>(f.get_float(A + "attention.layer_norm_rms_epsilon"));
     h.rope_neox = h.arch != Arch::Llama;
 

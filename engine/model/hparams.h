@@ -27,6 +27,8 @@ struct HParams {
     bool rope_neox = false;     // NEOX pairs (qwen3, qwen3next) or adjacent pairs (llama)
     float rope_freq_base = 10000.0f;
     float rope_freq_scale = 1.0f;
+    // YaRN (rope.scaling.type yarn; ext_factor 0 = off) and the cos/sin scale.
+    float rope_ext_factor = 0.0f, rope_corr_low = 0.0f, rope_corr_high = 0.0f, rope_mscale = 1.0f;
     float rms_eps = 1e-5f;
 
     // qwen3next

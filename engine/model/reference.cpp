@@ -53,16 +53,21 @@ Vec rmsnorm(const Vec& x, const Vec& w, double eps) {
     return y;
 }
 
-// factors: the file's rope_freqs (empty: none), dividing each pair's angle.
-void rope(double* x, int64_t n_rot, bool neox, int64_t pos, double base, double freq_scale, const Vec& factors) {
+// factors: the file's rope_freqs (empty: none), dividing each pair's angle; YaRN from hp.
+void rope(double* x, const HParams& hp, bool neox, int64_t pos, const Vec& factors) {
+    const int64_t n_rot = hp.n_rot;
     for (int64_t i = 0; i < n_rot / 2; ++i) {
-        double theta = freq_scale * static_cast<double>(pos) * std::pow(base, -2.0 * static_cast<double>(i) / static_cast<double>(n_rot));
-        if (!factors.empty()) theta /= factors[static_cast<size_t>(i)];
+        double extrap = static_cast<double>(pos) * std::pow(double(hp.rope_freq_base), -2.0 * static_cast<double>(i) / static_cast<double>(n_rot));
+        if (!factors.empty()) extrap /= factors[static_cast<size_t>(i)];
+        const double interp = double(hp.rope_freq_scale) * extrap;
+        const double y = (double(i) - hp.rope_corr_low) / std::max(0.001, double(hp.rope_corr_high) - hp.rope_corr_low);
+        const double mix = (1.0 - std::min(1.0, std::max(0.0, y))) * hp.rope_ext_factor;
+        const double theta = interp * (1.0 - mix) + extrap * mix, ms = hp.rope_mscale;
         double& a = neox ? x[i] : x[2 * i];
         double& b = neox ? x[i + n_rot / 2] : x[2 * i + 1];
         const double a0 = a, b0 = b;
-        a = a0 * std::cos(theta) - b0 * std::sin(theta);
-        b = a0 * std::sin(theta) + b0 * std::cos(theta);
+        a = ms * (a0 * std::cos(theta) - b0 * std::sin(theta));
+        b = ms * (a0 * std::sin(theta) + b0 * std::cos(theta));
     }
 }
 
@@ -96,7 +101,7 @@ std::vector<Vec> q3n_attention(const GgufFile& f, const HParams& hp, const std::
         for (int64_t j = 0; j < hp.n_head; ++j) {  // per head [query | gate]
             Vec q(qg.begin() + j * 2 * hd, qg.begin() + j * 2 * hd + hd);
             q = rmsnorm(q, qn, hp.rms_eps);
-            rope(q.data(), hp.n_rot, true, t, hp.rope_freq_base, hp.rope_freq_scale, rf);
+            rope(q.data(), hp, true, t, rf);
             Q[t].insert(Q[t].end(), q.begin(), q.end());
             G[t].insert(G[t].end(), qg.begin() + j * 2 * hd + hd, qg.begin() + (j + 1) * 2 * hd);
         }
@@ -104,7 +109,7 @@ std::vector<Vec> q3n_attention(const GgufFile& f, const HParams& hp, const std::
         for (int64_t j = 0; j < hp.n_head_kv; ++j) {
             Vec kh(k.begin() + j * hd, k.begin() + (j + 1) * hd);
             kh = rmsnorm(kh, kn, hp.rms_eps);
-            rope(kh.data(), hp.n_rot, true, t, hp.rope_freq_base, hp.rope_freq_scale, rf);
+            rope(kh.data(), hp, true, t, rf);
             K[t].insert(K[t].end(), kh.begin(), kh.end());
         }
         V[t] = matvec(wv, h[t]);
@@ -366,7 +371,7 @@ std::vector<std::vector<double>> reference_forward(const GgufFile& f, const std:
                         tmp = rmsnorm(tmp, norm, hp.rms_eps);
                         std::copy(tmp.begin(), tmp.end(), hp0);
                     }
-                    rope(hp0, hp.n_rot, hp.rope_neox, t, hp.rope_freq_base, hp.rope_freq_scale, rf);
+                    rope(hp0, hp, hp.rope_neox, t, rf);
                 }
             };
             head_prep(Q[t], hp.n_head, qn);

@@ -74,6 +74,11 @@ std::vector<std::pair<std::string, GgufValue>> model_metadata(const ModelConfig&
     f32(A + ".attention.layer_norm_rms_epsilon", c.rms_eps);
     f32(A + ".rope.freq_base", c.rope_theta);
     u32(A + ".rope.dimension_count", c.n_rot);
+    if (c.yarn_factor > 0) {  // as llama.cpp's converter writes a YaRN config (Qwen's long-context one)
+        kv.emplace_back(A + ".rope.scaling.type", GgufValue::str("yarn"));
+        f32(A + ".rope.scaling.factor", static_cast<float>(c.yarn_factor));
+        u32(A + ".rope.scaling.original_context_length", 256);
+    }
     if (c.arch == Arch::Llama) u32(A + ".vocab_size", c.n_vocab);
     if (c.arch == Arch::Qwen3Next) {
         u32(A + ".expert_count", c.n_expert);

@@ -21,6 +21,7 @@ ModelConfig config_for(const SynthOptions& o) {
     if (o.mtp && o.arch != Arch::Qwen3Next) fail("--mtp is only available for --arch qwen3next");
     c.mtp = o.mtp;
     c.rope_freqs = o.rope_freqs;
+    c.yarn_factor = o.yarn_factor;
     c.gdn_layout = o.gdn_layout;
     if (o.mtp_agree) {
         if (o.arch != Arch::Qwen3Next || !o.mtp) fail("--mtp-agree is only available for --arch qwen3next with --mtp");

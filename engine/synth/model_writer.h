@@ -23,6 +23,7 @@ struct SynthOptions {
     uint64_t seed = 0;
     bool mtp = false;               // qwen3next only
     bool rope_freqs = false;        // write rope_freqs.weight (--rope-freqs)
+    double yarn_factor = 0;         // --yarn FACTOR (0 = none)
     // qwen3next + mtp: a predictable model (predictable.h) whose MTP agrees with the
     // main model's greedy next token on this fraction of the tokens (--mtp-agree).
     std::optional<double> mtp_agree;

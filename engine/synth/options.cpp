@@ -9,7 +9,7 @@ namespace strata::synth {
 Flags make_model_flags() {
     return Flags("make-model",
                  "strata make-model --arch llama|qwen3|qwen3next --out FILE [--preset tiny|small|1b] "
-                 "[--type TYPE] [--seed N] [--mtp] [--mtp-agree A] [--rope-freqs] [--gdn-layout split|fused] [--vocab-size N]",
+                 "[--type TYPE] [--seed N] [--mtp] [--mtp-agree A] [--rope-freqs] [--yarn FACTOR] [--gdn-layout split|fused] [--vocab-size N]",
                  {
                      {"--arch", "NAME", "", "architecture: llama, qwen3 or qwen3next (required)"},
                      {"--preset", "NAME", "tiny", "size: tiny (2-7M params), small (~100M) or 1b (~1.0-1.1B)"},
@@ -18,6 +18,7 @@ Flags make_model_flags() {
                      {"--out", "FILE", "", "output GGUF file (required)"},
                      {"--mtp", "", "", "qwen3next: add one MTP (nextn) block after the main layers"},
                      {"--rope-freqs", "", "", "add a rope_freqs.weight tensor (llama 3.1+ rope scaling factors)"},
+                     {"--yarn", "FACTOR", "", "YaRN rope scaling by FACTOR over an original context of 256 (Qwen's long-context config)"},
                      {"--mtp-agree", "A", "",
                       "qwen3next (implies --mtp): predictable model; greedy decoding follows a fixed token "
                       "permutation and the MTP agrees with it on a fraction A in [0, 1] of the tokens"},
@@ -80,6 +81,12 @@ SynthOptions options_from_flags(const Flags& f) {
 
     o.mtp = f.on("--mtp");
     o.rope_freqs = f.on("--rope-freqs");
+    if (f.given("--yarn")) {
+        const double y = f.number("--yarn");
+        if (!(y >= 1.0 && y <= 1024.0))
+            throw UsageError(fmt::format("make-model: --yarn must be in [1, 1024], got {}", f.str("--yarn")));
+        o.yarn_factor = y;
+    }
     if (o.arch != Arch::Qwen3Next && o.mtp) throw UsageError("make-model: --mtp needs --arch qwen3next");
     if (f.given("--mtp-agree")) {
         if (o.arch != Arch::Qwen3Next) throw UsageError("make-model: --mtp-agree needs --arch qwen3next");

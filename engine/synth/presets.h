@@ -52,6 +52,7 @@ struct ModelConfig {
     int64_t full_attn_interval = 0;
     bool mtp = false;            // one nextn block after the main stack
     bool rope_freqs = false;     // a rope_freqs.weight tensor (llama 3.1+ files: per-pair angle divisors)
+    double yarn_factor = 0;      // > 0: rope.scaling.type yarn with this factor over an original context of 256
     // --mtp-agree: a "predictable" model (engine/synth/predictable.h) whose greedy next
     // token is a fixed permutation of the current one and whose MTP head agrees with it
     // on this fraction of the tokens. Needs mtp; adds nextn.shared_head_head.

@@ -21,7 +21,21 @@ void rmsnorm(const float* x, const float* w, float eps, int64_t n, float* y) {
         for (int64_t i = 0; i < n; ++i) y[i] = x[i] * scale;
 }
 
-void rope_angles(int64_t n_rot, int64_t pos, float freq_base, float freq_scale, const float* freq_factors, float* cs) {
+void rope_angles(int64_t n_rot, int64_t pos, float freq_base, float freq_scale, const float* freq_factors, float* cs,
+                 const RopeYarn& yarn) {
+    if (yarn.ext_factor != 0.0f) {
+        for (int64_t i = 0; i < n_rot / 2; ++i) {
+            float extrap = static_cast<float>(pos) * std::pow(freq_base, -2.0f * static_cast<float>(i) / static_cast<float>(n_rot));
+            if (freq_factors) extrap /= freq_factors[i];
+            const float interp = freq_scale * extrap;
+            const float y = (static_cast<float>(i) - yarn.corr_low) / std::max(0.001f, yarn.corr_high - yarn.corr_low);
+            const float mix = (1.0f - std::min(1.0f, std::max(0.0f, y))) * yarn.ext_factor;
+            const float theta = interp * (1.0f - mix) + extrap * mix;
+            cs[2 * i] = std::cos(theta) * yarn.mscale;
+            cs[2 * i + 1] = std::sin(theta) * yarn.mscale;
+        }
+        return;
+    }
     const int64_t half = n_rot / 2;
     // theta_i = pos * base^(-2i/n_rot), computed as ggml does by repeated multiplication
     // would drift; a direct pow per pair is exact enough and independent of the window.
@@ -32,6 +46,8 @@ void rope_angles(int64_t n_rot, int64_t pos, float freq_base, float freq_scale, 
         cs[2 * i] = std::cos(theta);
         cs[2 * i + 1] = std::sin(theta);
     }
+    if (yarn.mscale != 1.0f)
+        for (int64_t i = 0; i < n_rot; ++i) cs[i] *= yarn.mscale;
 }
 
 void rope_apply(float* x, int64_t n_rot, bool neox, const float* cs) {

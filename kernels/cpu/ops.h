@@ -17,7 +17,15 @@ void rope(float* x, int64_t head_dim, int64_t n_rot, bool neox, int64_t pos, flo
 // The same rotation split in two: rope_angles writes the n_rot / 2 pairs (cos, sin) of
 // position pos once (cs: n_rot floats), rope_apply rotates a head with them. rope(x, ...)
 // equals rope_angles then rope_apply, bit for bit; a token's heads share the angles.
-void rope_angles(int64_t n_rot, int64_t pos, float freq_base, float freq_scale, const float* freq_factors, float* cs);
+// YaRN (rope.scaling.type yarn): pair i's angle mixes the interpolated (freq_scale *)
+// and the extrapolated one by ramp(i) * ext_factor, ramp falling from 1 to 0 between
+// the correction dims corr_low..corr_high; cos and sin are scaled by mscale. The default
+// (ext_factor 0, mscale 1) is plain RoPE, the same bits as without it.
+struct RopeYarn {
+    float ext_factor = 0.0f, corr_low = 0.0f, corr_high = 0.0f, mscale = 1.0f;
+};
+void rope_angles(int64_t n_rot, int64_t pos, float freq_base, float freq_scale, const float* freq_factors, float* cs,
+                 const RopeYarn& yarn = {});
 void rope_apply(float* x, int64_t n_rot, bool neox, const float* cs);
 
 void softmax(float* x, int64_t n);  // in place, max-subtracted

@@ -67,9 +67,16 @@ __global__ void norm_rope_k(SeqTable seqs, RopeArgs a) {
     const int64_t half = a.n_rot / 2;
     for (int64_t i = threadIdx.x; i < half; i += blockDim.x) {
         float theta = static_cast<float>(pos) * powf(a.freq_base, -2.0f * static_cast<float>(i) / static_cast<float>(a.n_rot));
-        theta *= a.freq_scale;
-        if (a.freq_factors) theta /= a.freq_factors[i];
-        const float c = cosf(theta), s = sinf(theta);
+        if (a.ext_factor != 0.0f) {  // YaRN: interpolated and extrapolated angles mixed by the ramp
+            const float extrap = a.freq_factors ? theta / a.freq_factors[i] : theta;
+            const float y = (static_cast<float>(i) - a.corr_low) / fmaxf(0.001f, a.corr_high - a.corr_low);
+            const float mix = (1.0f - fminf(1.0f, fmaxf(0.0f, y))) * a.ext_factor;
+            theta = a.freq_scale * extrap * (1.0f - mix) + extrap * mix;
+        } else {
+            theta *= a.freq_scale;
+            if (a.freq_factors) theta /= a.freq_factors[i];
+        }
+        const float c = cosf(theta) * a.mscale, s = sinf(theta) * a.mscale;
         float* p0 = a.neox ? &x[i] : &x[2 * i];
         float* p1 = a.neox ? &x[i + half] : &x[2 * i + 1];
         const float x0 = *p0, x1 = *p1;

@@ -107,6 +107,7 @@ struct RopeArgs {
     bool neox;
     float eps, freq_base, freq_scale;
     const float* freq_factors;  // n_rot / 2 divisors, or null
+    float ext_factor, corr_low, corr_high, mscale;  // YaRN (engine/backend/ops.h RopeParams)
 };
 void norm_rope(const SeqTable& seqs, const RopeArgs& a, Stream s);
 void kv_store(const SeqTable& seqs, GgmlType type, int64_t n_head_kv, int64_t hd, int64_t hdv, Rows k, Rows v,
