@@ -47,7 +47,7 @@ std::shared_ptr<const Model> tiny(synth::Arch arch, GgmlType type) {
 
 TEST_CASE("gpu: logits of f32 models within 1e-3 of the CPU backend", "[gpu][model]") {
     if (!have_gpu()) return;
-    for (auto arch : {synth::Arch::Llama, synth::Arch::Qwen3, synth::Arch::Qwen3Next}) {
+    for (auto arch : {synth::Arch::Llama, synth::Arch::Qwen3, synth::Arch::Qwen3Moe, synth::Arch::Qwen3Next}) {
         auto m = tiny(arch, GgmlType::F32);
         const auto want = run_windows(*make_local_runner(m, 1, 32, GgmlType::F16));
         const auto got = run_windows(*runner(m, gpu0(), "auto"));

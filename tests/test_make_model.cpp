@@ -9,6 +9,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <span>
 #include <vector>
 
 #include "engine/core/flags.h"
@@ -291,7 +292,7 @@ TEST_CASE("make-model: metadata keys are present with llama.cpp's types", "[make
         {".ssm.conv_kernel", T::UINT32}, {".ssm.state_size", T::UINT32}, {".ssm.group_count", T::UINT32},
         {".ssm.time_step_rank", T::UINT32}, {".ssm.inner_size", T::UINT32},
         {".full_attention_interval", T::UINT32}, {".nextn_predict_layers", T::UINT32}};
-    for (Arch a : {Arch::Llama, Arch::Qwen3, Arch::Qwen3Next}) {
+    for (Arch a : {Arch::Llama, Arch::Qwen3, Arch::Qwen3Next, Arch::Qwen3Moe}) {
         SynthOptions o = opts(a, GgmlType::Q8_0);
         o.mtp = a == Arch::Qwen3Next;
         const GgufFile f = parse(model_bytes(o));
@@ -306,8 +307,11 @@ TEST_CASE("make-model: metadata keys are present with llama.cpp's types", "[make
         for (const auto& [k, t] : common) check(k, t);
         if (a == Arch::Qwen3Next)
             for (const auto& [k, t] : next) check(k, t);
+        else if (a == Arch::Qwen3Moe)
+            for (const auto& [k, t] : std::span(next).first(3)) check(k, t);  // the expert counts alone
         else
             CHECK(!f.has(A + ".expert_count"));
+        CHECK(f.has(A + ".expert_shared_feed_forward_length") == (a == Arch::Qwen3Next));
         CHECK(f.has("llama.vocab_size") == (a == Arch::Llama));
         CHECK(f.get_string("general.architecture") == A);
         CHECK(f.get_int("general.file_type") == 7);

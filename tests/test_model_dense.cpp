@@ -1,4 +1,4 @@
-// Dense llama / qwen3 forward: agrees with the float64 reference on tiny synthetic
+// llama / qwen3 / qwen3moe forward: agrees with the float64 reference on tiny synthetic
 // models, and gives bit-identical logits whatever the window size or thread count.
 #include <catch2/catch.hpp>
 
@@ -27,7 +27,7 @@ GgufFile tiny(synth::Arch arch, GgmlType type, uint64_t seed = 7) {
 
 TEST_CASE("dense forward matches the float64 reference", "[model][reference]") {
     const std::vector<int32_t> toks = {1, 17, 42, 5, 99, 3, 250, 7};
-    for (auto arch : {synth::Arch::Llama, synth::Arch::Qwen3}) {
+    for (auto arch : {synth::Arch::Llama, synth::Arch::Qwen3, synth::Arch::Qwen3Moe}) {
         for (GgmlType type : {GgmlType::F32, GgmlType::Q8_0, GgmlType::Q4_K}) {
             GgufFile f = tiny(arch, type);
             const auto ref = reference_forward(f, toks);
@@ -59,7 +59,7 @@ TEST_CASE("dense forward matches the reference for every weight type", "[model][
 
 TEST_CASE("dense forward is batch- and thread-count-invariant", "[model][determinism]") {
     const std::vector<int32_t> toks = {3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5};
-    for (auto arch : {synth::Arch::Llama, synth::Arch::Qwen3}) {
+    for (auto arch : {synth::Arch::Llama, synth::Arch::Qwen3, synth::Arch::Qwen3Moe}) {
         auto m = Model::load(tiny(arch, GgmlType::Q4_K));
         const auto whole = eval_all(*m, 1, toks, 64);
         CHECK(eval_all(*m, 1, toks, 1) == whole);
@@ -162,7 +162,7 @@ TEST_CASE("YaRN rope scaling follows the reference", "[model][reference]") {
     // correction dims and the magnitude scale, on both pair layouts (llama adjacent,
     // qwen3 NEOX); the same weights with plain RoPE give other logits.
     const std::vector<int32_t> toks = {1, 17, 42, 5, 99, 3, 250, 7, 11, 64};
-    for (auto arch : {synth::Arch::Llama, synth::Arch::Qwen3}) {
+    for (auto arch : {synth::Arch::Llama, synth::Arch::Qwen3, synth::Arch::Qwen3Moe}) {
         synth::SynthOptions o;
         o.arch = arch;
         o.type = GgmlType::F32;

@@ -714,6 +714,16 @@ struct Harness {
                 }
             }
             close(m.out(out_t), comb, 1e-5, 1e-5);
+            // No shared expert (qwen3moe): the weighted routed rows alone.
+            ops.moe_combine(routed_t, wt_d, k, Tensor{}, nullptr, ht, out_t);
+            ref::Vec routed_only;
+            for (int64_t t = 0; t < T; ++t)
+                for (int64_t i = 0; i < E; ++i) {
+                    double y = 0;
+                    for (int64_t s = 0; s < k; ++s) y += double(wt[t * k + s]) * routed[(t * k + s) * E + i];
+                    routed_only.push_back(y);
+                }
+            close(m.out(out_t), routed_only, 1e-5, 1e-5);
             ran("moe_combine");
         }
     }

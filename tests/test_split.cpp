@@ -58,7 +58,7 @@ SplitPlan plan(const Model& m, const std::string& devs, const std::string& split
 }  // namespace
 
 TEST_CASE("split: logits are bit-identical for every placement and mode", "[split][determinism]") {
-    for (auto arch : {synth::Arch::Llama, synth::Arch::Qwen3, synth::Arch::Qwen3Next}) {
+    for (auto arch : {synth::Arch::Llama, synth::Arch::Qwen3, synth::Arch::Qwen3Moe, synth::Arch::Qwen3Next}) {
         // Four layers, so that three stages fit (the dense tiny presets have two).
         synth::ModelConfig c = synth::make_config(arch, synth::Preset::Tiny);
         c.n_layer = 4;

@@ -299,7 +299,6 @@ void CpuOps::moe_combine(Tensor routed, const float* wt, int64_t k, Tensor share
                          Tensor out) {
     const int64_t E = out.ne0;
     for (int64_t t = 0; t < out.ne1; ++t) {
-        const float sg = ops::sigmoid(simd::dot(shared_gate, h.row(t), E));
         float* y = out.row(t);
         std::fill(y, y + E, 0.0f);
         for (int64_t s = 0; s < k; ++s) {
@@ -307,6 +306,8 @@ void CpuOps::moe_combine(Tensor routed, const float* wt, int64_t k, Tensor share
             const float* ys = routed.row(t * k + s);
             for (int64_t i = 0; i < E; ++i) y[i] += ws * ys[i];
         }
+        if (!shared.data) continue;
+        const float sg = ops::sigmoid(simd::dot(shared_gate, h.row(t), E));
         const float* sh = shared.row(t);
         for (int64_t i = 0; i < E; ++i) y[i] += sg * sh[i];
     }

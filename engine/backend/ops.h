@@ -166,7 +166,8 @@ public:
     virtual void moe_experts(std::span<const MatView> gate, std::span<const MatView> up,
                              std::span<const MatView> down, const int32_t* ids, int64_t k, Tensor h,
                              Tensor routed) = 0;
-    // out[t] = sum_s wt[t, s] routed[t * k + s] (s in order) + sigmoid(shared_gate . h_t) shared[t].
+    // out[t] = sum_s wt[t, s] routed[t * k + s] (s in order) + sigmoid(shared_gate . h_t) shared[t];
+    // no shared term when shared.data is null (a MoE without a shared expert: qwen3moe).
     virtual void moe_combine(Tensor routed, const float* wt, int64_t k, Tensor shared, const float* shared_gate,
                              Tensor h, Tensor out) = 0;
 

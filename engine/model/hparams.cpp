@@ -13,6 +13,7 @@ const char* arch_name(Arch a) {
         case Arch::Llama: return "llama";
         case Arch::Qwen3: return "qwen3";
         case Arch::Qwen3Next: return "qwen3next";
+        case Arch::Qwen3Moe: return "qwen3moe";
     }
     return "?";
 }
@@ -23,7 +24,8 @@ HParams HParams::from_gguf(const GgufFile& f) {
     if (h.arch_name == "llama") h.arch = Arch::Llama;
     else if (h.arch_name == "qwen3") h.arch = Arch::Qwen3;
     else if (h.arch_name == "qwen3next") h.arch = Arch::Qwen3Next;
-    else fail("{}: unsupported architecture '{}' (supported: llama, qwen3, qwen3next)", f.path(), h.arch_name);
+    else if (h.arch_name == "qwen3moe") h.arch = Arch::Qwen3Moe;
+    else fail("{}: unsupported architecture '{}' (supported: llama, qwen3, qwen3moe, qwen3next)", f.path(), h.arch_name);
     const std::string A = h.arch_name + ".";
 
     auto positive = [&](const std::string& key, int64_t v) {
@@ -73,12 +75,14 @@ HParams HParams::from_gguf(const GgufFile& f) {
     if (h.n_rot <= 0 || h.n_rot > h.head_dim || h.n_rot % 2 != 0)
         fail("{}: rope.dimension_count {} must be even and in 1..{}", f.path(), h.n_rot, h.head_dim);
 
-    if (h.arch == Arch::Qwen3Next) {
+    if (h.arch == Arch::Qwen3Next || h.arch == Arch::Qwen3Moe) {
         h.n_expert = positive(A + "expert_count", f.get_int(A + "expert_count"));
         h.n_expert_used = positive(A + "expert_used_count", f.get_int(A + "expert_used_count"));
         if (h.n_expert_used > h.n_expert) fail("{}: expert_used_count {} > expert_count {}", f.path(), h.n_expert_used, h.n_expert);
         h.n_ff_exp = positive(A + "expert_feed_forward_length", f.get_int(A + "expert_feed_forward_length", h.n_ff / h.n_expert_used));
-        h.n_ff_shexp = f.get_int(A + "expert_shared_feed_forward_length", h.n_ff);
+    }
+    if (h.arch == Arch::Qwen3Next) {
+        h.n_ff_shexp = positive(A + "expert_shared_feed_forward_length", f.get_int(A + "expert_shared_feed_forward_length", h.n_ff));
         h.ssm_conv_kernel = positive(A + "ssm.conv_kernel", f.get_int(A + "ssm.conv_kernel"));
         h.ssm_d_state = positive(A + "ssm.state_size", f.get_int(A + "ssm.state_size"));
         h.ssm_n_group = positive(A + "ssm.group_count", f.get_int(A + "ssm.group_count"));

@@ -9,7 +9,7 @@ namespace strata {
 
 class GgufFile;
 
-enum class Arch { Llama, Qwen3, Qwen3Next };
+enum class Arch { Llama, Qwen3, Qwen3Next, Qwen3Moe };
 
 struct HParams {
     Arch arch = Arch::Llama;
@@ -31,8 +31,9 @@ struct HParams {
     float rope_ext_factor = 0.0f, rope_corr_low = 0.0f, rope_corr_high = 0.0f, rope_mscale = 1.0f;
     float rms_eps = 1e-5f;
 
-    // qwen3next
+    // MoE (qwen3next, qwen3moe); n_ff_shexp 0: no shared expert
     int64_t n_expert = 0, n_expert_used = 0, n_ff_exp = 0, n_ff_shexp = 0;
+    // qwen3next
     int64_t ssm_conv_kernel = 0, ssm_d_state = 0, ssm_n_group = 0, ssm_dt_rank = 0, ssm_d_inner = 0;
     int64_t n_nextn = 0;                // MTP blocks after the main stack
     std::vector<bool> recurrent;        // per main layer: Gated DeltaNet (true) or attention

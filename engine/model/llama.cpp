@@ -1,6 +1,8 @@
-// Dense decoder (llama, qwen3): pre-norm attention and SwiGLU FFN with residuals.
-// MODEL_SPEC.md 3.5. qwen3 differs only by its per-head q/k norms and NEOX rotary.
+// Decoder of pre-norm attention and FFN with residuals (llama, qwen3, qwen3moe).
+// MODEL_SPEC.md 3.5. qwen3 differs by its per-head q/k norms and NEOX rotary; qwen3moe
+// is qwen3 with routed experts (no shared one) in place of the SwiGLU FFN.
 #include "engine/model/blocks.h"
+#include "engine/model/moe.h"
 #include "engine/model/weights.h"
 
 namespace strata {
@@ -9,7 +11,9 @@ namespace {
 struct DenseLayer {
     AttnWeights attn;
     WeightVec ffn_norm;  // [n_embd]
-    FfnWeights ffn;
+    FfnWeights ffn;      // dense FFN (llama, qwen3) ...
+    MoeWeights moe;      // ... or routed experts (qwen3moe)
+    bool routed = false;
 };
 
 class DenseModel final : public Model {
@@ -25,14 +29,19 @@ public:
             L.attn.wk = b.mat(p + "attn_k.weight", h.n_embd, h.n_kv());
             L.attn.wv = b.mat(p + "attn_v.weight", h.n_embd, h.n_head_kv * h.head_dim_v);
             L.attn.wo = b.mat(p + "attn_output.weight", h.n_head * h.head_dim_v, h.n_embd);
-            if (h.arch == Arch::Qwen3) {
+            if (h.arch != Arch::Llama) {
                 L.attn.q_norm = b.vec(p + "attn_q_norm.weight", h.head_dim);
                 L.attn.k_norm = b.vec(p + "attn_k_norm.weight", h.head_dim);
             }
             L.ffn_norm = b.vec(p + "ffn_norm.weight", h.n_embd);
-            L.ffn.gate = b.mat(p + "ffn_gate.weight", h.n_embd, h.n_ff);
-            L.ffn.up = b.mat(p + "ffn_up.weight", h.n_embd, h.n_ff);
-            L.ffn.down = b.mat(p + "ffn_down.weight", h.n_ff, h.n_embd);
+            L.routed = h.n_expert > 0;
+            if (L.routed) {
+                L.moe = bind_moe(b, h, p);
+            } else {
+                L.ffn.gate = b.mat(p + "ffn_gate.weight", h.n_embd, h.n_ff);
+                L.ffn.up = b.mat(p + "ffn_up.weight", h.n_embd, h.n_ff);
+                L.ffn.down = b.mat(p + "ffn_down.weight", h.n_ff, h.n_embd);
+            }
             layers_.push_back(std::move(L));
         }
     }
@@ -49,7 +58,8 @@ protected:
         attention_block(ctx, hp_, L.attn, batch, il, h.f(), out.f());
         ctx.ops.add(xs, out);
         ctx.ops.rms_norm(xs, L.ffn_norm.data(), hp_.rms_eps, h);
-        ffn_block(ctx, L.ffn, h.f(), T, n, out.f());
+        if (L.routed) moe_block(ctx, hp_, L.moe, h.f(), T, out.f());
+        else ffn_block(ctx, L.ffn, h.f(), T, n, out.f());
         ctx.ops.add(xs, out);
     }
 
@@ -58,7 +68,8 @@ protected:
         for (int64_t il = l0; il < l1; ++il) {
             DenseLayer L = layers_[static_cast<size_t>(il)];
             prepare(ops, L.attn);
-            prepare(ops, L.ffn);
+            if (L.routed) prepare(ops, L.moe);
+            else prepare(ops, L.ffn);
             L.ffn_norm.prepare(ops);
             w->layers.push_back(std::move(L));
         }

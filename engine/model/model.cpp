@@ -89,7 +89,8 @@ std::unique_ptr<Model> Model::load(GgufFile file) {
     std::unique_ptr<Model> m;
     switch (hp.arch) {
         case Arch::Llama:
-        case Arch::Qwen3: m = make_dense_model(std::move(file)); break;
+        case Arch::Qwen3:
+        case Arch::Qwen3Moe: m = make_dense_model(std::move(file)); break;
         case Arch::Qwen3Next: m = make_qwen3next_model(std::move(file)); break;
     }
     m->check_bound();

@@ -4,7 +4,6 @@
 
 namespace strata {
 
-
 MoeWeights bind_moe(const WeightBinder& b, const HParams& hp, const std::string& p) {
     MoeWeights w;
     const int64_t E = hp.n_embd, X = hp.n_expert, F = hp.n_ff_exp, S = hp.n_ff_shexp;
@@ -23,6 +22,8 @@ MoeWeights bind_moe(const WeightBinder& b, const HParams& hp, const std::string&
         w.up = b.experts(p + "ffn_up_exps.weight", E, F, X);
     }
     w.down = b.experts(p + "ffn_down_exps.weight", F, E, X);
+    w.has_shared = S > 0;
+    if (!w.has_shared) return w;
     w.shared_gate = b.vec(p + "ffn_gate_inp_shexp.weight", E);
     w.shared.gate = b.mat(p + "ffn_gate_shexp.weight", E, S);
     w.shared.up = b.mat(p + "ffn_up_shexp.weight", E, S);
@@ -34,6 +35,7 @@ void prepare(Ops& ops, MoeWeights& w) {
     w.router = ops.prepare_weight(w.router);
     for (auto* list : {&w.gate, &w.up, &w.down})
         for (MatView& m : *list) m = ops.prepare_weight(m);
+    if (!w.has_shared) return;
     prepare(ops, w.shared);
     w.shared_gate.prepare(ops);
 }
@@ -50,9 +52,13 @@ void moe_block(ForwardCtx& ctx, const HParams& hp, const MoeWeights& w, const fl
     ctx.ops.topk_softmax(probs, k, sel, wt);
     const Tensor routed = ctx.scratch.rows(E, T * k);  // [T, k, n_embd]
     ctx.ops.moe_experts(w.gate, w.up, w.down, sel, k, hs, routed);
-    const Tensor shared = ctx.scratch.rows(E, T);
-    ffn_block(ctx, w.shared, h, T, E, shared.f());
-    ctx.ops.moe_combine(routed, wt, k, shared, w.shared_gate.data(), hs, Tensor::f32(out, E, T));
+    Tensor shared;  // none: the combine sums the routed experts alone
+    if (w.has_shared) {
+        shared = ctx.scratch.rows(E, T);
+        ffn_block(ctx, w.shared, h, T, E, shared.f());
+    }
+    ctx.ops.moe_combine(routed, wt, k, shared, w.has_shared ? w.shared_gate.data() : nullptr, hs,
+                        Tensor::f32(out, E, T));
 }
 
 }  // namespace strata

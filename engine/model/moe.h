@@ -1,6 +1,6 @@
-// Sparse mixture of experts with a gated shared expert (Qwen3-Next, MODEL_SPEC 4.8):
-// softmax router over all experts in f32, top-k (ties -> lower index), top-k weights
-// renormalized, SwiGLU experts, plus sigmoid(w_shgate . h) * shared SwiGLU expert.
+// Sparse mixture of experts (Qwen3-Next MODEL_SPEC 4.8, Qwen3-MoE): softmax router over
+// all experts in f32, top-k (ties -> lower index), top-k weights renormalized, SwiGLU
+// experts, plus (Qwen3-Next) sigmoid(w_shgate . h) * a shared SwiGLU expert.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -16,12 +16,13 @@ struct MoeWeights {
     MatView router;                    // [n_embd, n_expert] ffn_gate_inp (f32 in converted files)
     std::vector<MatView> gate, up;     // n_expert x [n_embd, n_ff_exp] (split stacks, or halves of ffn_gate_up_exps)
     std::vector<MatView> down;         // n_expert x [n_ff_exp, n_embd]
-    WeightVec shared_gate;    // [n_embd] ffn_gate_inp_shexp
+    bool has_shared = false;           // hp.n_ff_shexp > 0
+    WeightVec shared_gate;             // [n_embd] ffn_gate_inp_shexp
     FfnWeights shared;                 // [n_embd, n_ff_shexp] gate/up, [n_ff_shexp, n_embd] down
 };
 
 class WeightBinder;
-// Binds blk.N.ffn_* of one layer (prefix "blk.N."); accepts ffn_gate_up_exps in place of
+// Binds blk.N.ffn_* of one layer (the shared expert when hp.n_ff_shexp > 0) (prefix "blk.N."); accepts ffn_gate_up_exps in place of
 // ffn_gate_exps + ffn_up_exps.
 MoeWeights bind_moe(const WeightBinder& b, const HParams& hp, const std::string& prefix);
 

@@ -246,6 +246,7 @@ RefMoe load_moe(const GgufFile& f, const HParams& hp, const std::string& p) {
         m.up = split(load(f, p + "ffn_up_exps.weight"), F);
     }
     m.down = split(load(f, p + "ffn_down_exps.weight"), hp.n_embd);
+    if (hp.n_ff_shexp == 0) return m;  // qwen3moe: no shared expert
     m.sh_inp = load_vec(f, p + "ffn_gate_inp_shexp.weight");
     m.sh_gate = load(f, p + "ffn_gate_shexp.weight");
     m.sh_up = load(f, p + "ffn_up_shexp.weight");
@@ -260,7 +261,8 @@ Vec swiglu_ffn(const Mat& g, const Mat& u, const Mat& d, const Vec& x) {
     return matvec(d, a);
 }
 
-Vec q3n_moe(const RefMoe& m, const HParams& hp, const Vec& x) {
+// Routed experts, plus the gated shared expert when the layer has one.
+Vec moe_ffn(const RefMoe& m, const HParams& hp, const Vec& x) {
     Vec p = matvec(m.router, x);
     const double mx = *std::max_element(p.begin(), p.end());
     double sum = 0;
@@ -277,6 +279,7 @@ Vec q3n_moe(const RefMoe& m, const HParams& hp, const Vec& x) {
         const Vec o = swiglu_ffn(m.gate[e], m.up[e], m.down[e], x);
         for (size_t i = 0; i < y.size(); ++i) y[i] += p[e] / wsum * o[i];
     }
+    if (m.sh_inp.empty()) return y;
     double sg = 0;
     for (size_t i = 0; i < x.size(); ++i) sg += m.sh_inp[i] * x[i];
     const Vec sh = swiglu_ffn(m.sh_gate, m.sh_up, m.sh_down, x);
@@ -294,7 +297,7 @@ void q3n_layer(const GgufFile& f, const HParams& hp, int64_t il, bool recurrent,
     const RefMoe moe = load_moe(f, hp, p);
     for (size_t t = 0; t < x.size(); ++t) {
         for (size_t i = 0; i < x[t].size(); ++i) x[t][i] += m[t][i];
-        const Vec y = q3n_moe(moe, hp, rmsnorm(x[t], pn, hp.rms_eps));
+        const Vec y = moe_ffn(moe, hp, rmsnorm(x[t], pn, hp.rms_eps));
         for (size_t i = 0; i < x[t].size(); ++i) x[t][i] += y[i];
     }
 }
@@ -353,7 +356,7 @@ std::vector<std::vector<double>> reference_forward(const GgufFile& f, const std:
         const Mat wq = load(f, p + "attn_q.weight"), wk = load(f, p + "attn_k.weight"),
                   wv = load(f, p + "attn_v.weight"), wo = load(f, p + "attn_output.weight");
         Vec qn, kn;
-        if (hp.arch == Arch::Qwen3) {
+        if (hp.arch != Arch::Llama) {
             qn = load_vec(f, p + "attn_q_norm.weight");
             kn = load_vec(f, p + "attn_k_norm.weight");
         }
@@ -400,14 +403,18 @@ std::vector<std::vector<double>> reference_forward(const GgufFile& f, const std:
             for (int64_t i = 0; i < hp.n_embd; ++i) x[t][i] += a[i];
         }
         const Vec fn = load_vec(f, p + "ffn_norm.weight");
+        if (hp.n_expert > 0) {  // qwen3moe
+            const RefMoe moe = load_moe(f, hp, p);
+            for (int64_t t = 0; t < T; ++t) {
+                const Vec d = moe_ffn(moe, hp, rmsnorm(x[t], fn, hp.rms_eps));
+                for (int64_t i = 0; i < hp.n_embd; ++i) x[t][i] += d[i];
+            }
+            continue;
+        }
         const Mat wg = load(f, p + "ffn_gate.weight"), wu = load(f, p + "ffn_up.weight"),
                   wd = load(f, p + "ffn_down.weight");
         for (int64_t t = 0; t < T; ++t) {
-            const Vec h = rmsnorm(x[t], fn, hp.rms_eps);
-            Vec g = matvec(wg, h);
-            const Vec u = matvec(wu, h);
-            for (size_t i = 0; i < g.size(); ++i) g[i] = g[i] / (1.0 + std::exp(-g[i])) * u[i];
-            const Vec d = matvec(wd, g);
+            const Vec d = swiglu_ffn(wg, wu, wd, rmsnorm(x[t], fn, hp.rms_eps));
             for (int64_t i = 0; i < hp.n_embd; ++i) x[t][i] += d[i];
         }
     }

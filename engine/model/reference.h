@@ -9,7 +9,7 @@ namespace strata {
 
 class GgufFile;
 
-// Logits [T][n_vocab] for tokens at positions 0..T-1 (llama, qwen3, qwen3next). For
+// Logits [T][n_vocab] for tokens at positions 0..T-1 (llama, qwen3, qwen3moe, qwen3next). For
 // qwen3next the Gated DeltaNet runs the plain recurrence of MODEL_SPEC 4.5 in double.
 std::vector<std::vector<double>> reference_forward(const GgufFile& f, const std::vector<int32_t>& tokens);
 

@@ -80,10 +80,12 @@ std::vector<std::pair<std::string, GgufValue>> model_metadata(const ModelConfig&
         u32(A + ".rope.scaling.original_context_length", 256);
     }
     if (c.arch == Arch::Llama) u32(A + ".vocab_size", c.n_vocab);
-    if (c.arch == Arch::Qwen3Next) {
+    if (c.moe()) {
         u32(A + ".expert_count", c.n_expert);
         u32(A + ".expert_used_count", c.n_expert_used);
         u32(A + ".expert_feed_forward_length", c.n_ff_exp);
+    }
+    if (c.arch == Arch::Qwen3Next) {
         u32(A + ".expert_shared_feed_forward_length", c.n_ff_shexp);
         u32(A + ".ssm.conv_kernel", c.ssm_conv_kernel);
         u32(A + ".ssm.state_size", c.ssm_d_state);

@@ -8,10 +8,10 @@ namespace strata::synth {
 
 Flags make_model_flags() {
     return Flags("make-model",
-                 "strata make-model --arch llama|qwen3|qwen3next --out FILE [--preset tiny|small|1b] "
+                 "strata make-model --arch llama|qwen3|qwen3next|qwen3moe --out FILE [--preset tiny|small|1b] "
                  "[--type TYPE] [--seed N] [--mtp] [--mtp-agree A] [--rope-freqs] [--yarn FACTOR] [--gdn-layout split|fused] [--vocab-size N]",
                  {
-                     {"--arch", "NAME", "", "architecture: llama, qwen3 or qwen3next (required)"},
+                     {"--arch", "NAME", "", "architecture: llama, qwen3, qwen3next or qwen3moe (required)"},
                      {"--preset", "NAME", "tiny", "size: tiny (2-7M params), small (~100M) or 1b (~1.0-1.1B)"},
                      {"--type", "TYPE", "f16", "type of the weight matrices (f32, f16, bf16, q8_0, q4_K, ...)"},
                      {"--seed", "N", "0", "random seed; the same seed gives the same bytes"},

@@ -11,6 +11,7 @@ std::string_view arch_name(Arch a) {
         case Arch::Llama: return "llama";
         case Arch::Qwen3: return "qwen3";
         case Arch::Qwen3Next: return "qwen3next";
+        case Arch::Qwen3Moe: return "qwen3moe";
     }
     return "?";
 }
@@ -27,9 +28,9 @@ std::string_view preset_name(Preset p) {
 std::string_view gdn_layout_name(GdnLayout l) { return l == GdnLayout::Split ? "split" : "fused"; }
 
 Arch parse_arch(std::string_view s) {
-    for (Arch a : {Arch::Llama, Arch::Qwen3, Arch::Qwen3Next})
+    for (Arch a : {Arch::Llama, Arch::Qwen3, Arch::Qwen3Next, Arch::Qwen3Moe})
         if (s == arch_name(a)) return a;
-    fail("unknown architecture '{}' (expected llama, qwen3 or qwen3next)", s);
+    fail("unknown architecture '{}' (expected llama, qwen3, qwen3next or qwen3moe)", s);
 }
 
 Preset parse_preset(std::string_view s) {
@@ -115,10 +116,23 @@ ModelConfig qwen3next(Preset p) {
     return c;
 }
 
+// Qwen3-MoE (Qwen3-30B-A3B's layer, scaled down): qwen3's attention with per-head q/k
+// norms, every FFN a routed MoE (softmax router, top-k renormalized), no shared expert.
+ModelConfig qwen3moe(Preset p) {
+    ModelConfig c = dense(Arch::Qwen3Moe, p);
+    switch (p) {
+        case Preset::Tiny: c.n_expert = 8; c.n_expert_used = 2; c.n_ff_exp = 256; break;
+        case Preset::Small: c.n_expert = 32; c.n_expert_used = 4; c.n_ff_exp = 256; break;
+        case Preset::B1: c.n_expert = 64; c.n_expert_used = 8; c.n_ff_exp = 768; break;
+    }
+    c.n_ff = c.n_ff_exp * c.n_expert_used;  // informational, as the converter writes it
+    return c;
+}
+
 }  // namespace
 
 ModelConfig make_config(Arch arch, Preset preset, int64_t vocab_size) {
-    ModelConfig c = arch == Arch::Qwen3Next ? qwen3next(preset) : dense(arch, preset);
+    ModelConfig c = arch == Arch::Qwen3Next ? qwen3next(preset) : arch == Arch::Qwen3Moe ? qwen3moe(preset) : dense(arch, preset);
     if (vocab_size > 0) c.n_vocab = vocab_size;
     c.name = fmt::format("strata-synth-{}-{}", arch_name(arch), preset_name(preset));
     return c;

@@ -73,19 +73,29 @@ private:
 
 std::string blk(int64_t il, const char* rest) { return fmt::format("blk.{}.{}", il, rest); }
 
-// llama / qwen3 decoder layer (MODEL_SPEC 3.2).
+// The routed experts of a MoE FFN (MODEL_SPEC 4.8, 5.2).
+void routed_experts(Builder& b, const ModelConfig& c, int64_t il) {
+    const int64_t E = c.n_embd, X = c.n_expert;
+    b.f32(blk(il, "ffn_gate_inp.weight"), {E, X}, Init::Matrix);                   // [n_embd, n_expert] router
+    b.mat(blk(il, "ffn_gate_exps.weight"), {E, c.n_ff_exp, X});                    // [n_embd, n_ff_exp, n_expert]
+    b.mat(blk(il, "ffn_up_exps.weight"), {E, c.n_ff_exp, X});                      // [n_embd, n_ff_exp, n_expert]
+    b.mat(blk(il, "ffn_down_exps.weight"), {c.n_ff_exp, E, X}, Init::ResidOut);    // [n_ff_exp, n_embd, n_expert]
+}
+
+// llama / qwen3 / qwen3moe decoder layer (MODEL_SPEC 3.2; qwen3moe: the FFN is routed experts).
 void dense_layer(Builder& b, const ModelConfig& c, int64_t il) {
     const int64_t E = c.n_embd, q = c.n_head * c.head_dim, kv = c.n_head_kv * c.head_dim;
     b.f32(blk(il, "attn_norm.weight"), {E}, Init::Norm);                 // [n_embd]
     b.mat(blk(il, "attn_q.weight"), {E, q});                             // [n_embd, n_head*hd]
     b.mat(blk(il, "attn_k.weight"), {E, kv});                            // [n_embd, n_head_kv*hd]
     b.mat(blk(il, "attn_v.weight"), {E, kv});                            // [n_embd, n_head_kv*hd]
-    if (c.arch == Arch::Qwen3) {
+    if (c.arch != Arch::Llama) {
         b.f32(blk(il, "attn_q_norm.weight"), {c.head_dim}, Init::Norm);  // [hd]
         b.f32(blk(il, "attn_k_norm.weight"), {c.head_dim}, Init::Norm);  // [hd]
     }
     b.mat(blk(il, "attn_output.weight"), {q, E}, Init::ResidOut);        // [n_head*hd, n_embd]
     b.f32(blk(il, "ffn_norm.weight"), {E}, Init::Norm);                  // [n_embd]
+    if (c.moe()) return routed_experts(b, c, il);
     b.mat(blk(il, "ffn_gate.weight"), {E, c.n_ff});                      // [n_embd, n_ff]
     b.mat(blk(il, "ffn_up.weight"), {E, c.n_ff});                        // [n_embd, n_ff]
     b.mat(blk(il, "ffn_down.weight"), {c.n_ff, E}, Init::ResidOut);      // [n_ff, n_embd]
@@ -123,11 +133,8 @@ void qwen3next_gdn(Builder& b, const ModelConfig& c, int64_t il) {
 
 // Sparse MoE with a gated shared expert (MODEL_SPEC 4.8, 5.2).
 void qwen3next_moe(Builder& b, const ModelConfig& c, int64_t il) {
-    const int64_t E = c.n_embd, X = c.n_expert;
-    b.f32(blk(il, "ffn_gate_inp.weight"), {E, X}, Init::Matrix);                   // [n_embd, n_expert] router
-    b.mat(blk(il, "ffn_gate_exps.weight"), {E, c.n_ff_exp, X});                    // [n_embd, n_ff_exp, n_expert]
-    b.mat(blk(il, "ffn_up_exps.weight"), {E, c.n_ff_exp, X});                      // [n_embd, n_ff_exp, n_expert]
-    b.mat(blk(il, "ffn_down_exps.weight"), {c.n_ff_exp, E, X}, Init::ResidOut);    // [n_ff_exp, n_embd, n_expert]
+    const int64_t E = c.n_embd;
+    routed_experts(b, c, il);
     b.f32(blk(il, "ffn_gate_inp_shexp.weight"), {E}, Init::Matrix);                // [n_embd] shared-expert gate
     b.mat(blk(il, "ffn_gate_shexp.weight"), {E, c.n_ff_shexp});                    // [n_embd, n_ff_shexp]
     b.mat(blk(il, "ffn_up_shexp.weight"), {E, c.n_ff_shexp});                      // [n_embd, n_ff_shexp]
@@ -163,6 +170,9 @@ void check_config(const ModelConfig& c) {
                      c.head_dim > 0 && c.n_head % c.n_head_kv == 0,
                  "bad dimensions: n_vocab {} n_embd {} n_layer {} n_head {} n_head_kv {} head_dim {}",
                  c.n_vocab, c.n_embd, c.n_layer, c.n_head, c.n_head_kv, c.head_dim);
+    if (c.moe())
+        STRATA_CHECK(c.n_expert > 0 && c.n_expert_used > 0 && c.n_expert_used <= c.n_expert && c.n_ff_exp > 0,
+                     "bad expert counts: {} of {} used, n_ff_exp {}", c.n_expert_used, c.n_expert, c.n_ff_exp);
     if (c.arch == Arch::Qwen3Next) {
         STRATA_CHECK(c.n_expert > 0 && c.n_expert_used > 0 && c.n_expert_used <= c.n_expert &&
                          c.ssm_n_group > 0 && c.ssm_dt_rank % c.ssm_n_group == 0 && c.full_attn_interval > 0,
