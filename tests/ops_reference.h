@@ -116,7 +116,7 @@ inline void delta_rule(const GdnDims& d, const float* u, const float* g, const f
     o.assign(static_cast<size_t>(T * d.value_dim()), 0.0);
     for (int64_t t = 0; t < T; ++t)
         for (int64_t h = 0; h < d.nv; ++h) {
-            const int64_t kh = h / r;
+            const int64_t kh = d.tiled ? h % d.nk : h / r;  // qwen35's tiled order, or grouped
             const float* q = u + t * cd + kh * d.dk;
             const float* k = u + t * cd + d.key_dim() + kh * d.dk;
             const float* v = u + t * cd + 2 * d.key_dim() + h * d.dv;

@@ -39,7 +39,7 @@ std::unique_ptr<Runner> runner(std::shared_ptr<const Model> m, const std::string
 std::shared_ptr<const Model> tiny(synth::Arch arch, GgmlType type) {
     synth::ModelConfig c = synth::make_config(arch, synth::Preset::Tiny);
     c.n_layer = 2;
-    c.mtp = arch == synth::Arch::Qwen3Next;
+    c.mtp = c.hybrid();
     return Model::load(test::to_file(synth::build_model(c, type, 4)));
 }
 
@@ -47,7 +47,8 @@ std::shared_ptr<const Model> tiny(synth::Arch arch, GgmlType type) {
 
 TEST_CASE("gpu: logits of f32 models within 1e-3 of the CPU backend", "[gpu][model]") {
     if (!have_gpu()) return;
-    for (auto arch : {synth::Arch::Llama, synth::Arch::Qwen3, synth::Arch::Qwen3Moe, synth::Arch::Qwen3Next}) {
+    for (auto arch : {synth::Arch::Llama, synth::Arch::Qwen3, synth::Arch::Qwen3Moe, synth::Arch::Qwen3Next, synth::Arch::Qwen35,
+                      synth::Arch::Qwen35Moe}) {
         auto m = tiny(arch, GgmlType::F32);
         const auto want = run_windows(*make_local_runner(m, 1, 32, GgmlType::F16));
         const auto got = run_windows(*runner(m, gpu0(), "auto"));

@@ -292,9 +292,9 @@ TEST_CASE("make-model: metadata keys are present with llama.cpp's types", "[make
         {".ssm.conv_kernel", T::UINT32}, {".ssm.state_size", T::UINT32}, {".ssm.group_count", T::UINT32},
         {".ssm.time_step_rank", T::UINT32}, {".ssm.inner_size", T::UINT32},
         {".full_attention_interval", T::UINT32}, {".nextn_predict_layers", T::UINT32}};
-    for (Arch a : {Arch::Llama, Arch::Qwen3, Arch::Qwen3Next, Arch::Qwen3Moe}) {
+    for (Arch a : {Arch::Llama, Arch::Qwen3, Arch::Qwen3Next, Arch::Qwen3Moe, Arch::Qwen35, Arch::Qwen35Moe}) {
         SynthOptions o = opts(a, GgmlType::Q8_0);
-        o.mtp = a == Arch::Qwen3Next;
+        o.mtp = a == Arch::Qwen3Next || a == Arch::Qwen35 || a == Arch::Qwen35Moe;
         const GgufFile f = parse(model_bytes(o));
         const std::string A(arch_name(a));
         auto check = [&](const std::string& k, T t) {
@@ -305,13 +305,15 @@ TEST_CASE("make-model: metadata keys are present with llama.cpp's types", "[make
             CHECK(v->type() == t);
         };
         for (const auto& [k, t] : common) check(k, t);
-        if (a == Arch::Qwen3Next)
+        if (a == Arch::Qwen3Next || a == Arch::Qwen35Moe)
             for (const auto& [k, t] : next) check(k, t);
         else if (a == Arch::Qwen3Moe)
             for (const auto& [k, t] : std::span(next).first(3)) check(k, t);  // the expert counts alone
-        else
-            CHECK(!f.has(A + ".expert_count"));
-        CHECK(f.has(A + ".expert_shared_feed_forward_length") == (a == Arch::Qwen3Next));
+        else if (a == Arch::Qwen35)
+            for (const auto& [k, t] : std::span(next).subspan(4)) check(k, t);  // the hybrid keys, no experts
+        if (a != Arch::Qwen3Next && a != Arch::Qwen3Moe && a != Arch::Qwen35Moe) CHECK(!f.has(A + ".expert_count"));
+        CHECK(f.has(A + ".expert_shared_feed_forward_length") == (a == Arch::Qwen3Next || a == Arch::Qwen35Moe));
+        CHECK(f.has(A + ".rope.dimension_sections") == (a == Arch::Qwen35 || a == Arch::Qwen35Moe));
         CHECK(f.has("llama.vocab_size") == (a == Arch::Llama));
         CHECK(f.get_string("general.architecture") == A);
         CHECK(f.get_int("general.file_type") == 7);

@@ -10,7 +10,8 @@ using namespace strata;
 
 TEST_CASE("eval_batch: sequences sharing a window match running alone", "[model][batch][determinism]") {
     const std::vector<std::vector<int32_t>> prompts = {{1, 2, 3, 4, 5}, {9, 8}, {100, 200, 300, 7}};
-    for (auto arch : {synth::Arch::Llama, synth::Arch::Qwen3, synth::Arch::Qwen3Moe, synth::Arch::Qwen3Next}) {
+    for (auto arch : {synth::Arch::Llama, synth::Arch::Qwen3, synth::Arch::Qwen3Moe, synth::Arch::Qwen3Next, synth::Arch::Qwen35,
+                      synth::Arch::Qwen35Moe}) {
         auto m = Model::load(test::to_file(test::tiny_model(arch, GgmlType::Q8_0, 21)));
         const int64_t V = m->hp().n_vocab;
         ThreadPool pool(2);

@@ -560,8 +560,16 @@ struct Harness {
     }
 
     void gdn() {
+        for (bool tiled : {false, true}) {
+            INFO((tiled ? "tiled" : "grouped") << " value heads");
+            gdn(tiled);
+        }
+    }
+
+    void gdn(bool tiled) {
         Ops &ops = be.ops(), &ops1 = be.ops1();
-        const GdnDims d = gdn_dims();
+        GdnDims d = gdn_dims();
+        d.tiled = tiled;
         const int64_t nv = d.nv, r = d.nv / d.nk, cd = d.conv_dim();
         for (int64_t T : {1, 6}) {
             Dev m{ops};
@@ -572,9 +580,10 @@ struct Harness {
             ref::Vec wb, wg;
             for (int64_t t = 0; t < T; ++t)
                 for (int64_t h = 0; h < nv; ++h) {
-                    const int64_t grp = h / r, j = h % r;
-                    wb.push_back(ref::sigmoid(ba[t * 2 * nv + grp * 2 * r + j]));
-                    wg.push_back(a[h] * ref::softplus(double(ba[t * 2 * nv + grp * 2 * r + r + j]) + dt[h]));
+                    // tiled: [b(nv) | a(nv)]; grouped: per key head [b(r) | a(r)]
+                    const int64_t ib = tiled ? h : (h / r) * 2 * r + h % r, ia = tiled ? nv + h : ib + r;
+                    wb.push_back(ref::sigmoid(ba[t * 2 * nv + ib]));
+                    wg.push_back(a[h] * ref::softplus(double(ba[t * 2 * nv + ia]) + dt[h]));
                 }
             close(m.out(beta_t), wb, 1e-6, 1e-7);
             close(m.out(g_t), wg, 1e-5, 1e-6);

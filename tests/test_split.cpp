@@ -58,11 +58,12 @@ SplitPlan plan(const Model& m, const std::string& devs, const std::string& split
 }  // namespace
 
 TEST_CASE("split: logits are bit-identical for every placement and mode", "[split][determinism]") {
-    for (auto arch : {synth::Arch::Llama, synth::Arch::Qwen3, synth::Arch::Qwen3Moe, synth::Arch::Qwen3Next}) {
+    for (auto arch : {synth::Arch::Llama, synth::Arch::Qwen3, synth::Arch::Qwen3Moe, synth::Arch::Qwen3Next, synth::Arch::Qwen35,
+                      synth::Arch::Qwen35Moe}) {
         // Four layers, so that three stages fit (the dense tiny presets have two).
         synth::ModelConfig c = synth::make_config(arch, synth::Preset::Tiny);
         c.n_layer = 4;
-        c.mtp = arch == synth::Arch::Qwen3Next;
+        c.mtp = c.hybrid();
         std::shared_ptr<const Model> m = Model::load(test::to_file(synth::build_model(c, GgmlType::Q8_0, 4)));
         auto local = make_local_runner(m, 2, 32, GgmlType::F16);
         const auto want = test::run_windows(*local);

@@ -15,7 +15,7 @@
 namespace strata {
 
 namespace {
-ops::GdnHeads heads(const GdnDims& d) { return {d.nk, d.nv, d.dk, d.dv}; }
+ops::GdnHeads heads(const GdnDims& d) { return {d.nk, d.nv, d.dk, d.dv, d.tiled}; }
 }  // namespace
 
 MatView CpuOps::prepare_weight(const MatView& w) {
@@ -193,9 +193,10 @@ void CpuOps::gdn_gates(const GdnDims& d, Tensor ba, const float* a, const float*
     for (int64_t t = 0; t < ba.ne1; ++t) {
         const float* bat = ba.row(t);
         for (int64_t hh = 0; hh < nv; ++hh) {
-            const int64_t grp = hh / r, j = hh % r;
-            beta.row(t)[hh] = ops::sigmoid(bat[grp * 2 * r + j]);
-            g.row(t)[hh] = a[hh] * ops::softplus(bat[grp * 2 * r + r + j] + dt_bias[hh]);
+            // Where head hh's b and a logits lie (GdnDims::tiled).
+            const int64_t ib = d.tiled ? hh : (hh / r) * 2 * r + hh % r, ia = d.tiled ? nv + hh : ib + r;
+            beta.row(t)[hh] = ops::sigmoid(bat[ib]);
+            g.row(t)[hh] = a[hh] * ops::softplus(bat[ia] + dt_bias[hh]);
         }
     }
 }

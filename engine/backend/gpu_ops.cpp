@@ -239,7 +239,7 @@ void GpuOps::attention(const Batch& batch, int64_t il, const AttnDims& d, Tensor
 
 void GpuOps::gdn_gates(const GdnDims& d, Tensor ba, const float* a, const float* dt_bias, Tensor beta, Tensor g) {
     bind();
-    gpu::gdn_gates(rows(ba), d.nk, d.nv, a, dt_bias, rows(beta), rows(g), stream_);
+    gpu::gdn_gates(rows(ba), d.nk, d.nv, d.tiled, a, dt_bias, rows(beta), rows(g), stream_);
 }
 
 void GpuOps::conv1d_silu(const GdnDims& d, Tensor x, const float* w, float* conv_state, Tensor u) {
@@ -251,7 +251,7 @@ void GpuOps::conv1d_silu(const GdnDims& d, Tensor x, const float* w, float* conv
 
 void GpuOps::gdn_recurrent(const GdnDims& d, Tensor u, Tensor g, Tensor beta, float* state, Tensor o) {
     bind();
-    gpu::gdn_recurrent(d.nk, d.nv, d.dk, d.dv, rows(u), rows(g), rows(beta), state, rows(o), stream_);
+    gpu::gdn_recurrent(d.nk, d.nv, d.dk, d.dv, d.tiled, rows(u), rows(g), rows(beta), state, rows(o), stream_);
 }
 
 void GpuOps::gdn_chunked(const GdnDims& d, Tensor u, Tensor g, Tensor beta, float* state, Tensor o, int64_t chunk) {

@@ -53,10 +53,17 @@ struct AttnDims {
 
 // Gated DeltaNet dimensions (MODEL_SPEC 4.4).
 struct GdnDims {
-    int64_t nk = 0, nv = 0;  // key heads (groups), value heads; value head h uses key head h / (nv / nk)
+    int64_t nk = 0, nv = 0;  // key heads (groups), value heads
     int64_t dk = 0, dv = 0;  // key / value head size
     int64_t conv_k = 0;      // conv kernel K
     float eps = 1e-6f;       // rms_eps: gated norm and (as llama.cpp does) the l2-norm floor
+    // Value-head order (docs/qwen35.md 2.3). Grouped (qwen3next): value head h uses key
+    // head h / (nv / nk), and the gate logits are per key head [b(r) | a(r)]. Tiled
+    // (qwen35, qwen35moe: the converter reorders the value heads): value head h uses key
+    // head h % nk, and the gate logits are [b(nv) | a(nv)].
+    bool tiled = false;
+
+    int64_t key_head(int64_t h) const { return tiled ? h % nk : h / (nv / nk); }
 
     int64_t key_dim() const { return nk * dk; }
     int64_t value_dim() const { return nv * dv; }

@@ -6,7 +6,6 @@
 
 namespace strata {
 
-
 GdnDims gdn_dims(const HParams& hp) {
     GdnDims d;
     d.nk = hp.ssm_n_group;
@@ -15,6 +14,7 @@ GdnDims gdn_dims(const HParams& hp) {
     d.dv = hp.ssm_d_inner / hp.ssm_dt_rank;
     d.conv_k = hp.ssm_conv_kernel;
     d.eps = hp.rms_eps;
+    d.tiled = hp.arch == Arch::Qwen35 || hp.arch == Arch::Qwen35Moe;  // docs/qwen35.md 2.3
     return d;
 }
 
@@ -39,8 +39,8 @@ void deinterleave(Ops& ops, const GdnDims& d, Tensor mixed, Tensor qkv, Tensor z
 }  // namespace
 
 void prepare(Ops& ops, GdnWeights& w) {
-    for (MatView* m : {&w.qkv, &w.gate, &w.in, &w.ba, &w.out})
-        if (m->data) *m = ops.prepare_weight(*m);  // one of the two input layouts is bound
+    for (MatView* m : {&w.qkv, &w.gate, &w.in, &w.ba, &w.beta, &w.alpha, &w.out})
+        if (m->data) *m = ops.prepare_weight(*m);  // one of the input layouts is bound
     for (WeightVec* v : {&w.conv, &w.dt_bias, &w.a, &w.norm}) v->prepare(ops);
 }
 
@@ -48,7 +48,7 @@ void gdn_block(ForwardCtx& ctx, const GdnDims& d, const GdnWeights& w, const Bat
                const float* h, float* out, GdnForm form) {
     Ops& ops = ctx.ops;
     const int64_t T = batch.n_rows;
-    const int64_t n_embd = w.ba.n_in, cd = d.conv_dim(), vd = d.value_dim(), nv = d.nv;
+    const int64_t n_embd = w.out.n_out, cd = d.conv_dim(), vd = d.value_dim(), nv = d.nv;
     const Scratch::Frame frame(ctx.scratch);
     auto rows = [&](int64_t n) { return ctx.scratch.rows(n, T); };
     const Tensor hs = Tensor::f32(h, n_embd, T);
@@ -63,11 +63,17 @@ void gdn_block(ForwardCtx& ctx, const GdnDims& d, const GdnWeights& w, const Bat
         ops.matmul(w.gate, hs, z);
     }
 
-    // Gates: ssm_ba is interleaved per key group [b(r) | a(r)] in both layouts.
+    // Gates: ssm_ba is interleaved per key group [b(r) | a(r)] in both qwen3next layouts;
+    // qwen35's two projections fill the halves [b(nv) | a(nv)] (GdnDims::tiled).
     const Tensor ba = rows(2 * nv);
     const Tensor gl = rows(nv);    // [T, nv] log-decay, <= 0
     const Tensor bt = rows(nv);  // [T, nv]
-    ops.matmul(w.ba, hs, ba);
+    if (w.beta.data) {
+        ops.matmul(w.beta, hs, Tensor::f32(ba.f(), nv, T, 2 * nv));
+        ops.matmul(w.alpha, hs, Tensor::f32(ba.f() + nv, nv, T, 2 * nv));
+    } else {
+        ops.matmul(w.ba, hs, ba);
+    }
     ops.gdn_gates(d, ba, w.a.data(), w.dt_bias.data(), bt, gl);
 
     // Per sequence: the causal conv with SiLU over its own history, L2 norms, and the

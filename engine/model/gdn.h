@@ -1,4 +1,4 @@
-// Gated DeltaNet block of Qwen3-Next (MODEL_SPEC 4.4-4.6): projections, causal
+// Gated DeltaNet block of Qwen3-Next and Qwen3.5 (MODEL_SPEC 4.4-4.6, docs/qwen35.md 2.4): projections, causal
 // depthwise conv with rolling history, L2-normed q/k, the gated delta rule, gated
 // RMSNorm and the output projection. The delta rule has two forms (Ops::gdn_recurrent,
 // Ops::gdn_chunked): the token-by-token recurrence is what the model runs, for every
@@ -21,7 +21,8 @@ struct GdnWeights {
     MatView qkv;                 // [n_embd, conv_dim]  attn_qkv: rows [q heads | k heads | v heads]
     MatView gate;                // [n_embd, value_dim] attn_gate: z rows, value heads in order
     MatView in;                  // [n_embd, 2 key_dim + 2 value_dim] ssm_in: per group [q | k | v(r heads) | z(r heads)]
-    MatView ba;                  // [n_embd, 2 nv] ssm_ba: per group [b(r) | a(r)], both layouts
+    MatView ba;                  // [n_embd, 2 nv] ssm_ba: per group [b(r) | a(r)], both layouts (qwen3next)
+    MatView beta, alpha;         // [n_embd, nv] ssm_beta, ssm_alpha: in place of ssm_ba (qwen35, tiled heads)
     WeightVec conv;     // [conv_dim, K] ssm_conv1d, the K taps of a channel contiguous
     WeightVec dt_bias;  // [nv] ssm_dt.bias
     WeightVec a;        // [nv] ssm_a = -exp(A_log)

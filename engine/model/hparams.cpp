@@ -14,9 +14,43 @@ const char* arch_name(Arch a) {
         case Arch::Qwen3: return "qwen3";
         case Arch::Qwen3Next: return "qwen3next";
         case Arch::Qwen3Moe: return "qwen3moe";
+        case Arch::Qwen35: return "qwen35";
+        case Arch::Qwen35Moe: return "qwen35moe";
     }
     return "?";
 }
+
+namespace {
+
+// qwen35 rotates with IMROPE over rope.dimension_sections (docs/qwen35.md 2.6): pair k
+// takes the position component of its sector k mod (s0+s1+s2+s3) (t, h, w interleaved,
+// then e). For text the t, h and w positions are the token's and e is 0, so the rotation
+// is plain NEOX over n_rot dims exactly when no rotated pair falls to e; a file where one
+// would is refused rather than computed with the wrong angles.
+void check_rope_sections(const GgufFile& f, const std::string& A, const HParams& h) {
+    const std::string key = A + "rope.dimension_sections";
+    if (!f.has(key)) fail("{}: {} is missing (qwen35 files carry the IMROPE sections)", f.path(), key);
+    const auto& v = f.get(key).as_array();
+    if (v.size() != 4) fail("{}: {} has {} entries, expected 4", f.path(), key, v.size());
+    int64_t s[4], total = 0;
+    for (size_t i = 0; i < 4; ++i) {
+        s[i] = v[i].as_int();
+        if (s[i] < 0) fail("{}: {}[{}] = {} is negative", f.path(), key, i, s[i]);
+        total += s[i];
+    }
+    if (total <= 0) fail("{}: {} sums to 0", f.path(), key);
+    for (int64_t k = 0; k < h.n_rot / 2; ++k) {
+        const int64_t sector = k % total;
+        const bool thw = (sector % 3 == 0 && sector < 3 * s[0]) || (sector % 3 == 1 && sector < 3 * s[1]) ||
+                         (sector % 3 == 2 && sector < 3 * s[2]);
+        if (!thw)
+            fail("{}: {} = [{}, {}, {}, {}] leaves rotated pair {} of {} to the extra component: text rotation "
+                 "would not be plain NEOX, which Strata computes",
+                 f.path(), key, s[0], s[1], s[2], s[3], k, h.n_rot / 2);
+    }
+}
+
+}  // namespace
 
 HParams HParams::from_gguf(const GgufFile& f) {
     HParams h;
@@ -25,7 +59,10 @@ HParams HParams::from_gguf(const GgufFile& f) {
     else if (h.arch_name == "qwen3") h.arch = Arch::Qwen3;
     else if (h.arch_name == "qwen3next") h.arch = Arch::Qwen3Next;
     else if (h.arch_name == "qwen3moe") h.arch = Arch::Qwen3Moe;
-    else fail("{}: unsupported architecture '{}' (supported: llama, qwen3, qwen3moe, qwen3next)", f.path(), h.arch_name);
+    else if (h.arch_name == "qwen35") h.arch = Arch::Qwen35;
+    else if (h.arch_name == "qwen35moe") h.arch = Arch::Qwen35Moe;
+    else fail("{}: unsupported architecture '{}' (supported: llama, qwen3, qwen3moe, qwen3next, qwen35, qwen35moe)",
+              f.path(), h.arch_name);
     const std::string A = h.arch_name + ".";
 
     auto positive = [&](const std::string& key, int64_t v) {
@@ -75,14 +112,17 @@ HParams HParams::from_gguf(const GgufFile& f) {
     if (h.n_rot <= 0 || h.n_rot > h.head_dim || h.n_rot % 2 != 0)
         fail("{}: rope.dimension_count {} must be even and in 1..{}", f.path(), h.n_rot, h.head_dim);
 
-    if (h.arch == Arch::Qwen3Next || h.arch == Arch::Qwen3Moe) {
+    if (h.moe()) {
         h.n_expert = positive(A + "expert_count", f.get_int(A + "expert_count"));
         h.n_expert_used = positive(A + "expert_used_count", f.get_int(A + "expert_used_count"));
         if (h.n_expert_used > h.n_expert) fail("{}: expert_used_count {} > expert_count {}", f.path(), h.n_expert_used, h.n_expert);
         h.n_ff_exp = positive(A + "expert_feed_forward_length", f.get_int(A + "expert_feed_forward_length", h.n_ff / h.n_expert_used));
     }
-    if (h.arch == Arch::Qwen3Next) {
+    if (h.arch == Arch::Qwen3Next || h.arch == Arch::Qwen35Moe)  // the shared expert
         h.n_ff_shexp = positive(A + "expert_shared_feed_forward_length", f.get_int(A + "expert_shared_feed_forward_length", h.n_ff));
+    if (h.arch == Arch::Qwen35) h.n_ff = positive(A + "feed_forward_length", h.n_ff);
+    if (h.arch == Arch::Qwen35 || h.arch == Arch::Qwen35Moe) check_rope_sections(f, A, h);
+    if (h.hybrid()) {
         h.ssm_conv_kernel = positive(A + "ssm.conv_kernel", f.get_int(A + "ssm.conv_kernel"));
         h.ssm_d_state = positive(A + "ssm.state_size", f.get_int(A + "ssm.state_size"));
         h.ssm_n_group = positive(A + "ssm.group_count", f.get_int(A + "ssm.group_count"));

@@ -9,7 +9,7 @@ namespace strata {
 
 class GgufFile;
 
-enum class Arch { Llama, Qwen3, Qwen3Next, Qwen3Moe };
+enum class Arch { Llama, Qwen3, Qwen3Next, Qwen3Moe, Qwen35, Qwen35Moe };
 
 struct HParams {
     Arch arch = Arch::Llama;
@@ -33,10 +33,15 @@ struct HParams {
 
     // MoE (qwen3next, qwen3moe); n_ff_shexp 0: no shared expert
     int64_t n_expert = 0, n_expert_used = 0, n_ff_exp = 0, n_ff_shexp = 0;
-    // qwen3next
+    // hybrid (qwen3next, qwen35, qwen35moe)
     int64_t ssm_conv_kernel = 0, ssm_d_state = 0, ssm_n_group = 0, ssm_dt_rank = 0, ssm_d_inner = 0;
     int64_t n_nextn = 0;                // MTP blocks after the main stack
     std::vector<bool> recurrent;        // per main layer: Gated DeltaNet (true) or attention
+
+    // Gated DeltaNet + gated attention layers (qwen3next and its successors qwen35, qwen35moe).
+    bool hybrid() const { return arch == Arch::Qwen3Next || arch == Arch::Qwen35 || arch == Arch::Qwen35Moe; }
+    // Routed experts in every layer.
+    bool moe() const { return arch == Arch::Qwen3Next || arch == Arch::Qwen3Moe || arch == Arch::Qwen35Moe; }
 
     int64_t n_q() const { return n_head * head_dim; }
     int64_t n_kv() const { return n_head_kv * head_dim; }

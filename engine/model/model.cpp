@@ -91,7 +91,9 @@ std::unique_ptr<Model> Model::load(GgufFile file) {
         case Arch::Llama:
         case Arch::Qwen3:
         case Arch::Qwen3Moe: m = make_dense_model(std::move(file)); break;
-        case Arch::Qwen3Next: m = make_qwen3next_model(std::move(file)); break;
+        case Arch::Qwen3Next:
+        case Arch::Qwen35:
+        case Arch::Qwen35Moe: m = make_qwen3next_model(std::move(file)); break;
     }
     m->check_bound();
     return m;

@@ -1,7 +1,9 @@
-// Qwen3-Next (MODEL_SPEC 4): every layer is pre-norm with two residual branches; the
-// mixer is a Gated DeltaNet (recurrent layers) or gated full attention (every
-// full_attention_interval-th layer), the FFN a sparse MoE with a gated shared expert.
+// Qwen3-Next (MODEL_SPEC 4) and Qwen3.5/3.6 (qwen35, qwen35moe: docs/qwen35.md): every
+// layer is pre-norm with two residual branches; the mixer is a Gated DeltaNet (recurrent
+// layers) or gated full attention (every full_attention_interval-th layer), the FFN a
+// sparse MoE with a gated shared expert (qwen3next, qwen35moe) or a SwiGLU FFN (qwen35).
 // Optional MTP (nextn) blocks after the main stack predict one token further (4.11).
+// qwen35 differs from qwen3next in its GDN gate projections and value-head order only.
 #include <algorithm>
 
 #include "engine/core/error.h"
@@ -19,7 +21,8 @@ struct Q3nLayer {
     AttnWeights attn;              // full-attention layers: gated, q/k norm (attn.norm unused: see attn_norm)
     GdnWeights gdn;                // recurrent layers
     WeightVec post_norm;  // [n_embd] post_attention_norm (not ffn_norm)
-    MoeWeights moe;
+    MoeWeights moe;       // qwen3next, qwen35moe ...
+    FfnWeights ffn;       // ... or a dense FFN (qwen35)
 };
 
 struct MtpBlock {
@@ -82,7 +85,8 @@ private:
 void Qwen3NextModel::prepare_layer(Ops& ops, Q3nLayer& L) {
     if (L.recurrent) prepare(ops, L.gdn);
     else prepare(ops, L.attn);
-    prepare(ops, L.moe);
+    if (L.moe.router.data) prepare(ops, L.moe);
+    else prepare(ops, L.ffn);
     L.attn_norm.prepare(ops);
     L.post_norm.prepare(ops);
 }
@@ -116,14 +120,19 @@ Q3nLayer Qwen3NextModel::bind_layer(const WeightBinder& b, int64_t il, bool recu
     if (recurrent) {
         GdnWeights& g = L.gdn;
         // Prefer the current split layout, as llama.cpp does; else the legacy fused one.
-        g.fused = !b.has(p + "attn_qkv.weight") && b.has(p + "ssm_in.weight");
+        g.fused = !d.tiled && !b.has(p + "attn_qkv.weight") && b.has(p + "ssm_in.weight");
         if (g.fused) {
             g.in = b.mat(p + "ssm_in.weight", h.n_embd, 2 * d.key_dim() + 2 * d.value_dim());
         } else {
             g.qkv = b.mat(p + "attn_qkv.weight", h.n_embd, d.conv_dim());
             g.gate = b.mat(p + "attn_gate.weight", h.n_embd, d.value_dim());
         }
-        g.ba = b.mat(p + "ssm_ba.weight", h.n_embd, 2 * d.nv);
+        if (d.tiled) {  // qwen35: no ssm_ba, and no legacy layout (docs/qwen35.md 2.2)
+            g.beta = b.mat(p + "ssm_beta.weight", h.n_embd, d.nv);
+            g.alpha = b.mat(p + "ssm_alpha.weight", h.n_embd, d.nv);
+        } else {
+            g.ba = b.mat(p + "ssm_ba.weight", h.n_embd, 2 * d.nv);
+        }
         g.conv = b.small(p + "ssm_conv1d.weight", d.conv_k, d.conv_dim());
         g.dt_bias = b.vec(p + "ssm_dt.bias", d.nv);
         g.a = b.vec(p + "ssm_a", d.nv);
@@ -140,7 +149,13 @@ Q3nLayer Qwen3NextModel::bind_layer(const WeightBinder& b, int64_t il, bool recu
         a.k_norm = b.vec(p + "attn_k_norm.weight", h.head_dim);
     }
     L.post_norm = b.vec(p + "post_attention_norm.weight", h.n_embd);
-    L.moe = bind_moe(b, h, p);
+    if (h.moe()) {
+        L.moe = bind_moe(b, h, p);
+    } else {
+        L.ffn.gate = b.mat(p + "ffn_gate.weight", h.n_embd, h.n_ff);
+        L.ffn.up = b.mat(p + "ffn_up.weight", h.n_embd, h.n_ff);
+        L.ffn.down = b.mat(p + "ffn_down.weight", h.n_ff, h.n_embd);
+    }
     return L;
 }
 
@@ -155,7 +170,8 @@ void Qwen3NextModel::decoder_layer(ForwardCtx& ctx, const Batch& batch, const Q3
     else attention_block(ctx, hp_, L.attn, batch, il, h.f(), out.f());
     ctx.ops.add(xs, out);
     ctx.ops.rms_norm(xs, L.post_norm.data(), hp_.rms_eps, h);
-    moe_block(ctx, hp_, L.moe, h.f(), T, out.f());
+    if (L.moe.router.data) moe_block(ctx, hp_, L.moe, h.f(), T, out.f());
+    else ffn_block(ctx, L.ffn, h.f(), T, n, out.f());
     ctx.ops.add(xs, out);
 }
 

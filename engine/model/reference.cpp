@@ -166,12 +166,18 @@ std::vector<Vec> q3n_gdn(const GgufFile& f, const HParams& hp, const std::string
                 }
         }
     }
-    const Mat wba = load(f, p + "ssm_ba.weight"), conv = load(f, p + "ssm_conv1d.weight"), wout = load(f, p + "ssm_out.weight");
+    // qwen35 (docs/qwen35.md 2.3): separate b and a projections, and value head hh reads
+    // key head hh mod nk; qwen3next: ssm_ba per key group [b(r) | a(r)], key head hh / r.
+    const bool tiled = hp.arch == Arch::Qwen35 || hp.arch == Arch::Qwen35Moe;
+    const Mat wba = tiled ? Mat{} : load(f, p + "ssm_ba.weight");
+    const Mat wb = tiled ? load(f, p + "ssm_beta.weight") : Mat{}, wa = tiled ? load(f, p + "ssm_alpha.weight") : Mat{};
+    const Mat conv = load(f, p + "ssm_conv1d.weight"), wout = load(f, p + "ssm_out.weight");
     const Vec dt = load_vec(f, p + "ssm_dt.bias"), A = load_vec(f, p + "ssm_a"), nw = load_vec(f, p + "ssm_norm.weight");
     std::vector<Mat> S(static_cast<size_t>(nv), Mat(static_cast<size_t>(dk), Vec(static_cast<size_t>(dv), 0.0)));
     std::vector<Vec> out(T);
     for (int64_t t = 0; t < T; ++t) {
-        const Vec ba = matvec(wba, h[t]);
+        const Vec ba = tiled ? Vec{} : matvec(wba, h[t]);
+        const Vec bl = tiled ? matvec(wb, h[t]) : Vec{}, al = tiled ? matvec(wa, h[t]) : Vec{};
         Vec u(static_cast<size_t>(cd));
         for (int64_t c = 0; c < cd; ++c) {
             double s = 0;
@@ -193,9 +199,9 @@ std::vector<Vec> q3n_gdn(const GgufFile& f, const HParams& hp, const std::string
         }
         Vec y(static_cast<size_t>(vd));
         for (int64_t hh = 0; hh < nv; ++hh) {
-            const int64_t g = hh / r, j = hh % r;
-            const double beta = sigmoid(ba[g * 2 * r + j]);
-            const double gate = A[hh] * softplus(ba[g * 2 * r + r + j] + dt[hh]);
+            const int64_t g = tiled ? hh % nk : hh / r, j = hh % r;
+            const double beta = sigmoid(tiled ? bl[hh] : ba[g * 2 * r + j]);
+            const double gate = A[hh] * softplus((tiled ? al[hh] : ba[g * 2 * r + r + j]) + dt[hh]);
             const double* q = &u[g * dk];
             const double* k = &u[kd + g * dk];
             const double* v = &u[2 * kd + hh * dv];
@@ -287,17 +293,20 @@ Vec moe_ffn(const RefMoe& m, const HParams& hp, const Vec& x) {
     return y;
 }
 
-// One qwen3next decoder layer (4.2) over the residual stream x, in place.
+// One qwen3next / qwen35 decoder layer (4.2) over the residual stream x, in place.
 void q3n_layer(const GgufFile& f, const HParams& hp, int64_t il, bool recurrent, std::vector<Vec>& x) {
     const std::string p = "blk." + std::to_string(il) + ".";
     const Vec an = load_vec(f, p + "attn_norm.weight"), pn = load_vec(f, p + "post_attention_norm.weight");
     std::vector<Vec> h;
     for (const Vec& v : x) h.push_back(rmsnorm(v, an, hp.rms_eps));
     const std::vector<Vec> m = recurrent ? q3n_gdn(f, hp, p, h) : q3n_attention(f, hp, p, h);
-    const RefMoe moe = load_moe(f, hp, p);
+    const RefMoe moe = hp.moe() ? load_moe(f, hp, p) : RefMoe{};
+    const Mat wg = hp.moe() ? Mat{} : load(f, p + "ffn_gate.weight"), wu = hp.moe() ? Mat{} : load(f, p + "ffn_up.weight"),
+              wd = hp.moe() ? Mat{} : load(f, p + "ffn_down.weight");  // qwen35: dense FFN
     for (size_t t = 0; t < x.size(); ++t) {
         for (size_t i = 0; i < x[t].size(); ++i) x[t][i] += m[t][i];
-        const Vec y = moe_ffn(moe, hp, rmsnorm(x[t], pn, hp.rms_eps));
+        const Vec hn = rmsnorm(x[t], pn, hp.rms_eps);
+        const Vec y = hp.moe() ? moe_ffn(moe, hp, hn) : swiglu_ffn(wg, wu, wd, hn);
         for (size_t i = 0; i < x[t].size(); ++i) x[t][i] += y[i];
     }
 }
@@ -344,7 +353,7 @@ MtpReference reference_mtp(const GgufFile& f, const std::vector<std::vector<doub
 std::vector<std::vector<double>> reference_forward(const GgufFile& f, const std::vector<int32_t>& tokens) {
     const Vec rf = rope_factors(f);
     const HParams hp = HParams::from_gguf(f);
-    if (hp.arch == Arch::Qwen3Next) return q3n_forward(f, hp, tokens);
+    if (hp.hybrid()) return q3n_forward(f, hp, tokens);
     const int64_t T = static_cast<int64_t>(tokens.size()), hd = hp.head_dim;
     const Mat embd = load(f, "token_embd.weight");
     std::vector<Vec> x;

@@ -85,8 +85,14 @@ std::vector<std::pair<std::string, GgufValue>> model_metadata(const ModelConfig&
         u32(A + ".expert_used_count", c.n_expert_used);
         u32(A + ".expert_feed_forward_length", c.n_ff_exp);
     }
-    if (c.arch == Arch::Qwen3Next) {
-        u32(A + ".expert_shared_feed_forward_length", c.n_ff_shexp);
+    if (c.arch == Arch::Qwen3Next || c.arch == Arch::Qwen35Moe) u32(A + ".expert_shared_feed_forward_length", c.n_ff_shexp);
+    if (c.qwen35()) {
+        // IMROPE sections over the n_rot / 2 rotated pairs, as Qwen3.5's [11, 11, 10, 0]
+        // for 32 pairs: every pair in a t/h/w section (docs/qwen35.md 2.6).
+        const int32_t n = static_cast<int32_t>(c.n_rot / 2);
+        kv.emplace_back(A + ".rope.dimension_sections", GgufValue::i32_array({(n + 2) / 3, (n + 1) / 3, n / 3, 0}));
+    }
+    if (c.hybrid()) {
         u32(A + ".ssm.conv_kernel", c.ssm_conv_kernel);
         u32(A + ".ssm.state_size", c.ssm_d_state);
         u32(A + ".ssm.group_count", c.ssm_n_group);

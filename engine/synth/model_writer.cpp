@@ -18,13 +18,13 @@ namespace strata::synth {
 
 ModelConfig config_for(const SynthOptions& o) {
     ModelConfig c = make_config(o.arch, o.preset, o.vocab_size);
-    if (o.mtp && o.arch != Arch::Qwen3Next) fail("--mtp is only available for --arch qwen3next");
+    if (o.mtp && !c.hybrid()) fail("--mtp is only available for --arch qwen3next, qwen35 and qwen35moe");
     c.mtp = o.mtp;
     c.rope_freqs = o.rope_freqs;
     c.yarn_factor = o.yarn_factor;
     c.gdn_layout = o.gdn_layout;
     if (o.mtp_agree) {
-        if (o.arch != Arch::Qwen3Next || !o.mtp) fail("--mtp-agree is only available for --arch qwen3next with --mtp");
+        if (!c.hybrid() || !o.mtp) fail("--mtp-agree is only available for --arch qwen3next, qwen35 and qwen35moe with --mtp");
         c.mtp_agree = o.mtp_agree;
     }
     return c;

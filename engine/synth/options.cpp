@@ -8,19 +8,19 @@ namespace strata::synth {
 
 Flags make_model_flags() {
     return Flags("make-model",
-                 "strata make-model --arch llama|qwen3|qwen3next|qwen3moe --out FILE [--preset tiny|small|1b] "
+                 "strata make-model --arch llama|qwen3|qwen3next|qwen3moe|qwen35|qwen35moe --out FILE [--preset tiny|small|1b] "
                  "[--type TYPE] [--seed N] [--mtp] [--mtp-agree A] [--rope-freqs] [--yarn FACTOR] [--gdn-layout split|fused] [--vocab-size N]",
                  {
-                     {"--arch", "NAME", "", "architecture: llama, qwen3, qwen3next or qwen3moe (required)"},
+                     {"--arch", "NAME", "", "architecture: llama, qwen3, qwen3next, qwen3moe, qwen35 or qwen35moe (required)"},
                      {"--preset", "NAME", "tiny", "size: tiny (2-7M params), small (~100M) or 1b (~1.0-1.1B)"},
                      {"--type", "TYPE", "f16", "type of the weight matrices (f32, f16, bf16, q8_0, q4_K, ...)"},
                      {"--seed", "N", "0", "random seed; the same seed gives the same bytes"},
                      {"--out", "FILE", "", "output GGUF file (required)"},
-                     {"--mtp", "", "", "qwen3next: add one MTP (nextn) block after the main layers"},
+                     {"--mtp", "", "", "qwen3next, qwen35, qwen35moe: add one MTP (nextn) block after the main layers"},
                      {"--rope-freqs", "", "", "add a rope_freqs.weight tensor (llama 3.1+ rope scaling factors)"},
                      {"--yarn", "FACTOR", "", "YaRN rope scaling by FACTOR over an original context of 256 (Qwen's long-context config)"},
                      {"--mtp-agree", "A", "",
-                      "qwen3next (implies --mtp): predictable model; greedy decoding follows a fixed token "
+                      "qwen3next, qwen35, qwen35moe (implies --mtp): predictable model; greedy decoding follows a fixed token "
                       "permutation and the MTP agrees with it on a fraction A in [0, 1] of the tokens"},
                      {"--gdn-layout", "NAME", "split",
                       "qwen3next GDN projection: split (attn_qkv + attn_gate) or fused (legacy ssm_in)"},
@@ -87,9 +87,10 @@ SynthOptions options_from_flags(const Flags& f) {
             throw UsageError(fmt::format("make-model: --yarn must be in [1, 1024], got {}", f.str("--yarn")));
         o.yarn_factor = y;
     }
-    if (o.arch != Arch::Qwen3Next && o.mtp) throw UsageError("make-model: --mtp needs --arch qwen3next");
+    const bool hybrid = o.arch == Arch::Qwen3Next || o.arch == Arch::Qwen35 || o.arch == Arch::Qwen35Moe;
+    if (!hybrid && o.mtp) throw UsageError("make-model: --mtp needs --arch qwen3next, qwen35 or qwen35moe");
     if (f.given("--mtp-agree")) {
-        if (o.arch != Arch::Qwen3Next) throw UsageError("make-model: --mtp-agree needs --arch qwen3next");
+        if (!hybrid) throw UsageError("make-model: --mtp-agree needs --arch qwen3next, qwen35 or qwen35moe");
         const double a = f.number("--mtp-agree");
         if (!(a >= 0.0 && a <= 1.0))  // also refuses NaN
             throw UsageError(fmt::format("make-model: --mtp-agree must be in [0, 1], got {}", f.str("--mtp-agree")));

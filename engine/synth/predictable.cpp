@@ -101,8 +101,8 @@ PredictableMap predictable_map(const ModelConfig& c, uint64_t seed) {
 
 void make_predictable(SynthModel& m, uint64_t seed, int threads) {
     const ModelConfig& c = m.config;
-    STRATA_CHECK(c.arch == Arch::Qwen3Next && c.mtp && c.mtp_agree,
-                 "make_predictable: needs a qwen3next config with an MTP block and mtp_agree");
+    STRATA_CHECK(c.hybrid() && c.mtp && c.mtp_agree,
+                 "make_predictable: needs a qwen3next / qwen35 config with an MTP block and mtp_agree");
     const PredictableMap map = predictable_map(c, seed);
     const auto E = static_cast<size_t>(c.n_embd), V = static_cast<size_t>(c.n_vocab);
     const size_t n = map.cycle.size();

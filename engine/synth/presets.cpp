@@ -12,6 +12,8 @@ std::string_view arch_name(Arch a) {
         case Arch::Qwen3: return "qwen3";
         case Arch::Qwen3Next: return "qwen3next";
         case Arch::Qwen3Moe: return "qwen3moe";
+        case Arch::Qwen35: return "qwen35";
+        case Arch::Qwen35Moe: return "qwen35moe";
     }
     return "?";
 }
@@ -28,9 +30,9 @@ std::string_view preset_name(Preset p) {
 std::string_view gdn_layout_name(GdnLayout l) { return l == GdnLayout::Split ? "split" : "fused"; }
 
 Arch parse_arch(std::string_view s) {
-    for (Arch a : {Arch::Llama, Arch::Qwen3, Arch::Qwen3Next, Arch::Qwen3Moe})
+    for (Arch a : {Arch::Llama, Arch::Qwen3, Arch::Qwen3Next, Arch::Qwen3Moe, Arch::Qwen35, Arch::Qwen35Moe})
         if (s == arch_name(a)) return a;
-    fail("unknown architecture '{}' (expected llama, qwen3, qwen3next or qwen3moe)", s);
+    fail("unknown architecture '{}' (expected llama, qwen3, qwen3next, qwen3moe, qwen35 or qwen35moe)", s);
 }
 
 Preset parse_preset(std::string_view s) {
@@ -84,9 +86,9 @@ ModelConfig dense(Arch arch, Preset p) {
 // Qwen3-Next scaled down: GDN:attention 3:1 (interval 4), gated attention with
 // partial RoPE (1/4 of head_dim), every layer MoE with a gated shared expert,
 // nv = 2 nk value heads as in the 80B model.
-ModelConfig qwen3next(Preset p) {
+ModelConfig qwen3next(Arch arch, Preset p) {
     ModelConfig c;
-    c.arch = Arch::Qwen3Next;
+    c.arch = arch;
     c.preset = p;
     c.rope_theta = 10000000.0f;
     c.rms_eps = 1e-6f;
@@ -113,6 +115,10 @@ ModelConfig qwen3next(Preset p) {
             break;
     }
     c.n_rot = c.head_dim / 4;  // partial_rotary_factor 0.25
+    if (arch == Arch::Qwen35) {  // Qwen3.5's dense models: a SwiGLU FFN in place of the MoE
+        c.n_expert = c.n_expert_used = c.n_ff_exp = c.n_ff_shexp = 0;
+        c.n_ff = 3 * c.n_embd;
+    }
     return c;
 }
 
@@ -132,7 +138,8 @@ ModelConfig qwen3moe(Preset p) {
 }  // namespace
 
 ModelConfig make_config(Arch arch, Preset preset, int64_t vocab_size) {
-    ModelConfig c = arch == Arch::Qwen3Next ? qwen3next(preset) : arch == Arch::Qwen3Moe ? qwen3moe(preset) : dense(arch, preset);
+    ModelConfig c = arch == Arch::Qwen3Moe ? qwen3moe(preset) : dense(arch, preset);
+    if (arch == Arch::Qwen3Next || arch == Arch::Qwen35 || arch == Arch::Qwen35Moe) c = qwen3next(arch, preset);
     if (vocab_size > 0) c.n_vocab = vocab_size;
     c.name = fmt::format("strata-synth-{}-{}", arch_name(arch), preset_name(preset));
     return c;

@@ -9,14 +9,14 @@
 
 namespace strata::synth {
 
-enum class Arch { Llama, Qwen3, Qwen3Next, Qwen3Moe };
+enum class Arch { Llama, Qwen3, Qwen3Next, Qwen3Moe, Qwen35, Qwen35Moe };
 enum class Preset { Tiny, Small, B1 };
 // Qwen3-Next Gated DeltaNet input projection as stored in the GGUF (MODEL_SPEC 4.4.2):
 // Split = current converter (attn_qkv + attn_gate, de-interleaved);
 // Fused = legacy converter (one ssm_in tensor in the HF per-group interleaved layout).
 enum class GdnLayout { Split, Fused };
 
-std::string_view arch_name(Arch a);        // "llama", "qwen3", "qwen3next", "qwen3moe"
+std::string_view arch_name(Arch a);        // "llama", "qwen3", "qwen3next", "qwen3moe", "qwen35", "qwen35moe"
 std::string_view preset_name(Preset p);    // "tiny", "small", "1b"
 std::string_view gdn_layout_name(GdnLayout l);  // "split", "fused"
 Arch parse_arch(std::string_view s);       // throws strata::Error
@@ -40,7 +40,7 @@ struct ModelConfig {
     float rope_theta = 10000.0f;
     float rms_eps = 1e-5f;
 
-    // qwen3next and qwen3moe (experts; qwen3moe has no shared expert), qwen3next (the rest)
+    // MoE archs (experts; qwen3moe has no shared expert), hybrid archs (the rest)
     int64_t n_expert = 0;
     int64_t n_expert_used = 0;
     int64_t n_ff_exp = 0;        // per routed expert
@@ -63,10 +63,14 @@ struct ModelConfig {
     int64_t ssm_key_dim() const { return ssm_d_state * ssm_n_group; }
     int64_t ssm_conv_dim() const { return 2 * ssm_key_dim() + ssm_d_inner(); }
     int64_t n_block() const { return n_layer + (mtp ? 1 : 0); }  // {arch}.block_count
-    bool moe() const { return arch == Arch::Qwen3Next || arch == Arch::Qwen3Moe; }  // routed experts in every layer
+    bool moe() const { return arch == Arch::Qwen3Next || arch == Arch::Qwen3Moe || arch == Arch::Qwen35Moe; }  // routed experts in every layer
+    // Gated DeltaNet + gated attention (qwen3next; qwen35 and qwen35moe, whose GDN has
+    // separate ssm_beta / ssm_alpha and tiled value heads: docs/qwen35.md).
+    bool hybrid() const { return arch == Arch::Qwen3Next || arch == Arch::Qwen35 || arch == Arch::Qwen35Moe; }
+    bool qwen35() const { return arch == Arch::Qwen35 || arch == Arch::Qwen35Moe; }
     // Layer i of the main stack is full attention (qwen3next: else Gated DeltaNet).
     bool is_full_attention(int64_t il) const {
-        return arch != Arch::Qwen3Next || il >= n_layer || (il + 1) % full_attn_interval == 0;
+        return !hybrid() || il >= n_layer || (il + 1) % full_attn_interval == 0;
     }
 };
 

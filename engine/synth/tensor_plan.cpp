@@ -117,13 +117,18 @@ void qwen3next_attention(Builder& b, const ModelConfig& c, int64_t il) {
 void qwen3next_gdn(Builder& b, const ModelConfig& c, int64_t il) {
     const int64_t E = c.n_embd, nv = c.ssm_dt_rank;
     const int64_t key_dim = c.ssm_key_dim(), value_dim = c.ssm_d_inner(), conv_dim = c.ssm_conv_dim();
-    if (c.gdn_layout == GdnLayout::Split) {
+    if (c.qwen35() || c.gdn_layout == GdnLayout::Split) {
         b.mat(blk(il, "attn_qkv.weight"), {E, conv_dim});                // [n_embd, 2*key_dim + value_dim]
         b.mat(blk(il, "attn_gate.weight"), {E, value_dim});              // [n_embd, value_dim] (z)
     } else {
         b.mat(blk(il, "ssm_in.weight"), {E, 2 * key_dim + 2 * value_dim});  // [n_embd, qkvz] HF interleave
     }
-    b.mat(blk(il, "ssm_ba.weight"), {E, 2 * nv});                        // [n_embd, 2*nv] per group [b.., a..]
+    if (c.qwen35()) {  // separate gate projections, value heads tiled (docs/qwen35.md 2.2, 2.3)
+        b.mat(blk(il, "ssm_beta.weight"), {E, nv});                      // [n_embd, nv]
+        b.mat(blk(il, "ssm_alpha.weight"), {E, nv});                     // [n_embd, nv]
+    } else {
+        b.mat(blk(il, "ssm_ba.weight"), {E, 2 * nv});                    // [n_embd, 2*nv] per group [b.., a..]
+    }
     b.f32(blk(il, "ssm_conv1d.weight"), {c.ssm_conv_kernel, conv_dim}, Init::Conv);  // [K, conv_dim]
     b.f32(blk(il, "ssm_dt.bias"), {nv}, Init::SsmDtBias);               // [nv]
     b.f32(blk(il, "ssm_a"), {nv}, Init::SsmA);                           // [nv] = -exp(A_log), no .weight
@@ -162,9 +167,14 @@ void qwen3next_layer(Builder& b, const ModelConfig& c, int64_t il) {
     else
         qwen3next_gdn(b, c, il);
     b.f32(blk(il, "post_attention_norm.weight"), {E}, Init::Norm);       // [n_embd]
-    qwen3next_moe(b, c, il);
+    if (c.moe()) {
+        qwen3next_moe(b, c, il);
+    } else {  // qwen35: SwiGLU FFN
+        b.mat(blk(il, "ffn_gate.weight"), {E, c.n_ff});                  // [n_embd, n_ff]
+        b.mat(blk(il, "ffn_up.weight"), {E, c.n_ff});                    // [n_embd, n_ff]
+        b.mat(blk(il, "ffn_down.weight"), {c.n_ff, E}, Init::ResidOut);  // [n_ff, n_embd]
+    }
 }
-
 void check_config(const ModelConfig& c) {
     STRATA_CHECK(c.n_vocab > 0 && c.n_embd > 0 && c.n_layer > 0 && c.n_head > 0 && c.n_head_kv > 0 &&
                      c.head_dim > 0 && c.n_head % c.n_head_kv == 0,
@@ -173,13 +183,12 @@ void check_config(const ModelConfig& c) {
     if (c.moe())
         STRATA_CHECK(c.n_expert > 0 && c.n_expert_used > 0 && c.n_expert_used <= c.n_expert && c.n_ff_exp > 0,
                      "bad expert counts: {} of {} used, n_ff_exp {}", c.n_expert_used, c.n_expert, c.n_ff_exp);
-    if (c.arch == Arch::Qwen3Next) {
-        STRATA_CHECK(c.n_expert > 0 && c.n_expert_used > 0 && c.n_expert_used <= c.n_expert &&
-                         c.ssm_n_group > 0 && c.ssm_dt_rank % c.ssm_n_group == 0 && c.full_attn_interval > 0,
-                     "bad qwen3next dimensions: experts {}/{} nk {} nv {} interval {}", c.n_expert_used,
-                     c.n_expert, c.ssm_n_group, c.ssm_dt_rank, c.full_attn_interval);
+    if (c.hybrid()) {
+        STRATA_CHECK(c.ssm_n_group > 0 && c.ssm_dt_rank % c.ssm_n_group == 0 && c.full_attn_interval > 0,
+                     "bad {} dimensions: nk {} nv {} interval {}", arch_name(c.arch), c.ssm_n_group, c.ssm_dt_rank,
+                     c.full_attn_interval);
     } else {
-        STRATA_CHECK(!c.mtp, "--mtp is only defined for qwen3next, not {}", arch_name(c.arch));
+        STRATA_CHECK(!c.mtp, "--mtp is only defined for qwen3next, qwen35 and qwen35moe, not {}", arch_name(c.arch));
     }
     if (c.mtp_agree)
         STRATA_CHECK(c.mtp && *c.mtp_agree >= 0.0 && *c.mtp_agree <= 1.0,
@@ -198,7 +207,7 @@ ModelPlan plan_tensors(const ModelConfig& c, GgmlType weight_type) {
     b.mat("output.weight", {c.n_embd, c.n_vocab}, out);                  // [n_embd, n_vocab] untied head
     if (c.rope_freqs) b.f32("rope_freqs.weight", {c.head_dim / 2}, Init::RopeFreqs);  // [n_rot / 2]
     for (int64_t il = 0; il < c.n_block(); ++il) {
-        if (c.arch == Arch::Qwen3Next)
+        if (c.hybrid())
             qwen3next_layer(b, c, il);
         else
             dense_layer(b, c, il);

@@ -15,9 +15,9 @@ namespace strata::ops {
 
 void gdn_recurrent(ThreadPool& pool, const GdnHeads& d, const float* u, const float* g, const float* beta, int64_t T,
                    float* state, float* o) {
-    const int64_t r = d.nv / d.nk, cd = d.conv_dim(), dk = d.dk, dv = d.dv;
+    const int64_t cd = d.conv_dim(), dk = d.dk, dv = d.dv;
     pool.run(d.nv, [&](int64_t h) {
-        const int64_t kh = h / r;  // grouped mapping (MODEL_SPEC 4.4, 8.1 item 5)
+        const int64_t kh = d.key_head(h);  // grouped or tiled (MODEL_SPEC 4.4, 8.1 item 5; docs/qwen35.md 2.3)
         float* M = state + h * dv * dk;
         for (int64_t t = 0; t < T; ++t) {
             const float* q = u + t * cd + kh * dk;
@@ -34,9 +34,9 @@ void gdn_recurrent(ThreadPool& pool, const GdnHeads& d, const float* u, const fl
 void gdn_chunked(ThreadPool& pool, const GdnHeads& d, const float* u, const float* g, const float* beta, int64_t T,
                  float* state, float* o, int64_t chunk) {
     STRATA_CHECK(chunk > 0, "chunk size {}", chunk);
-    const int64_t r = d.nv / d.nk, cd = d.conv_dim(), dk = d.dk, dv = d.dv, C = chunk;
+    const int64_t cd = d.conv_dim(), dk = d.dk, dv = d.dv, C = chunk;
     pool.run(d.nv, [&](int64_t h) {
-        const int64_t kh = h / r;
+        const int64_t kh = d.key_head(h);
         float* M = state + h * dv * dk;  // M[j][i] = S[i][j]
         thread_local std::vector<float> gam, L, P, U, W, acc;
         gam.resize(static_cast<size_t>(C));

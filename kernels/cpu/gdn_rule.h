@@ -11,8 +11,10 @@
 namespace strata::ops {
 
 struct GdnHeads {
-    int64_t nk = 0, nv = 0;  // key heads (groups), value heads; value head h uses key head h / (nv / nk)
+    int64_t nk = 0, nv = 0;  // key heads (groups), value heads
     int64_t dk = 0, dv = 0;  // key / value head size
+    bool tiled = false;      // value head h uses key head h % nk (qwen35), else h / (nv / nk) (qwen3next)
+    int64_t key_head(int64_t h) const { return tiled ? h % nk : h / (nv / nk); }
     int64_t key_dim() const { return nk * dk; }
     int64_t value_dim() const { return nv * dv; }
     int64_t conv_dim() const { return 2 * key_dim() + value_dim(); }

@@ -66,13 +66,14 @@ __global__ void copy_k(Rows dst, Rows src) {
     if (i < dst.cols) row(dst, blockIdx.y)[i] = row(src, blockIdx.y)[i];
 }
 
-__global__ void gdn_gates_k(Rows ba, int64_t nk, int64_t nv, const float* a, const float* dt_bias, Rows beta, Rows g) {
+__global__ void gdn_gates_k(Rows ba, int64_t nk, int64_t nv, bool tiled, const float* a, const float* dt_bias, Rows beta,
+                            Rows g) {
     const int64_t h = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
     if (h >= nv) return;
-    const int64_t r = nv / nk, grp = h / r, j = h % r;
+    const int64_t r = nv / nk, ib = tiled ? h : (h / r) * 2 * r + h % r, ia = tiled ? nv + h : ib + r;
     const float* bat = row(ba, blockIdx.y);
-    row(beta, blockIdx.y)[h] = sigmoidf_(bat[grp * 2 * r + j]);
-    const float x = bat[grp * 2 * r + r + j] + dt_bias[h];
+    row(beta, blockIdx.y)[h] = sigmoidf_(bat[ib]);
+    const float x = bat[ia] + dt_bias[h];
     row(g, blockIdx.y)[h] = a[h] * (x > 20.0f ? x : log1pf(expf(x)));
 }
 
@@ -211,10 +212,11 @@ void copy(Rows dst, Rows src, Stream s) {
     check_launch("copy");
 }
 
-void gdn_gates(Rows ba, int64_t nk, int64_t nv, const float* a, const float* dt_bias, Rows beta, Rows g, Stream s) {
+void gdn_gates(Rows ba, int64_t nk, int64_t nv, bool tiled, const float* a, const float* dt_bias, Rows beta, Rows g,
+               Stream s) {
     if (ba.rows == 0) return;
     launch(gdn_gates_k, dim3(static_cast<unsigned>((nv + kThreads - 1) / kThreads), static_cast<unsigned>(ba.rows)),
-           dim3(kThreads), st(s), ba, nk, nv, a, dt_bias, beta, g);
+           dim3(kThreads), st(s), ba, nk, nv, tiled, a, dt_bias, beta, g);
     check_launch("gdn_gates");
 }
 

@@ -14,11 +14,11 @@ namespace {
 
 constexpr int kMaxDk = 256;
 
-__global__ void gdn_recurrent_k(int64_t nk, int64_t nv, int64_t dk, int64_t dv, Rows u, Rows g, Rows beta,
+__global__ void gdn_recurrent_k(int64_t nk, int64_t nv, int64_t dk, int64_t dv, bool tiled, Rows u, Rows g, Rows beta,
                                 float* state, Rows o) {
     __shared__ float qs[kMaxDk];
     __shared__ float ks[kMaxDk];
-    const int64_t h = blockIdx.x, kh = h / (nv / nk);
+    const int64_t h = blockIdx.x, kh = tiled ? h % nk : h / (nv / nk);
     const int64_t key_dim = nk * dk;
     for (int64_t t = 0; t < u.rows; ++t) {
         const float* ut = u.p + t * u.ld;
@@ -51,12 +51,12 @@ __global__ void gdn_recurrent_k(int64_t nk, int64_t nv, int64_t dk, int64_t dv, 
 
 }  // namespace
 
-void gdn_recurrent(int64_t nk, int64_t nv, int64_t dk, int64_t dv, Rows u, Rows g, Rows beta, float* state, Rows o,
-                   Stream s) {
+void gdn_recurrent(int64_t nk, int64_t nv, int64_t dk, int64_t dv, bool tiled, Rows u, Rows g, Rows beta, float* state,
+                   Rows o, Stream s) {
     STRATA_CHECK(dk <= kMaxDk, "gdn: key head size {} (the GPU kernel takes up to {})", dk, kMaxDk);
     if (u.rows == 0) return;
     launch(gdn_recurrent_k, dim3(static_cast<unsigned>(nv)), dim3(128), static_cast<gpuStream_t>(s), nk, nv, dk, dv,
-           u, g, beta, state, o);
+           tiled, u, g, beta, state, o);
     check_launch("gdn_recurrent");
 }
 

@@ -65,7 +65,9 @@ void l2_norm(Rows x, int64_t col0, int64_t n_heads, int64_t head, float eps, flo
 void add(Rows y, Rows x, Stream s);
 void swiglu(Rows g, Rows u, Rows y, Stream s);
 void copy(Rows dst, Rows src, Stream s);
-void gdn_gates(Rows ba, int64_t nk, int64_t nv, const float* a, const float* dt_bias, Rows beta, Rows g, Stream s);
+// tiled: the value-head order of qwen35 (engine/backend/ops.h GdnDims::tiled).
+void gdn_gates(Rows ba, int64_t nk, int64_t nv, bool tiled, const float* a, const float* dt_bias, Rows beta, Rows g,
+               Stream s);
 void conv1d_silu(Rows x, const float* w, int64_t K, float* conv_state, Rows u, Stream s);
 void topk_softmax(Rows logits, int64_t k, int32_t* ids, float* wt, Stream s);
 void moe_combine(Rows routed, const float* wt, int64_t k, Rows shared, const float* shared_gate, Rows h, Rows out,
@@ -116,8 +118,9 @@ void attention(const SeqTable& seqs, GgmlType type, int64_t n_head, int64_t n_he
                Rows q, int64_t head_stride, bool gated, Rows out, Stream s);
 
 // --- Gated DeltaNet (gdn.cu) ---
-void gdn_recurrent(int64_t nk, int64_t nv, int64_t dk, int64_t dv, Rows u, Rows g, Rows beta, float* state, Rows o,
-                   Stream s);
+// tiled: value head h uses key head h % nk (qwen35), else h / (nv / nk).
+void gdn_recurrent(int64_t nk, int64_t nv, int64_t dk, int64_t dv, bool tiled, Rows u, Rows g, Rows beta, float* state,
+                   Rows o, Stream s);
 
 // --- hand-off (handoff.cu) ---
 // x's rows into payload (host-mapped), then, unless drop, the last block raises *ready
