@@ -46,7 +46,8 @@ static json bytes_of(const std::string& s) {
 Generation::Generation(GenerationMeta meta, std::shared_ptr<Engine> engine, std::shared_ptr<RequestStream> stream,
                        Metrics& metrics)
     : meta_(std::move(meta)), engine_(std::move(engine)), stream_(std::move(stream)), metrics_(metrics),
-      split_(meta_.thinking, meta_.opens_think) {}
+      split_(meta_.thinking, meta_.opens_think),
+      tools_(meta_.tool_syntax, "call_" + meta_.id.substr(meta_.id.find('-') + 1) + "_", meta_.max_tool_calls) {}
 
 Generation::~Generation() {
     if (done_) return;
@@ -88,6 +89,18 @@ json Generation::logprobs_json(const std::vector<TokenLogprob>& lps) const {
         top.push_back(alt);
     }
     return {{"tokens", tokens}, {"token_logprobs", lp}, {"top_logprobs", top}};
+}
+
+json Generation::tool_calls_json(const std::vector<ToolCall>& calls, size_t first_index, bool delta) {
+    json out = json::array();
+    for (size_t i = 0; i < calls.size(); ++i) {
+        json c = {{"id", calls[i].id},
+                  {"type", "function"},
+                  {"function", {{"name", calls[i].name}, {"arguments", calls[i].arguments}}}};
+        if (delta) c["index"] = first_index + i;  // streamed calls are numbered
+        out.push_back(std::move(c));
+    }
+    return out;
 }
 
 json Generation::chunk(json delta_or_text, const json& finish, const std::vector<TokenLogprob>* lps) const {
@@ -142,11 +155,26 @@ json Generation::collect(const std::function<bool()>& client_gone) {
         ReasoningSplitter::Out o = split_.flush();
         content += o.content;
         reasoning += o.reasoning;
+        // Tool calls come out of the answer whole, once it is complete.
+        std::vector<ToolCall> calls;
+        if (meta_.tool_syntax != ToolSyntax::None) {
+            ToolCallParser::Out a = tools_.push(content), b = tools_.flush();
+            content = a.content + b.content;
+            calls = std::move(a.calls);
+            for (auto& c : b.calls) calls.push_back(std::move(c));
+        }
+        const char* finish = calls.empty() ? finish_reason_name(ev->finish) : "tool_calls";
         json choice = {{"index", 0},
                        {"logprobs", meta_.logprobs ? logprobs_json(lps) : json()},
-                       {"finish_reason", finish_reason_name(ev->finish)}};
+                       {"finish_reason", finish}};
         if (meta_.chat) {
             json msg = {{"role", "assistant"}, {"content", content}};
+            if (!calls.empty()) {
+                // OpenAI sends null content with calls unless the model also wrote text.
+                const bool blank = content.find_first_not_of(" \n\t\r") == std::string::npos;
+                msg["content"] = blank ? json() : json(content);
+                msg["tool_calls"] = tool_calls_json(calls, 0, false);
+            }
             if (!reasoning.empty()) msg["reasoning_content"] = reasoning;
             choice["message"] = msg;
         } else {
@@ -195,8 +223,24 @@ bool Generation::pump_sse_events(httplib::DataSink& sink) {
     // Every token's logprobs are sent, in order, whether or not its text is: a token
     // that prints nothing (or whose text the splitter holds back) rides on a chunk with
     // empty content.
-    auto emit = [&](const ReasoningSplitter::Out& o, const std::vector<TokenLogprob>* lps) {
+    auto emit = [&](ReasoningSplitter::Out o, const std::vector<TokenLogprob>* lps, bool final) {
         const bool want_lps = lps && meta_.logprobs;
+        if (meta_.chat && meta_.tool_syntax != ToolSyntax::None) {
+            // The answer's text passes through the tool-call parser: a call goes out as
+            // one delta once its block is complete; text it may still belong to waits.
+            ToolCallParser::Out t = tools_.push(o.content);
+            if (final) {
+                ToolCallParser::Out f = tools_.flush();
+                t.content += f.content;
+                for (auto& c : f.calls) t.calls.push_back(std::move(c));
+            }
+            o.content = std::move(t.content);
+            if (!t.calls.empty()) {
+                if (!send(chunk({{"tool_calls", tool_calls_json(t.calls, n_calls_, true)}}, nullptr, nullptr)))
+                    return false;
+                n_calls_ += t.calls.size();
+            }
+        }
         if (!meta_.chat) return o.content.empty() && !want_lps ? true : send(chunk(o.content, nullptr, lps));
         if (!o.reasoning.empty() && !send(chunk({{"reasoning_content", o.reasoning}}, nullptr, o.content.empty() ? lps : nullptr)))
             return false;
@@ -210,7 +254,7 @@ bool Generation::pump_sse_events(httplib::DataSink& sink) {
         std::optional<Event> ev = stream_->next(kPoll);
         if (!ev) continue;
         if (ev->kind == Event::Kind::Text) {
-            if (!emit(split_.push(ev->text), ev->logprobs.empty() ? nullptr : &ev->logprobs)) return gone();
+            if (!emit(split_.push(ev->text), ev->logprobs.empty() ? nullptr : &ev->logprobs, false)) return gone();
             continue;
         }
         finished(*ev);
@@ -218,8 +262,9 @@ bool Generation::pump_sse_events(httplib::DataSink& sink) {
             const std::string s = "data: " + error_body(failure(*ev)) + "\n\n";
             sink.write(s.data(), s.size());
         } else {
-            if (!emit(split_.flush(), nullptr)) return false;
-            if (!send(chunk(meta_.chat ? json::object() : json(""), finish_reason_name(ev->finish), nullptr)))
+            if (!emit(split_.flush(), nullptr, true)) return false;
+            const char* finish = n_calls_ > 0 ? "tool_calls" : finish_reason_name(ev->finish);
+            if (!send(chunk(meta_.chat ? json::object() : json(""), finish, nullptr)))
                 return false;
             if (meta_.include_usage) {
                 json u = {{"id", meta_.id},

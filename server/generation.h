@@ -12,6 +12,7 @@
 #include "engine/engine.h"
 #include "server/metrics.h"
 #include "server/parse.h"
+#include "engine/text/tool_calls.h"
 #include "server/reasoning.h"
 
 namespace httplib {
@@ -28,6 +29,10 @@ struct GenerationMeta {
     bool include_usage = false;
     bool logprobs = false;
     bool thinking = false, opens_think = false;
+    // Tool calls: the syntax to parse them in (None: no tools offered) and how many to
+    // keep (1 with parallel_tool_calls false).
+    ToolSyntax tool_syntax = ToolSyntax::None;
+    size_t max_tool_calls = SIZE_MAX;
 };
 
 class Generation {
@@ -50,6 +55,7 @@ private:
     nlohmann::json chunk(nlohmann::json delta_or_text, const nlohmann::json& finish,
                          const std::vector<TokenLogprob>* lps) const;
     nlohmann::json logprobs_json(const std::vector<TokenLogprob>& lps) const;
+    static nlohmann::json tool_calls_json(const std::vector<ToolCall>& calls, size_t first_index, bool delta);
     void finished(const Event& done);
 
     GenerationMeta meta_;
@@ -57,6 +63,8 @@ private:
     std::shared_ptr<RequestStream> stream_;
     Metrics& metrics_;
     ReasoningSplitter split_;
+    ToolCallParser tools_;
+    size_t n_calls_ = 0;  // calls sent so far (their stream indices)
     bool done_ = false;
 };
 

@@ -181,9 +181,26 @@ void HttpServer::generate(const httplib::Request& req, httplib::Response& res, b
         if (!tmpl) throw ApiError(400, "chat is unavailable: " + template_error_ + " (start with --chat-template NAME)");
         ChatOptions co;
         if (ar.enable_thinking) co.enable_thinking = *ar.enable_thinking;
+        using TC = ApiRequest::ToolChoice;
+        if (!ar.tools.empty() && ar.tool_choice != TC::None) {
+            meta.tool_syntax = tool_syntax_of_template(tok.chat_template());
+            if (meta.tool_syntax == ToolSyntax::None)
+                throw ApiError(400, "this model's chat template has no tool-call format, so 'tools' cannot be used",
+                               "tools");
+            if (ar.tool_choice == TC::Required || ar.tool_choice == TC::Named)
+                throw ApiError(400, "'tool_choice' \"required\" or a named function is not implemented yet "
+                                    "(\"auto\" and \"none\" are)", "tool_choice");
+            co.tools = ar.tools;
+            if (!ar.parallel_tool_calls) meta.max_tool_calls = 1;
+        }
         // The template's markers are special tokens; the messages' text is text, unless
         // the operator trusts its clients to write control tokens.
-        const ChatTemplate::Rendered p = tmpl->render(ar.messages, co);
+        ChatTemplate::Rendered p;
+        try {
+            p = tmpl->render(ar.messages, co);
+        } catch (const Error& e) {  // the template refused these messages (raise_exception, no tool support)
+            throw ApiError(400, e.what(), "messages");
+        }
         r.prompt = opt_.special_in_content ? tok.encode(p.text, true) : tok.encode(p.text, true, p.literal);
         meta.thinking = tmpl->uses_thinking();
         meta.opens_think = tmpl->opens_think(co);

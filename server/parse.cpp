@@ -1,5 +1,6 @@
 #include "server/parse.h"
 
+#include <cctype>
 #include <cmath>
 #include <limits>
 #include <set>
@@ -41,7 +42,7 @@ bool boolean(const json& v, const char* key) {
 
 // Fields Strata knows of but does not implement get a message of their own.
 const std::set<std::string, std::less<>> kNotImplemented = {
-    "tools", "tool_choice", "functions", "function_call", "parallel_tool_calls", "logit_bias", "response_format",
+    "functions", "function_call", "logit_bias", "response_format",
     "audio", "modalities", "prediction", "web_search_options", "reasoning_effort", "suffix", "echo", "best_of",
     "service_tier", "store", "metadata"};
 
@@ -53,8 +54,7 @@ void check_fields(const json& j, const std::set<std::string, std::less<>>& allow
         const json& v = it.value();
         if (v.is_null() || (v.is_array() && v.empty()) || (v.is_object() && v.empty())) continue;
         if (k == "response_format" && v.is_object() && v.value("type", "") == "text") continue;
-        if (k == "tool_choice" && v == "none") continue;
-        if ((k == "echo" || k == "parallel_tool_calls" || k == "store") && v == false) continue;
+        if ((k == "echo" || k == "store") && v == false) continue;
         if (k == "best_of" && v == 1) continue;
         if (kNotImplemented.count(k)) bad(k, fmt::format("'{}' is not implemented by Strata", k));
         bad(k, fmt::format("unknown field '{}'", k));
@@ -142,6 +142,78 @@ std::string message_content(const json& m, size_t i) {
     return out;
 }
 
+// OpenAI function names: letters, digits, '_' and '-', at most 64.
+bool valid_function_name(const std::string& n) {
+    if (n.empty() || n.size() > 64) return false;
+    for (char c : n)
+        if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-') return false;
+    return true;
+}
+
+void check_tools(const json& v) {
+    if (!v.is_array()) bad("tools", "'tools' must be an array of {\"type\": \"function\", \"function\": {...}}");
+    std::set<std::string> names;
+    for (size_t i = 0; i < v.size(); ++i) {
+        const json& t = v[i];
+        const std::string w = fmt::format("tools[{}]", i);
+        if (!t.is_object() || t.value("type", "") != "function" || !t.contains("function") || !t["function"].is_object())
+            bad(w, fmt::format("'{}' must be {{\"type\": \"function\", \"function\": {{...}}}}", w));
+        for (auto it = t.begin(); it != t.end(); ++it)
+            if (it.key() != "type" && it.key() != "function") bad(w + "." + it.key(), fmt::format("unknown field '{}.{}'", w, it.key()));
+        const json& f = t["function"];
+        for (auto it = f.begin(); it != f.end(); ++it)
+            if (it.key() != "name" && it.key() != "description" && it.key() != "parameters" && it.key() != "strict")
+                bad(w + ".function." + it.key(), fmt::format("unknown field '{}.function.{}'", w, it.key()));
+        if (!f.contains("name") || !f["name"].is_string() || !valid_function_name(f["name"].get<std::string>()))
+            bad(w + ".function.name", fmt::format("'{}.function.name' must be 1 to 64 letters, digits, '_' or '-'", w));
+        if (!names.insert(f["name"].get<std::string>()).second)
+            bad(w + ".function.name", fmt::format("two tools are named '{}'", f["name"].get<std::string>()));
+        if (f.contains("description") && !f["description"].is_string())
+            bad(w + ".function.description", fmt::format("'{}.function.description' must be a string", w));
+        if (f.contains("parameters") && !f["parameters"].is_object())
+            bad(w + ".function.parameters", fmt::format("'{}.function.parameters' must be a JSON schema object", w));
+        if (f.contains("strict") && !f["strict"].is_boolean())
+            bad(w + ".function.strict", fmt::format("'{}.function.strict' must be true or false", w));
+    }
+}
+
+void tool_choice(const json& v, ApiRequest& r) {
+    using TC = ApiRequest::ToolChoice;
+    if (v == "none") r.tool_choice = TC::None;
+    else if (v == "auto") r.tool_choice = TC::Auto;
+    else if (v == "required") r.tool_choice = TC::Required;
+    else if (v.is_object() && v.value("type", "") == "function" && v.contains("function") && v["function"].is_object() &&
+             v["function"].contains("name") && v["function"]["name"].is_string()) {
+        r.tool_choice = TC::Named;
+        r.tool_choice_name = v["function"]["name"].get<std::string>();
+    } else {
+        bad("tool_choice", "'tool_choice' must be \"none\", \"auto\", \"required\" or "
+                           "{\"type\": \"function\", \"function\": {\"name\": ...}}");
+    }
+}
+
+// An assistant message's tool_calls: [{"id", "type": "function", "function": {"name", "arguments"}}].
+std::vector<ToolCall> message_tool_calls(const json& v, const std::string& where) {
+    if (!v.is_array()) bad(where, fmt::format("'{}' must be an array", where));
+    std::vector<ToolCall> out;
+    for (size_t k = 0; k < v.size(); ++k) {
+        const json& c = v[k];
+        const std::string w = fmt::format("{}[{}]", where, k);
+        if (!c.is_object() || !c.contains("function") || !c["function"].is_object())
+            bad(w, fmt::format("'{}' must be {{\"id\", \"type\": \"function\", \"function\": {{...}}}}", w));
+        const json& f = c["function"];
+        if (!f.contains("name") || !f["name"].is_string()) bad(w + ".function.name", fmt::format("'{}.function.name' must be a string", w));
+        if (!f.contains("arguments") || !f["arguments"].is_string())
+            bad(w + ".function.arguments", fmt::format("'{}.function.arguments' must be a string of JSON", w));
+        ToolCall tc;
+        tc.id = c.value("id", "");
+        tc.name = f["name"].get<std::string>();
+        tc.arguments = f["arguments"].get<std::string>();
+        out.push_back(std::move(tc));
+    }
+    return out;
+}
+
 }  // namespace
 
 json parse_body(const std::string& body) {
@@ -156,7 +228,7 @@ ApiRequest parse_chat(const std::string& body, const SamplingParams& defaults) {
     check_fields(j, {"model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "seed",
                      "stop", "presence_penalty", "frequency_penalty", "stream", "stream_options", "logprobs",
                      "top_logprobs", "n", "user", "top_k", "min_p", "repeat_penalty", "penalty_last_n", "spec_draft",
-                     "ignore_eos", "chat_template_kwargs"});
+                     "ignore_eos", "chat_template_kwargs", "tools", "tool_choice", "parallel_tool_calls"});
     ApiRequest r;
     r.chat = true;
     common(j, r, defaults);
@@ -167,15 +239,46 @@ ApiRequest parse_chat(const std::string& body, const SamplingParams& defaults) {
         const json& m = (*msgs)[i];
         const std::string where = fmt::format("messages[{}]", i);
         if (!m.is_object()) bad(where, fmt::format("'{}' must be an object", where));
+        static const std::set<std::string, std::less<>> keys = {"role", "content", "name", "reasoning_content",
+                                                                  "tool_calls", "tool_call_id"};
         for (auto it = m.begin(); it != m.end(); ++it)
-            if (it.key() != "role" && it.key() != "content" && it.key() != "name" && !(it.key() == "reasoning_content"))
-                bad(where + "." + it.key(), fmt::format("'{}.{}' is not supported", where, it.key()));
+            if (!keys.count(it.key())) bad(where + "." + it.key(), fmt::format("'{}.{}' is not supported", where, it.key()));
         if (!m.contains("role") || !m["role"].is_string()) bad(where + ".role", fmt::format("'{}.role' must be a string", where));
         std::string role = m["role"].get<std::string>();
         if (role == "developer") role = "system";  // OpenAI's newer name for the system role
-        if (role != "system" && role != "user" && role != "assistant")
-            bad(where + ".role", fmt::format("'{}.role' must be system, user or assistant, got '{}'", where, role));
-        r.messages.push_back({role, message_content(m, i)});
+        if (role != "system" && role != "user" && role != "assistant" && role != "tool")
+            bad(where + ".role", fmt::format("'{}.role' must be system, user, assistant or tool, got '{}'", where, role));
+        ChatMessage msg;
+        msg.role = role;
+        const bool calls = role == "assistant" && field(m, "tool_calls");
+        if (calls) msg.tool_calls = message_tool_calls(m["tool_calls"], where + ".tool_calls");
+        else if (field(m, "tool_calls")) bad(where + ".tool_calls", fmt::format("'{}.tool_calls' is only for assistant messages", where));
+        msg.content = message_content(m, i);
+        auto str = [&](const char* k) {
+            const json* v = field(m, k);
+            if (v && !v->is_string()) bad(where + "." + k, fmt::format("'{}.{}' must be a string", where, k));
+            return v ? v->get<std::string>() : std::string();
+        };
+        msg.name = str("name");
+        msg.reasoning_content = str("reasoning_content");
+        msg.tool_call_id = str("tool_call_id");
+        if (role == "tool" && msg.tool_call_id.empty())
+            bad(where + ".tool_call_id", fmt::format("'{}.tool_call_id' is required for a tool message", where));
+        r.messages.push_back(std::move(msg));
+    }
+    if (auto* v = field(j, "tools")) {
+        check_tools(*v);
+        r.tools = nlohmann::ordered_json::parse(body)["tools"];  // the client's key order (ChatOptions::tools)
+    }
+    if (auto* v = field(j, "tool_choice")) tool_choice(*v, r);
+    if (auto* v = field(j, "parallel_tool_calls")) r.parallel_tool_calls = boolean(*v, "parallel_tool_calls");
+    using TC = ApiRequest::ToolChoice;
+    if (r.tools.empty() && (r.tool_choice == TC::Required || r.tool_choice == TC::Named))
+        bad("tool_choice", "'tool_choice' asks for a tool call but 'tools' is empty");
+    if (r.tool_choice == TC::Named) {
+        bool found = false;
+        for (const auto& t : r.tools) found = found || t["function"]["name"] == r.tool_choice_name;
+        if (!found) bad("tool_choice", fmt::format("'tool_choice' names '{}', which is not in 'tools'", r.tool_choice_name));
     }
     if (auto* v = field(j, "logprobs")) r.logprobs = boolean(*v, "logprobs");
     if (auto* v = field(j, "top_logprobs")) {

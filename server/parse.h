@@ -24,6 +24,13 @@ struct ApiRequest {
     std::vector<int32_t> prompt_tokens;  // completions, token-id prompt
     bool prompt_is_tokens = false;
     std::optional<bool> enable_thinking; // chat_template_kwargs.enable_thinking
+    // Tool use: the tools offered (validated OpenAI objects), and how the model may use
+    // them. none: not shown to the model, nothing parsed; auto: the model may call;
+    // required / named: it must call (any tool / that one).
+    nlohmann::ordered_json tools = nlohmann::ordered_json::array();  // in the client's key order
+    enum class ToolChoice { None, Auto, Required, Named } tool_choice = ToolChoice::Auto;
+    std::string tool_choice_name;        // Named
+    bool parallel_tool_calls = true;
     Request engine;                      // everything but the prompt's ids
 };
 

@@ -212,7 +212,24 @@ TEST_CASE("server: errors are OpenAI JSON with the right status", "[server]") {
     check_error(post(s, P, R"({"prompt":"x","n":2})"), 400, "n");
     check_error(post(s, P, R"({"prompt":[1,99999999]})"), 400, "prompt");
     check_error(post(s, P, R"({"prompt":"x","frobnicate":1})"), 400, "frobnicate");
-    check_error(post(s, C, R"({"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function"}]})"), 400, "tools");
+    const std::string U = R"("messages":[{"role":"user","content":"x"}])";
+    check_error(post(s, C, "{" + U + R"(,"tools":[{"type":"function"}]})"), 400, "tools[0]");
+    check_error(post(s, C, "{" + U + R"(,"tools":{"type":"function"}})"), 400, "tools");
+    check_error(post(s, C, "{" + U + R"(,"tools":[{"type":"function","function":{"name":"a b"}}]})"), 400,
+                "tools[0].function.name");
+    check_error(post(s, C, "{" + U + R"(,"tools":[{"type":"function","function":{"name":"f","parameters":3}}]})"), 400,
+                "tools[0].function.parameters");
+    check_error(post(s, C, "{" + U + R"(,"tool_choice":"required"})"), 400, "tool_choice");
+    check_error(post(s, C, "{" + U + R"(,"tool_choice":"sometimes"})"), 400, "tool_choice");
+    check_error(post(s, C, "{" + U + R"(,"tools":[{"type":"function","function":{"name":"f"}}],)"
+                                     R"("tool_choice":{"type":"function","function":{"name":"g"}}})"),
+                400, "tool_choice");
+    check_error(post(s, C, R"({"messages":[{"role":"user","content":"x"},{"role":"tool","content":"1"}]})"), 400,
+                "messages[1].tool_call_id");
+    check_error(post(s, C, R"({"messages":[{"role":"user","content":"x","tool_calls":[]}]})"), 400,
+                "messages[0].tool_calls");
+    check_error(post(s, C, R"({"messages":[{"role":"assistant","tool_calls":[{"function":{"name":"f","arguments":{}}}]}]})"),
+                400, "messages[0].tool_calls[0].function.arguments");
     check_error(post(s, C, R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema"}})"),
                 400, "response_format");
     check_error(post(s, C, R"({"messages":[{"role":"user","content":"x"}],"stream_options":{"include_usage":true}})"),

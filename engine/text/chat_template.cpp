@@ -92,6 +92,13 @@ struct Out {
 }  // namespace
 
 ChatTemplate::Rendered ChatTemplate::render(std::span<const ChatMessage> messages, const ChatOptions& opt) const {
+    // The built-in formats predate tool use; the model file's own template renders it.
+    bool tool_use = !opt.tools.empty();
+    for (const ChatMessage& m : messages) tool_use = tool_use || !m.tool_calls.empty();
+    if (tool_use)
+        fail("the built-in chat template '{}' does not render tools or tool calls; serve with the model file's own "
+             "template (no --chat-template)",
+             name_);
     return family_ == Family::Llama3 ? render_llama3(messages, opt) : render_chatml(messages, opt);
 }
 

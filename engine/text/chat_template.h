@@ -9,11 +9,19 @@
 #include <utility>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "engine/text/tool_calls.h"
+
 namespace strata {
 
 struct ChatMessage {
     std::string role;  // "system", "user", "assistant", "tool"
     std::string content;
+    std::string reasoning_content;     // assistant: its reasoning, when the client sends it back
+    std::vector<ToolCall> tool_calls;  // assistant: the calls it made
+    std::string tool_call_id;          // tool: the call this is the result of
+    std::string name;                  // optional participant / tool name
 };
 
 struct ChatOptions {
@@ -21,6 +29,10 @@ struct ChatOptions {
     // Qwen3 hybrid models: false appends the empty <think>\n\n</think>\n\n block to
     // the generation prompt so the model answers without reasoning.
     bool enable_thinking = true;
+    // OpenAI "tools" (an array of {"type": "function", "function": {...}}); empty: none.
+    // Ordered as the client wrote it: templates print each tool with tojson, and Hugging
+    // Face's renderer keeps the request's key order.
+    nlohmann::ordered_json tools = nlohmann::ordered_json::array();
 };
 
 class ChatTemplate {
