@@ -22,10 +22,11 @@ void SamplingParams::validate() const {
 
 Sampler::Sampler(SamplingParams p) : p_(p) { p_.validate(); }
 
-double Sampler::uniform(int64_t ahead) const {
-    // splitmix64 of (seed, position): a counter-based generator, so any position's
-    // draw can be made in any order.
-    uint64_t z = p_.seed ^ ((n_seen_ + static_cast<uint64_t>(ahead) + 1) * 0x9E3779B97F4A7C15ull);
+double Sampler::uniform(int64_t ahead, uint64_t stream) const {
+    // splitmix64 of (seed, position, stream): a counter-based generator, so any
+    // position's draw can be made in any order. Stream 0 is the historical one.
+    uint64_t z = p_.seed ^ ((n_seen_ + static_cast<uint64_t>(ahead) + 1) * 0x9E3779B97F4A7C15ull) ^
+                 (stream * 0xD1B54A32D192ED03ull);
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
     z ^= z >> 31;

@@ -44,8 +44,9 @@ public:
     // position after it.
     void accept(int32_t token);
     // The uniform in [0, 1) of the token `ahead` positions after the next one (0: the
-    // next token, which sample() draws with).
-    double uniform(int64_t ahead = 0) const;
+    // next token, which sample() draws with). Other streams give further uniforms of the
+    // same position, independent of stream 0 (a constrained draw's retry uses stream 1).
+    double uniform(int64_t ahead = 0, uint64_t stream = 0) const;
 
     // Probabilities after penalties, temperature and the truncations (top-k/p, min-p):
     // the distribution sample() draws from; zeros outside the kept set.
