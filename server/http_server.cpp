@@ -8,6 +8,7 @@
 #include <httplib.h>
 #include <spdlog/spdlog.h>
 
+#include "engine/sample/tool_grammar.h"
 #include "server/api_error.h"
 #include "server/generation.h"
 #include "server/parse.h"
@@ -95,7 +96,7 @@ void HttpServer::set_engine(std::shared_ptr<Engine> engine) {
     std::optional<ChatTemplate> tmpl;
     std::string err;
     try {
-        tmpl = opt_.chat_template.empty() ? ChatTemplate::detect(engine->tokenizer().chat_template())
+        tmpl = opt_.chat_template.empty() ? ChatTemplate::for_tokenizer(engine->tokenizer())
                                           : ChatTemplate::from_name(opt_.chat_template);
     } catch (const std::exception& e) {
         err = e.what();
@@ -187,9 +188,17 @@ void HttpServer::generate(const httplib::Request& req, httplib::Response& res, b
             if (meta.tool_syntax == ToolSyntax::None)
                 throw ApiError(400, "this model's chat template has no tool-call format, so 'tools' cannot be used",
                                "tools");
-            if (ar.tool_choice == TC::Required || ar.tool_choice == TC::Named)
-                throw ApiError(400, "'tool_choice' \"required\" or a named function is not implemented yet "
-                                    "(\"auto\" and \"none\" are)", "tool_choice");
+            if (ar.tool_choice == TC::Required || ar.tool_choice == TC::Named) {
+                // The call is forced by constrained decoding in the model's own syntax.
+                if (r.grammar) throw ApiError(400, "a forced tool call and a JSON 'response_format' cannot be combined",
+                                              "tool_choice");
+                try {
+                    r.grammar = tool_call_grammar(ar.tools, ar.tool_choice == TC::Named ? ar.tool_choice_name : "",
+                                                  meta.tool_syntax, ar.parallel_tool_calls);
+                } catch (const Error& e) {
+                    throw ApiError(400, fmt::format("the tools' parameters cannot be enforced: {}", e.what()), "tools");
+                }
+            }
             co.tools = ar.tools;
             if (!ar.parallel_tool_calls) meta.max_tool_calls = 1;
         }
@@ -203,7 +212,7 @@ void HttpServer::generate(const httplib::Request& req, httplib::Response& res, b
         }
         r.prompt = opt_.special_in_content ? tok.encode(p.text, true) : tok.encode(p.text, true, p.literal);
         meta.thinking = tmpl->uses_thinking();
-        meta.opens_think = tmpl->opens_think(co);
+        meta.opens_think = p.opens_think;
     } else {
         r.prompt = ar.prompt_is_tokens ? std::move(ar.prompt_tokens) : tok.encode(ar.prompt_text, false);
     }

@@ -5,6 +5,7 @@
 #include <limits>
 #include <set>
 
+#include "engine/sample/json_schema.h"
 #include "server/api_error.h"
 
 namespace strata::server {
@@ -38,6 +39,14 @@ int64_t integer(const json& v, const char* key, int64_t lo, int64_t hi) {
 bool boolean(const json& v, const char* key) {
     if (!v.is_boolean()) bad(key, fmt::format("'{}' must be true or false", key));
     return v.get<bool>();
+}
+
+std::shared_ptr<const CompiledGrammar> compile(const Grammar& g, const std::string& param) {
+    try {
+        return CompiledGrammar::compile(g);
+    } catch (const Error& e) {
+        bad(param, fmt::format("'{}': {}", param, e.what()));
+    }
 }
 
 // Fields Strata knows of but does not implement get a message of their own.
@@ -118,6 +127,15 @@ void common(const json& j, ApiRequest& r, const SamplingParams& defaults) {
     if (auto* v = field(j, "penalty_last_n")) s.penalty_last_n = static_cast<int32_t>(integer(*v, "penalty_last_n", -1, big));
     // Drafts per speculative window (0 = off); absent: the server's --spec-draft.
     if (auto* v = field(j, "spec_draft")) r.engine.spec_draft = integer(*v, "spec_draft", 0, 64);
+    // A grammar in the text form of engine/sample/grammar.h (llama.cpp's field name).
+    if (auto* v = field(j, "grammar")) {
+        if (!v->is_string()) bad("grammar", "'grammar' must be a string (the grammar's text)");
+        try {
+            r.engine.grammar = compile(Grammar::parse(v->get<std::string>()), "grammar");
+        } catch (const Error& e) {
+            bad("grammar", fmt::format("'grammar': {}", e.what()));
+        }
+    }
     if (auto* v = field(j, "ignore_eos")) r.engine.ignore_eos = boolean(*v, "ignore_eos");
 }
 
@@ -214,6 +232,37 @@ std::vector<ToolCall> message_tool_calls(const json& v, const std::string& where
     return out;
 }
 
+// response_format: text (nothing), json_object, or json_schema {name, schema, strict,
+// description}. The schema is read in the client's key order (properties come in it).
+std::shared_ptr<const CompiledGrammar> response_format(const json& v, const std::string& body) {
+    const std::string P = "response_format";
+    if (!v.is_object() || !v.contains("type") || !v["type"].is_string())
+        bad(P, "'response_format' must be {\"type\": \"text\" | \"json_object\" | \"json_schema\", ...}");
+    const std::string type = v["type"].get<std::string>();
+    for (auto it = v.begin(); it != v.end(); ++it)
+        if (it.key() != "type" && !(type == "json_schema" && it.key() == "json_schema"))
+            bad(P + "." + it.key(), fmt::format("unknown field '{}.{}'", P, it.key()));
+    if (type == "text") return nullptr;
+    if (type == "json_object") return compile(json_object_grammar(), P);
+    if (type != "json_schema") bad(P + ".type", fmt::format("'{}.type' \"{}\" is not supported", P, type));
+    const json* js = field(v, "json_schema");
+    if (!js || !js->is_object()) bad(P + ".json_schema", "'response_format.json_schema' must be an object");
+    for (auto it = js->begin(); it != js->end(); ++it)
+        if (it.key() != "name" && it.key() != "schema" && it.key() != "strict" && it.key() != "description")
+            bad(P + ".json_schema." + it.key(), fmt::format("unknown field '{}.json_schema.{}'", P, it.key()));
+    if (js->contains("name") && !(*js)["name"].is_string()) bad(P + ".json_schema.name", "'response_format.json_schema.name' must be a string");
+    if (js->contains("strict") && !(*js)["strict"].is_boolean())
+        bad(P + ".json_schema.strict", "'response_format.json_schema.strict' must be true or false");
+    const std::string S = P + ".json_schema.schema";
+    if (!js->contains("schema") || !(*js)["schema"].is_object()) bad(S, fmt::format("'{}' must be a JSON schema object", S));
+    const nlohmann::ordered_json schema = nlohmann::ordered_json::parse(body)["response_format"]["json_schema"]["schema"];
+    try {
+        return compile(json_schema_to_grammar(schema), S);
+    } catch (const Error& e) {
+        bad(S, fmt::format("'{}': {}", S, e.what()));
+    }
+}
+
 }  // namespace
 
 json parse_body(const std::string& body) {
@@ -228,7 +277,8 @@ ApiRequest parse_chat(const std::string& body, const SamplingParams& defaults) {
     check_fields(j, {"model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "seed",
                      "stop", "presence_penalty", "frequency_penalty", "stream", "stream_options", "logprobs",
                      "top_logprobs", "n", "user", "top_k", "min_p", "repeat_penalty", "penalty_last_n", "spec_draft",
-                     "ignore_eos", "chat_template_kwargs", "tools", "tool_choice", "parallel_tool_calls"});
+                     "ignore_eos", "chat_template_kwargs", "tools", "tool_choice", "parallel_tool_calls",
+                     "response_format", "grammar"});
     ApiRequest r;
     r.chat = true;
     common(j, r, defaults);
@@ -266,6 +316,11 @@ ApiRequest parse_chat(const std::string& body, const SamplingParams& defaults) {
             bad(where + ".tool_call_id", fmt::format("'{}.tool_call_id' is required for a tool message", where));
         r.messages.push_back(std::move(msg));
     }
+    if (auto* v = field(j, "response_format")) {
+        auto g = response_format(*v, body);
+        if (g && r.engine.grammar) bad("grammar", "'grammar' and a JSON 'response_format' cannot be combined");
+        if (g) r.engine.grammar = std::move(g);
+    }
     if (auto* v = field(j, "tools")) {
         check_tools(*v);
         r.tools = nlohmann::ordered_json::parse(body)["tools"];  // the client's key order (ChatOptions::tools)
@@ -302,7 +357,7 @@ ApiRequest parse_completion(const std::string& body, const SamplingParams& defau
     const json j = parse_body(body);
     check_fields(j, {"model", "prompt", "max_tokens", "temperature", "top_p", "seed", "stop", "presence_penalty",
                      "frequency_penalty", "stream", "stream_options", "logprobs", "n", "user", "top_k", "min_p",
-                     "repeat_penalty", "penalty_last_n", "spec_draft", "ignore_eos"});
+                     "repeat_penalty", "penalty_last_n", "spec_draft", "ignore_eos", "grammar"});
     ApiRequest r;
     common(j, r, defaults);
     auto* p = field(j, "prompt");

@@ -231,7 +231,7 @@ TEST_CASE("server: errors are OpenAI JSON with the right status", "[server]") {
     check_error(post(s, C, R"({"messages":[{"role":"assistant","tool_calls":[{"function":{"name":"f","arguments":{}}}]}]})"),
                 400, "messages[0].tool_calls[0].function.arguments");
     check_error(post(s, C, R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema"}})"),
-                400, "response_format");
+                400, "response_format.json_schema");
     check_error(post(s, C, R"({"messages":[{"role":"user","content":"x"}],"stream_options":{"include_usage":true}})"),
                 400, "stream_options");
     check_error(post(s, P, R"({"prompt":"x","model":"gpt-4"})"), 404, "model");

@@ -46,10 +46,10 @@ int cmd_run(int argc, char** argv) {
     bool special = false;
     if (f.on("--chat") || f.given("--chat-template")) {
         const ChatTemplate tmpl = f.given("--chat-template") ? ChatTemplate::from_name(f.str("--chat-template"))
-                                                             : ChatTemplate::detect(tok.chat_template());
+                                                             : ChatTemplate::for_tokenizer(tok);
         const ChatMessage msg{"user", text};
         ChatOptions co;
-        co.enable_thinking = !f.on("--no-think");
+        if (f.on("--no-think")) co.enable_thinking = false;
         text = tmpl.apply(std::span<const ChatMessage>(&msg, 1), co);
         special = true;  // the template's markers are trusted text
     }

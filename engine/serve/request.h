@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "engine/core/error.h"
+#include "engine/sample/compiled_grammar.h"
 #include "engine/sample/sampler.h"
 
 namespace strata {
@@ -46,6 +47,10 @@ struct Request {
     // Keep generating past end-of-generation tokens (they are emitted as text) until
     // max_tokens, a stop string or the context ends it: fixed-length runs for benchmarks.
     bool ignore_eos = false;
+    // Constrained decoding (structured output, forced tool calls): every token is one
+    // the grammar allows, and end-of-generation only once the text is complete. Such a
+    // request decodes plainly (no speculative drafts).
+    std::shared_ptr<const CompiledGrammar> grammar;
 };
 
 enum class FinishReason { Stop, Length, Cancelled, Error };

@@ -1,5 +1,6 @@
 #include "engine/serve/scheduler.h"
 #include "engine/split/split_runner.h"
+#include "engine/sample/constrained.h"
 
 #include <algorithm>
 #include <cmath>
@@ -124,6 +125,11 @@ void Scheduler::start_slot(Slot& s, Queued& q) {
     s.last = -1;
     s.sampler.emplace(s.req.sampling);
     for (int32_t t : s.req.prompt) s.sampler->accept(t);
+    s.matcher.reset();
+    if (s.req.grammar) {
+        if (!vocab_) vocab_ = TokenVocab::from_tokenizer(tok_);
+        s.matcher.emplace(s.req.grammar, vocab_);
+    }
     s.detok.emplace(tok_);
     s.stops.emplace(s.req.stop);
     s.pending_lp.clear();
@@ -285,7 +291,15 @@ void Scheduler::batch_window(const Slot* skip) {
         }
         ++sampled;
         std::span<float> row(logits_.data() + i * V, V);
-        const int32_t t = s.sampler->sample(row);  // applies the penalties to row in place
+        // Both apply the penalties to row in place.
+        int32_t t = -1;
+        try {
+            t = s.matcher ? sample_constrained(*s.sampler, *s.matcher, row) : s.sampler->sample(row);
+            if (s.matcher) s.matcher->accept_token(t);
+        } catch (const std::exception& ex) {  // the grammar allows no token at all
+            finish(s, FinishReason::Error, fmt::format("constrained decoding: {}", ex.what()));
+            continue;
+        }
         // The policy's plain step (a probe or a pause), before commit may end the request.
         const bool policy_step = !first && s.spec && s.policy->next_k() == 0;
         if (policy_step) {

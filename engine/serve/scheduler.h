@@ -65,6 +65,7 @@ private:
     std::vector<int32_t> spec_out_;  // tokens one speculative round committed
     std::vector<Runner::Item> items_;  // a batched window's items and the slot of each
     std::vector<Slot*> owner_;
+    std::shared_ptr<const TokenVocab> vocab_;  // the tokenizer's pieces for grammars, made at the first one
     bool said_no_mtp_ = false, said_penalties_ = false, said_spec_stopped_ = false;  // each logged once
 
     mutable std::mutex mu_;

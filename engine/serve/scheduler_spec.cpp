@@ -16,7 +16,8 @@ using clock = std::chrono::steady_clock;
 void Scheduler::start_spec(Slot& s) {
     // Speculative decoding, by the rule generate() follows (choose_spec).
     const SpecChoice choice = choose_spec(s.req.spec_draft, opt_.spec_draft, runner_.has_mtp(), s.req.sampling);
-    int k = choice.k;
+    // A grammar decides token by token; drafts would need its state rolled back too.
+    int k = s.req.grammar ? 0 : choice.k;
     if (choice.off == SpecOff::NoMtp && !std::exchange(said_no_mtp_, true))
         spdlog::info("speculative decoding is off: the model has no MTP head (spec_draft ignored)");
     if (choice.off == SpecOff::Penalties && !std::exchange(said_penalties_, true))

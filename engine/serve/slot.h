@@ -9,6 +9,7 @@
 #include "engine/run/runner.h"
 #include "engine/serve/request.h"
 #include "engine/text/tokenizer.h"
+#include "engine/sample/grammar_matcher.h"
 #include "engine/sample/sampler.h"
 #include "engine/serve/stop_strings.h"
 #include "engine/speculative/speculative.h"
@@ -26,6 +27,7 @@ struct Slot {
     int32_t last = -1;       // the token to feed next (decode phase)
     int64_t n_gen = 0;
     std::optional<Sampler> sampler;
+    std::optional<GrammarMatcher> matcher;  // the request's grammar, when it has one
     std::optional<StreamingDetokenizer> detok;
     std::optional<StopMatcher> stops;
     std::vector<TokenLogprob> pending_lp;  // logprobs of tokens whose text is held back

@@ -95,6 +95,7 @@ ChatTemplate::Rendered ChatTemplate::render(std::span<const ChatMessage> message
     // The built-in formats predate tool use; the model file's own template renders it.
     bool tool_use = !opt.tools.empty();
     for (const ChatMessage& m : messages) tool_use = tool_use || !m.tool_calls.empty();
+    if (family_ == Family::Jinja) return render_jinja(messages, opt);
     if (tool_use)
         fail("the built-in chat template '{}' does not render tools or tool calls; serve with the model file's own "
              "template (no --chat-template)",
@@ -159,8 +160,9 @@ ChatTemplate::Rendered ChatTemplate::render_chatml(std::span<const ChatMessage> 
     if (opt.add_generation_prompt) {
         out += "<|im_start|>assistant\n";
         if (forced_think_) out += "<think>\n";
-        else if (thinking_switch_ && !opt.enable_thinking) out += "<think>\n\n</think>\n\n";
+        else if (thinking_switch_ && !opt.enable_thinking.value_or(true)) out += "<think>\n\n</think>\n\n";
     }
+    out.r.opens_think = opt.add_generation_prompt && forced_think_;
     return std::move(out.r);
 }
 

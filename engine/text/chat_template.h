@@ -1,7 +1,7 @@
-// Chat formatting for the model families we serve, recognised from the GGUF's Jinja
-// template text or chosen by name. This is not a Jinja engine: each family's
-// template is re-implemented in C++ (MODEL_SPEC 7.5, 7.6), and an unrecognised
-// template is an error that tells the user how to pick one.
+// Chat formatting: the model file's own tokenizer.chat_template rendered by Strata's
+// Jinja engine (engine/text/jinja), or, by name (--chat-template) or when the file's
+// template cannot be rendered, one of the built-in families re-implemented in C++
+// (MODEL_SPEC 7.5, 7.6).
 #pragma once
 #include <span>
 #include <string>
@@ -9,13 +9,20 @@
 #include <utility>
 #include <vector>
 
+#include <memory>
+#include <optional>
+
 #include <nlohmann/json.hpp>
 
+#include "engine/text/tokenizer.h"
 #include "engine/text/tool_calls.h"
 
 namespace strata {
 
 struct ChatMessage {
+    ChatMessage() = default;
+    ChatMessage(std::string r, std::string c) : role(std::move(r)), content(std::move(c)) {}
+
     std::string role;  // "system", "user", "assistant", "tool"
     std::string content;
     std::string reasoning_content;     // assistant: its reasoning, when the client sends it back
@@ -27,8 +34,9 @@ struct ChatMessage {
 struct ChatOptions {
     bool add_generation_prompt = true;
     // Qwen3 hybrid models: false appends the empty <think>\n\n</think>\n\n block to
-    // the generation prompt so the model answers without reasoning.
-    bool enable_thinking = true;
+    // the generation prompt so the model answers without reasoning. Unset: the
+    // template's default (a Jinja template sees no enable_thinking variable).
+    std::optional<bool> enable_thinking;
     // OpenAI "tools" (an array of {"type": "function", "function": {...}}); empty: none.
     // Ordered as the client wrote it: templates print each tool with tojson, and Hugging
     // Face's renderer keeps the request's key order.
@@ -37,12 +45,24 @@ struct ChatOptions {
 
 class ChatTemplate {
 public:
-    enum class Family { ChatMl, Llama3 };
+    enum class Family { ChatMl, Llama3, Jinja };
 
     // By name: chatml, qwen2.5, qwen3, qwen3-instruct, qwen3-thinking, llama3.
     static ChatTemplate from_name(std::string_view name);
-    // From tokenizer.chat_template; throws strata::Error when not recognised.
+    // A built-in family recognised from tokenizer.chat_template's text; throws
+    // strata::Error when not recognised.
     static ChatTemplate detect(std::string_view jinja);
+    // The template itself, rendered by the Jinja engine. bos / eos: the tokenizer's
+    // texts of those tokens (the template's bos_token, eos_token); strip_bos: the
+    // caller adds BOS itself, so a leading bos_token the template prints is dropped.
+    // Throws strata::Error when the template does not parse or cannot render a plain
+    // conversation.
+    static ChatTemplate from_jinja(std::string_view source, std::string bos, std::string eos, bool strip_bos);
+    // What a server or CLI uses without --chat-template: from_jinja, and when that
+    // fails, detect() with a warning naming why (error when neither works).
+    static ChatTemplate for_model(std::string_view source, std::string bos, std::string eos, bool strip_bos);
+    // for_model with the tokenizer's template, BOS and EOS.
+    static ChatTemplate for_tokenizer(const Tokenizer& tok);
     static const std::vector<std::string_view>& names();
 
     // The prompt text and where the messages' own text lies in it. No BOS: the caller
@@ -52,6 +72,7 @@ public:
     struct Rendered {
         std::string text;
         std::vector<std::pair<size_t, size_t>> literal;  // [begin, end) byte ranges, sorted
+        bool opens_think = false;  // the generation prompt ends inside <think>: the answer starts in it
     };
     Rendered render(std::span<const ChatMessage> messages, const ChatOptions& opt = {}) const;
     // The text alone (for showing; not for encoding with parse_special).
@@ -63,13 +84,15 @@ public:
     Family family() const { return family_; }
     // Qwen3-style reasoning: the answer may hold a <think>...</think> block ...
     bool uses_thinking() const { return thinking_switch_ || forced_think_; }
-    // ... and with these options the generation prompt already opened it.
-    bool opens_think(const ChatOptions&) const { return forced_think_; }
+
 
 private:
     ChatTemplate() = default;
     Rendered render_chatml(std::span<const ChatMessage> messages, const ChatOptions& opt) const;
     Rendered render_llama3(std::span<const ChatMessage> messages, const ChatOptions& opt) const;
+    Rendered render_jinja(std::span<const ChatMessage> messages, const ChatOptions& opt) const;  // chat_jinja.cpp
+    struct JinjaState;
+    std::shared_ptr<const JinjaState> jinja_;  // Family::Jinja: the parsed template and its tokens
 
     std::string name_;
     Family family_ = Family::ChatMl;

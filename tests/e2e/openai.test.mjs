@@ -76,3 +76,78 @@ test('errors: n > 1 is a 400 naming the field; an unknown model is a 404', async
     (e) => e instanceof OpenAI.NotFoundError && e.status === 404,
   );
 });
+
+const weatherTool = {
+  type: 'function',
+  function: {
+    name: 'get_weather', description: 'Current weather in a city',
+    parameters: { type: 'object', properties: { city: { type: 'string', maxLength: 12 }, days: { type: 'integer', minimum: 1, maximum: 7 } },
+      required: ['city', 'days'], additionalProperties: false },
+  },
+};
+
+test('tools: a forced call comes back as tool_calls whose arguments follow the schema', async () => {
+  const r = await client.chat.completions.create({
+    model: 'tiny', messages: [{ role: 'user', content: 'Weather in Oslo?' }], tools: [weatherTool],
+    tool_choice: { type: 'function', function: { name: 'get_weather' } }, parallel_tool_calls: false, max_tokens: 160,
+    temperature: 0,
+  });
+  const c = r.choices[0];
+  assert.equal(c.finish_reason, 'tool_calls');
+  assert.equal(c.message.tool_calls.length, 1);
+  const call = c.message.tool_calls[0];
+  assert.equal(call.type, 'function');
+  assert.equal(call.function.name, 'get_weather');
+  assert.ok(call.id.startsWith('call_'));
+  const args = JSON.parse(call.function.arguments);
+  assert.equal(typeof args.city, 'string');
+  assert.ok(Number.isInteger(args.days) && args.days >= 1 && args.days <= 7);
+});
+
+test('tools: the streaming helper assembles the same call', async () => {
+  const body = {
+    model: 'tiny', messages: [{ role: 'user', content: 'Weather in Oslo?' }], tools: [weatherTool],
+    tool_choice: 'required', parallel_tool_calls: false, max_tokens: 160, temperature: 0,
+  };
+  const plain = await client.chat.completions.create(body);
+  const stream = client.chat.completions.stream(body);
+  const final = await stream.finalChatCompletion();
+  assert.equal(final.choices[0].finish_reason, 'tool_calls');
+  const got = final.choices[0].message.tool_calls.map((t) => [t.function.name, t.function.arguments]);
+  const want = plain.choices[0].message.tool_calls.map((t) => [t.function.name, t.function.arguments]);
+  assert.deepEqual(got, want);
+});
+
+test('tools: a tool result goes back to the model in the next turn', async () => {
+  const r = await client.chat.completions.create({
+    model: 'tiny', tools: [weatherTool], max_tokens: 4, temperature: 0,
+    messages: [
+      { role: 'user', content: 'Weather in Oslo?' },
+      { role: 'assistant', content: null, tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Oslo","days":1}' } }] },
+      { role: 'tool', tool_call_id: 'call_1', content: '{"temp": 3}' },
+    ],
+  });
+  assert.ok(r.usage.prompt_tokens > 20);
+});
+
+test('structured output: json_schema content parses and follows the schema', async () => {
+  const schema = { type: 'object', properties: { name: { type: 'string', maxLength: 10 }, tags: { type: 'array', items: { enum: ['a', 'b'] }, maxItems: 3 } },
+    required: ['name', 'tags'], additionalProperties: false };
+  const r = await client.chat.completions.create({
+    model: 'tiny', messages: [{ role: 'user', content: 'Describe a cat.' }], max_tokens: 160, temperature: 0.8, seed: 3,
+    response_format: { type: 'json_schema', json_schema: { name: 'cat', schema, strict: true } },
+  });
+  assert.equal(r.choices[0].finish_reason, 'stop');
+  const doc = JSON.parse(r.choices[0].message.content);
+  assert.deepEqual(Object.keys(doc), ['name', 'tags']);
+  assert.ok(doc.tags.every((t) => t === 'a' || t === 'b'));
+});
+
+test('structured output: an unsupported keyword is a 400 naming it', async () => {
+  await assert.rejects(
+    client.chat.completions.create({
+      model: 'tiny', messages: [{ role: 'user', content: 'x' }], max_tokens: 4,
+      response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'string', contentEncoding: 'base64' } } },
+    }),
+    (e) => e.status === 400 && /contentEncoding/.test(e.message));
+});
