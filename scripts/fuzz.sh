@@ -31,5 +31,9 @@ printf '\x20POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\
 printf '\x07POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n{"pro\r\n15\r\nmpt":"Hi","n":1}    \r\n0\r\n\r\n' >"$rcorpus/chunked"
 printf '\x03GET /health HTTP/1.1\r\nHost: x\r\nConnection: keep-alive, close\r\nExpect: 100-continue\r\nRange: bytes=0-1\r\n\r\n' >"$rcorpus/get"
 printf '\x00{"prompt":[1,2,3],"temperature":0.5,"seed":7,"stream_options":{"include_usage":true}}' >"$rcorpus/body"
+# Bodies that reach the schema and grammar compilers and the tool checks.
+printf '\x00{"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema","json_schema":{"name":"s","schema":{"type":"object","properties":{"a":{"type":"string","pattern":"^[a-z]{1,3}(x|y)+$"},"b":{"anyOf":[{"type":"integer","minimum":-3},{"$ref":"#/$defs/n"}]}},"required":["a"],"$defs":{"n":{"type":"array","items":{"$ref":"#/$defs/n"},"maxItems":2}}}}}}' >"$rcorpus/schema"
+printf '\x00{"prompt":"x","grammar":"root ::= (\\"a\\" [b-d]* | x){2,5}\\nx ::= [^\\\\n]+"}' >"$rcorpus/grammar"
+printf '\x00{"messages":[{"role":"assistant","content":null,"tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{}"}}]},{"role":"tool","tool_call_id":"c","content":"1"}],"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}],"tool_choice":"required"}' >"$rcorpus/tools"
 run fuzz_request "$rcorpus" 8192
 echo "fuzz: no finding in ${secs}s per target"

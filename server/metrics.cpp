@@ -69,6 +69,8 @@ std::string Metrics::render(const EngineStats& e, bool ready) const {
     one("strata_pipeline_kept_windows_total", "counter", "early windows kept (the guess was right)", e.pipeline_kept);
     one("strata_pipeline_rolled_back_windows_total", "counter", "early windows rolled back (wrong guess, or forced)",
         e.pipeline_rolled_back);
+    one("strata_prompt_cached_tokens_total", "counter", "prompt tokens reused from a slot's cached prefix",
+        e.prompt_cached_tokens);
     one("strata_handoff_waits_total", "counter", "stage hand-off waits (layer split)", e.handoff_waits);
     one("strata_handoff_timeouts_total", "counter", "stage hand-off waits that timed out or were aborted", e.handoff_timeouts);
     return o;

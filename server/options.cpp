@@ -24,6 +24,7 @@ Flags server_flags() {
         {"--alias", "NAME", "", "model id in the API (default: the model file's name without .gguf)"},
         {"--chat-template", "NAME", "", "chat template to use instead of the model's"},
         {"--grace-ms", "MS", "10000", "on SIGINT/SIGTERM, time requests in flight get to finish before they are cancelled"},
+        {"--no-prompt-cache", "", "", "do not reuse the prefix of a prompt that a slot's sequence already holds"},
         {"--special-in-content", "", "", "let chat messages spell control tokens such as <|im_end|> (trusted clients only; by default they are text)"},
         {"--demo", "", "", "serve the built-in demo model (random weights; made once into ~/.cache/strata)"},
     };
@@ -50,6 +51,7 @@ ServerOptions server_options(const Flags& f) {
     o.chat_template = f.str("--chat-template");
     o.demo = f.on("--demo");
     o.special_in_content = f.on("--special-in-content");
+    o.engine.prompt_cache = !f.on("--no-prompt-cache");
     if (f.given("--api-key") && f.given("--api-key-file"))
         throw UsageError("give --api-key or --api-key-file, not both");
     o.api_key = f.str("--api-key");

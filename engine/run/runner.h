@@ -41,6 +41,11 @@ public:
     virtual void free_sequence(int seq) = 0;
     virtual void reset_sequence(int seq) = 0;  // empty again, slot kept
     virtual int64_t n_past(int seq) const = 0;
+    // Keeps the first n positions of the sequence (a prompt that shares them with what
+    // it holds goes on from there). The KV entries past n need no clearing: the next
+    // window overwrites them. A recurrent state (Gated DeltaNet) cannot go back, so a
+    // model with one takes only n == n_past (throws otherwise).
+    virtual void truncate_sequence(int seq, int64_t n) = 0;
 
     struct Item {
         int seq;

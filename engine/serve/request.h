@@ -70,6 +70,7 @@ struct Usage {
     double prompt_seconds = 0;  // slot -> first generated token
     double decode_seconds = 0;  // first -> last generated token
     int64_t spec_drafted = 0, spec_accepted = 0;  // speculative decoding: drafts proposed, kept
+    int64_t cached_tokens = 0;  // prompt tokens the slot's cached prefix supplied
     double decode_tps() const {
         return decode_seconds > 0 && completion_tokens > 1 ? static_cast<double>(completion_tokens - 1) / decode_seconds
                                                            : 0;
@@ -120,6 +121,9 @@ struct EngineOptions {
     // 0 = off, -1 = 3 when the model has an MTP head, else off.
     int spec_draft = -1;
     float spec_draft_min_p = 0;  // --spec-draft-min-p
+    // A request starts in the free slot whose sequence already holds the longest prefix
+    // of its prompt, and skips that prefix (--no-prompt-cache: off).
+    bool prompt_cache = true;
     // Test seam (SpecOptions::edit_draft): called with the request's prompt, the verify
     // window's first position, the round's k and the drafts, which it may rewrite.
     std::function<void(std::span<const int32_t> prompt, int64_t pos, int k, Draft&)> spec_edit_draft = {};
@@ -138,6 +142,8 @@ struct EngineStats {
     // Pipelined verify windows (--pipeline-windows 2): windows started on stage 0 before
     // the previous verdict, those kept, those rolled back.
     int64_t pipeline_early = 0, pipeline_kept = 0, pipeline_rolled_back = 0;
+    // Prompt tokens taken from a slot's cached prefix instead of evaluated.
+    int64_t prompt_cached_tokens = 0;
 };
 
 }  // namespace strata

@@ -103,16 +103,39 @@ void Scheduler::loop() {
             admit(fresh);
             cancel_all = cancel_active_;
         }
-        size_t next = 0;
-        for (Queued& q : fresh) {
-            while (slots_[next].busy()) ++next;
-            start_slot(slots_[next], q);
-        }
+        for (Queued& q : fresh) start_slot(pick_slot(q.req.prompt), q);
         if (cancel_all)
             for (Slot& s : slots_)
                 if (s.busy()) s.stream->cancel();
         run_window();
     }
+}
+
+size_t Scheduler::reusable(const Slot& s, const std::vector<int32_t>& prompt) const {
+    // The state must hold what the slot remembers (an engine restart empties them all).
+    if (!opt_.prompt_cache || prompt.empty() || s.cached.empty() || runner_.n_past(s.seq) != static_cast<int64_t>(s.cached.size()))
+        return 0;
+    const size_t n = std::min(s.cached.size(), prompt.size() - 1);  // the last token is fed: its logits are needed
+    const size_t c = static_cast<size_t>(std::mismatch(s.cached.begin(), s.cached.begin() + static_cast<std::ptrdiff_t>(n),
+                                                       prompt.begin()).first - s.cached.begin());
+    // A recurrent state is the whole past: usable only when the prompt goes on from all of it.
+    if (runner_.model().hp().hybrid() && c < s.cached.size()) return 0;
+    return c;
+}
+
+Slot& Scheduler::pick_slot(const std::vector<int32_t>& prompt) {
+    Slot* best = nullptr;
+    size_t best_reuse = 0;
+    for (Slot& s : slots_) {
+        if (s.busy()) continue;
+        const size_t r = reusable(s, prompt);
+        if (!best || r > best_reuse || (r == best_reuse && s.last_used < best->last_used)) {
+            best = &s;
+            best_reuse = r;
+        }
+    }
+    STRATA_CHECK(best != nullptr, "no free slot for an admitted request");
+    return *best;
 }
 
 void Scheduler::start_slot(Slot& s, Queued& q) {
@@ -135,8 +158,26 @@ void Scheduler::start_slot(Slot& s, Queued& q) {
     s.pending_lp.clear();
     s.submitted = q.submitted;
     s.started = clock::now();
+    s.last_used = ++slot_clock_;
 
     start_spec(s);
+    // The prefix of the prompt the sequence already holds is skipped. Not with
+    // speculation: its drafter's state would have to match the prefix too.
+    s.reused = s.spec ? 0 : reusable(s, s.req.prompt);
+    try {
+        if (s.reused > 0) runner_.truncate_sequence(s.seq, static_cast<int64_t>(s.reused));
+        else if (runner_.n_past(s.seq) > 0) runner_.reset_sequence(s.seq);
+    } catch (const std::exception& ex) {
+        spdlog::error("engine: preparing sequence {} failed: {}", s.seq, ex.what());
+        s.reused = 0;
+        runner_.reset_sequence(s.seq);
+    }
+    s.prompt_done = s.reused;
+    s.cached = s.req.prompt;
+    {
+        std::lock_guard lk(mu_);
+        stats_.prompt_cached_tokens += static_cast<int64_t>(s.reused);
+    }
 }
 
 void Scheduler::admit(std::vector<Queued>& fresh) {
@@ -179,6 +220,7 @@ void Scheduler::finish(Slot& s, FinishReason why, std::string error, Event::Erro
     e.usage.queue_seconds = seconds_between(s.submitted, s.started);
     e.usage.spec_drafted = s.spec ? s.spec->stats().drafted : 0;
     e.usage.spec_accepted = s.spec ? s.spec->stats().accepted : 0;
+    e.usage.cached_tokens = static_cast<int64_t>(s.reused);
     if (s.n_gen > 0) {
         e.usage.ttft_seconds = seconds_between(s.submitted, s.first_token);
         e.usage.prompt_seconds = seconds_between(s.started, s.first_token);
@@ -186,15 +228,21 @@ void Scheduler::finish(Slot& s, FinishReason why, std::string error, Event::Erro
     }
     s.stream->push(std::move(e));
     s.stream.reset();
+    const bool had_spec = s.spec != nullptr;
     s.spec.reset();  // a pipelined decoder waits for its stages' ops first
     s.spec_open = false;
     s.policy.reset();
     std::vector<float>().swap(s.prompt_hidden);
+    // A request that ended normally leaves its state for the next one to reuse a prefix
+    // of; anything else (a failure, a cancellation, speculation's drafter) is dropped.
+    const bool keep = opt_.prompt_cache && !had_spec && (why == FinishReason::Stop || why == FinishReason::Length);
     try {
-        runner_.reset_sequence(s.seq);
+        if (keep) s.cached.resize(std::min(s.cached.size(), static_cast<size_t>(runner_.n_past(s.seq))));
+        else runner_.reset_sequence(s.seq);
     } catch (const std::exception& ex) {
         spdlog::error("engine: resetting sequence {} failed: {}", s.seq, ex.what());
     }
+    if (!keep) s.cached.clear();
     std::lock_guard lk(mu_);
     --active_;
 }
@@ -330,6 +378,7 @@ void Scheduler::batch_window(const Slot* skip) {
 bool Scheduler::commit(Slot& s, int32_t t, std::span<const float> row, int64_t n_past) {
     if (s.req.top_logprobs >= 0) s.pending_lp.push_back(token_logprob(tok_, row, t, s.req.top_logprobs));
     s.sampler->accept(t);
+    s.cached.push_back(t);  // fed next unless the request ends here (finish trims to n_past)
     if (++s.n_gen == 1) s.first_token = clock::now();
     if (!s.req.ignore_eos && tok_.is_eog(t)) {
         finish(s, FinishReason::Stop);

@@ -37,6 +37,9 @@ private:
     void loop();
     void admit(std::vector<Queued>& fresh);  // queue -> free slots (under mu_)
     void start_slot(Slot& s, Queued& q);  // a request takes a free slot
+    // The free slot for a prompt: the longest reusable prefix, else the least recently used.
+    Slot& pick_slot(const std::vector<int32_t>& prompt);
+    size_t reusable(const Slot& s, const std::vector<int32_t>& prompt) const;
     void start_spec(Slot& s);  // its speculative decoder, if it speculates (scheduler_spec.cpp)
     void run_window();
     // One window over the decode tokens of every decoding slot but `skip`, then prompt
@@ -65,7 +68,8 @@ private:
     std::vector<int32_t> spec_out_;  // tokens one speculative round committed
     std::vector<Runner::Item> items_;  // a batched window's items and the slot of each
     std::vector<Slot*> owner_;
-    std::shared_ptr<const TokenVocab> vocab_;  // the tokenizer's pieces for grammars, made at the first one
+    std::shared_ptr<const TokenVocab> vocab_;
+    uint64_t slot_clock_ = 0;  // Slot::last_used  // the tokenizer's pieces for grammars, made at the first one
     bool said_no_mtp_ = false, said_penalties_ = false, said_spec_stopped_ = false;  // each logged once
 
     mutable std::mutex mu_;

@@ -24,6 +24,11 @@ struct Slot {
     std::shared_ptr<RequestStream> stream;  // null: the slot is free
     Request req;
     size_t prompt_done = 0;  // prompt tokens already in the sequence
+    // The tokens the sequence's state holds (this request's prompt and fed tokens; when
+    // free, what the last request left), for the next request to reuse a prefix of.
+    std::vector<int32_t> cached;
+    size_t reused = 0;       // prompt tokens this request took from the cache
+    uint64_t last_used = 0;  // when the slot last took a request (least recently used goes first)
     int32_t last = -1;       // the token to feed next (decode phase)
     int64_t n_gen = 0;
     std::optional<Sampler> sampler;

@@ -177,6 +177,14 @@ public:
     void free_sequence(int seq) override { seqs_.erase(seq); }
     void reset_sequence(int seq) override { sequence(seq) = fresh_sequence(); }
     int64_t n_past(int seq) const override { return const_cast<SplitRunnerImpl*>(this)->sequence(seq).n_past; }
+    void truncate_sequence(int seq, int64_t n) override {
+        Sequence& q = sequence(seq);
+        STRATA_CHECK(n >= 0 && n <= q.n_past, "truncate: {} positions of sequence {}, which holds {}", n, seq, q.n_past);
+        STRATA_CHECK(n == q.n_past || !model_->hp().hybrid(),
+                     "truncate: a recurrent state cannot go back from {} to {} positions", q.n_past, n);
+        q.n_past = n;
+        for (SeqState& st : q.states) st.n_past = n;
+    }
 
     void eval(std::span<const Item> items, float* logits_rows) override;
 
