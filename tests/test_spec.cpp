@@ -17,9 +17,8 @@ using namespace strata;
 
 namespace {
 
-std::shared_ptr<const Model> mtp_model(uint64_t seed = 7) {
-    return Model::load(test::to_file(test::tiny_model(synth::Arch::Qwen3Next, GgmlType::Q8_0, seed,
-                                                      synth::GdnLayout::Split, /*mtp=*/true)));
+std::shared_ptr<const Model> mtp_model(uint64_t seed = 7, synth::Arch arch = synth::Arch::Qwen3Next) {
+    return Model::load(test::to_file(test::tiny_model(arch, GgmlType::Q8_0, seed, synth::GdnLayout::Split, /*mtp=*/true)));
 }
 
 std::unique_ptr<Runner> split2(std::shared_ptr<const Model> m, bool overlap) {
@@ -238,51 +237,55 @@ TEST_CASE("spec: forced acceptances and rejections keep greedy output and state 
     // Random weights make the MTP agree rarely, so the drafts are rewritten here: the
     // target's real continuation, with every fifth position made wrong. That covers
     // full acceptance (bonus token), partial acceptance (rollback + replay) and
-    // immediate rejection.
-    auto m = mtp_model(3);
-    const Tokenizer tok = Tokenizer::from_gguf(m->file());
-    const std::vector<int32_t> prompt = {11, 12, 13, 14, 15};
-    const int64_t n = 48, P = static_cast<int64_t>(prompt.size());
-    auto plain = make_local_runner(m, 2, 128, GgmlType::F16);
-    std::vector<int32_t> want = gen(*plain, tok, prompt, 0, n);
-    if (static_cast<int64_t>(want.size()) < n) WARN("stopped at end of generation after " << want.size());
-    for (int mode = 0; mode < 3; ++mode) {
-        std::unique_ptr<Runner> r = mode == 0 ? make_local_runner(m, 2, 128, GgmlType::F16) : split2(m, mode == 2);
-        for (int k : {1, 2, 4}) {
-            INFO(r->describe() << " K=" << k);
-            const int seq = r->new_sequence();
-            std::vector<float> logits(m->hp().n_vocab), hidden(P * m->hp().n_embd);
-            const Runner::Item it{seq, prompt, false, hidden.data()};
-            r->eval(std::span<const Runner::Item>(&it, 1), logits.data());
-            Sampler sampler(SamplingParams{});
-            const int32_t first = sampler.sample(logits);
-            REQUIRE(first == want[0]);
-            SpecOptions so;
-            so.k = k;
-            so.edit_draft = [&](int64_t pos, int k_round, Draft& d) {
-                // The token at position pos is want[pos - P]; drafts follow it.
-                const size_t kd = static_cast<size_t>(k_round);
-                d.tokens.clear();
-                for (size_t j = 0; j < kd && pos - P + 1 + static_cast<int64_t>(j) < static_cast<int64_t>(want.size()); ++j) {
-                    const int64_t at = pos - P + 1 + static_cast<int64_t>(j);
-                    int32_t t = want[static_cast<size_t>(at)];
-                    if (at % 5 == 2) t = (t + 1) % static_cast<int32_t>(m->hp().n_vocab);
-                    d.tokens.push_back(t);
-                }
-                d.probs.assign(d.tokens.size(), 1.0f);
-            };
-            SpecDecoder dec(*r, seq, sampler, so);
-            dec.start(hidden.data(), prompt, first);
-            std::vector<int32_t> got = {first};
-            while (static_cast<int64_t>(got.size()) < static_cast<int64_t>(want.size()))
-                dec.step(static_cast<int64_t>(want.size()) - static_cast<int64_t>(got.size()), got);
-            CHECK(got == want);
-            const SpecStats& s = dec.stats();
-            CHECK(s.accepted > 0);
-            if (k > 1) CHECK(s.rollbacks > 0);
-            CHECK(static_cast<int64_t>(got.size()) == 1 + s.windows + s.accepted);
-            CHECK(r->n_past(seq) == P + static_cast<int64_t>(got.size()) - 1);
-            r->free_sequence(seq);
+    // immediate rejection. On every hybrid architecture: the rollback restores its GDN
+    // state (qwen35's tiled heads included) on one device and on a two-stage split.
+    for (auto arch : {synth::Arch::Qwen3Next, synth::Arch::Qwen35, synth::Arch::Qwen35Moe}) {
+        INFO(synth::arch_name(arch));
+        auto m = mtp_model(3, arch);
+        const Tokenizer tok = Tokenizer::from_gguf(m->file());
+        const std::vector<int32_t> prompt = {11, 12, 13, 14, 15};
+        const int64_t n = 48, P = static_cast<int64_t>(prompt.size());
+        auto plain = make_local_runner(m, 2, 128, GgmlType::F16);
+        std::vector<int32_t> want = gen(*plain, tok, prompt, 0, n);
+        if (static_cast<int64_t>(want.size()) < n) WARN("stopped at end of generation after " << want.size());
+        for (int mode = 0; mode < 3; ++mode) {
+            std::unique_ptr<Runner> r = mode == 0 ? make_local_runner(m, 2, 128, GgmlType::F16) : split2(m, mode == 2);
+            for (int k : {1, 2, 4}) {
+                INFO(r->describe() << " K=" << k);
+                const int seq = r->new_sequence();
+                std::vector<float> logits(m->hp().n_vocab), hidden(P * m->hp().n_embd);
+                const Runner::Item it{seq, prompt, false, hidden.data()};
+                r->eval(std::span<const Runner::Item>(&it, 1), logits.data());
+                Sampler sampler(SamplingParams{});
+                const int32_t first = sampler.sample(logits);
+                REQUIRE(first == want[0]);
+                SpecOptions so;
+                so.k = k;
+                so.edit_draft = [&](int64_t pos, int k_round, Draft& d) {
+                    // The token at position pos is want[pos - P]; drafts follow it.
+                    const size_t kd = static_cast<size_t>(k_round);
+                    d.tokens.clear();
+                    for (size_t j = 0; j < kd && pos - P + 1 + static_cast<int64_t>(j) < static_cast<int64_t>(want.size()); ++j) {
+                        const int64_t at = pos - P + 1 + static_cast<int64_t>(j);
+                        int32_t t = want[static_cast<size_t>(at)];
+                        if (at % 5 == 2) t = (t + 1) % static_cast<int32_t>(m->hp().n_vocab);
+                        d.tokens.push_back(t);
+                    }
+                    d.probs.assign(d.tokens.size(), 1.0f);
+                };
+                SpecDecoder dec(*r, seq, sampler, so);
+                dec.start(hidden.data(), prompt, first);
+                std::vector<int32_t> got = {first};
+                while (static_cast<int64_t>(got.size()) < static_cast<int64_t>(want.size()))
+                    dec.step(static_cast<int64_t>(want.size()) - static_cast<int64_t>(got.size()), got);
+                CHECK(got == want);
+                const SpecStats& s = dec.stats();
+                CHECK(s.accepted > 0);
+                if (k > 1) CHECK(s.rollbacks > 0);
+                CHECK(static_cast<int64_t>(got.size()) == 1 + s.windows + s.accepted);
+                CHECK(r->n_past(seq) == P + static_cast<int64_t>(got.size()) - 1);
+                r->free_sequence(seq);
+            }
         }
     }
 }
