@@ -70,8 +70,16 @@ TEST_CASE("prompt cache: a reused prefix gives the cold run's tokens bit for bit
         CHECK(b.ids == b_cold.ids);
         CHECK(b.logprobs == b_cold.logprobs);
         CHECK(b_cold.cached == 0);
-        // A prompt that leaves the held tokens part way: an attention-only state goes back
-        // to the shared prefix; a recurrent one cannot, and starts over.
+        // The next turn shares the last prompt but not the answer after it (a thinking
+        // model's history drops its reasoning): a recurrent state goes back to the
+        // checkpoint taken when that prompt was read.
+        const std::vector<int32_t> p4 = cat(p2, {600, 601});
+        const Run d = run(*warm, cat(p2, {600, 601}), 6), d_cold = run(*cold, p4, 6);
+        CHECK(d.cached == static_cast<int64_t>(p2.size()));
+        CHECK(d.ids == d_cold.ids);
+        CHECK(d.logprobs == d_cold.logprobs);
+        // A prompt that leaves the held tokens before that: an attention-only state goes
+        // back to the shared prefix; a recurrent one cannot, and starts over.
         const std::vector<int32_t> p3 = cat(std::vector<int32_t>(p2.begin(), p2.begin() + 10), {400, 401});
         const Run c = run(*warm, p3, 6), c_cold = run(*cold, p3, 6);
         CHECK(c.cached == (recurrent ? 0 : 10));

@@ -118,9 +118,23 @@ size_t Scheduler::reusable(const Slot& s, const std::vector<int32_t>& prompt) co
     const size_t n = std::min(s.cached.size(), prompt.size() - 1);  // the last token is fed: its logits are needed
     const size_t c = static_cast<size_t>(std::mismatch(s.cached.begin(), s.cached.begin() + static_cast<std::ptrdiff_t>(n),
                                                        prompt.begin()).first - s.cached.begin());
-    // A recurrent state is the whole past: usable only when the prompt goes on from all of it.
-    if (runner_.model().hp().hybrid() && c < s.cached.size()) return 0;
+    // A recurrent state is the whole past: usable when the prompt goes on from all of it,
+    // or from the checkpoint taken at the end of the last prompt.
+    if (runner_.model().hp().hybrid() && c < s.cached.size()) return s.checkpoint > 0 && c >= s.checkpoint ? s.checkpoint : 0;
     return c;
+}
+
+void Scheduler::checkpoint(Slot& s) {
+    // The prompt is in: a hybrid model's recurrent state is saved here for the next turn
+    // (the speculative decoder owns the snapshot when it runs).
+    if (!opt_.prompt_cache || s.spec || !runner_.model().hp().hybrid()) return;
+    try {
+        runner_.snapshot(s.seq);
+        s.checkpoint = s.req.prompt.size();
+    } catch (const std::exception& ex) {
+        spdlog::warn("engine: saving the prompt's state of sequence {} failed: {}", s.seq, ex.what());
+        s.checkpoint = 0;
+    }
 }
 
 Slot& Scheduler::pick_slot(const std::vector<int32_t>& prompt) {
@@ -165,13 +179,20 @@ void Scheduler::start_slot(Slot& s, Queued& q) {
     // speculation: its drafter's state would have to match the prefix too.
     s.reused = s.spec ? 0 : reusable(s, s.req.prompt);
     try {
-        if (s.reused > 0) runner_.truncate_sequence(s.seq, static_cast<int64_t>(s.reused));
-        else if (runner_.n_past(s.seq) > 0) runner_.reset_sequence(s.seq);
+        if (s.reused > 0 && s.reused < s.cached.size() && runner_.model().hp().hybrid())
+            runner_.restore(s.seq);  // back to the checkpoint: n_past = s.checkpoint
+        else if (s.reused > 0)
+            runner_.truncate_sequence(s.seq, static_cast<int64_t>(s.reused));
+        else if (runner_.n_past(s.seq) > 0)
+            runner_.reset_sequence(s.seq);
+        STRATA_CHECK(runner_.n_past(s.seq) == static_cast<int64_t>(s.reused), "sequence holds {} positions, not {}",
+                     runner_.n_past(s.seq), s.reused);
     } catch (const std::exception& ex) {
         spdlog::error("engine: preparing sequence {} failed: {}", s.seq, ex.what());
         s.reused = 0;
         runner_.reset_sequence(s.seq);
     }
+    if (s.reused == 0) s.checkpoint = 0;  // a reset drops the snapshot too
     s.prompt_done = s.reused;
     s.cached = s.req.prompt;
     {
@@ -242,7 +263,10 @@ void Scheduler::finish(Slot& s, FinishReason why, std::string error, Event::Erro
     } catch (const std::exception& ex) {
         spdlog::error("engine: resetting sequence {} failed: {}", s.seq, ex.what());
     }
-    if (!keep) s.cached.clear();
+    if (!keep) {
+        s.cached.clear();
+        s.checkpoint = 0;
+    }
     std::lock_guard lk(mu_);
     --active_;
 }
@@ -336,6 +360,7 @@ void Scheduler::batch_window(const Slot* skip) {
         if (first) {
             s.prompt_done += items[i].tokens.size();
             if (s.in_prompt()) continue;
+            checkpoint(s);
         }
         ++sampled;
         std::span<float> row(logits_.data() + i * V, V);

@@ -40,6 +40,7 @@ private:
     // The free slot for a prompt: the longest reusable prefix, else the least recently used.
     Slot& pick_slot(const std::vector<int32_t>& prompt);
     size_t reusable(const Slot& s, const std::vector<int32_t>& prompt) const;
+    void checkpoint(Slot& s);  // the prompt is in: save a hybrid model's state for the next turn
     void start_spec(Slot& s);  // its speculative decoder, if it speculates (scheduler_spec.cpp)
     void run_window();
     // One window over the decode tokens of every decoding slot but `skip`, then prompt

@@ -28,6 +28,10 @@ struct Slot {
     // free, what the last request left), for the next request to reuse a prefix of.
     std::vector<int32_t> cached;
     size_t reused = 0;       // prompt tokens this request took from the cache
+    // Hybrid models: the recurrent state was saved (Runner::snapshot) when the last prompt
+    // was read, at this position (0: none). A next turn that shares that prompt but not
+    // the answer after it (a thinking model's history drops the reasoning) starts there.
+    size_t checkpoint = 0;
     uint64_t last_used = 0;  // when the slot last took a request (least recently used goes first)
     int32_t last = -1;       // the token to feed next (decode phase)
     int64_t n_gen = 0;
