@@ -195,7 +195,7 @@ void HttpServer::generate(const httplib::Request& req, httplib::Response& res, b
                 try {
                     r.grammar = tool_call_grammar(ar.tools, ar.tool_choice == TC::Named ? ar.tool_choice_name : "",
                                                   meta.tool_syntax, ar.parallel_tool_calls);
-                } catch (const Error& e) {
+                } catch (const std::exception& e) {  // strata::Error, or a JSON value of an unexpected type
                     throw ApiError(400, fmt::format("the tools' parameters cannot be enforced: {}", e.what()), "tools");
                 }
             }

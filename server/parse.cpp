@@ -22,6 +22,26 @@ const json* field(const json& j, const char* key) {
     return it == j.end() || it->is_null() ? nullptr : &*it;
 }
 
+// The value at path in the body parsed again keeping its key order (the order of a
+// schema's properties and of a tool's keys matters; nlohmann::json sorts them). The
+// caller has checked the path with the sorted parse.
+nlohmann::ordered_json ordered_field(const std::string& body, std::initializer_list<const char*> path,
+                                     const std::string& param) {
+    try {
+        nlohmann::ordered_json j = nlohmann::ordered_json::parse(body);
+        for (const char* k : path) j = j.at(k);
+        return j;
+    } catch (const nlohmann::json::exception& e) {
+        bad(param, fmt::format("'{}' could not be read: {}", param, e.what()));
+    }
+}
+
+// j[key] when it is a string, else "" (json::value would throw on another type).
+std::string str_or_empty(const json& j, const char* key) {
+    auto it = j.find(key);
+    return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
 double number(const json& v, const char* key, double lo, double hi) {
     if (!v.is_number()) bad(key, fmt::format("'{}' must be a number", key));
     const double d = v.get<double>();
@@ -44,7 +64,7 @@ bool boolean(const json& v, const char* key) {
 std::shared_ptr<const CompiledGrammar> compile(const Grammar& g, const std::string& param) {
     try {
         return CompiledGrammar::compile(g);
-    } catch (const Error& e) {
+    } catch (const std::exception& e) {
         bad(param, fmt::format("'{}': {}", param, e.what()));
     }
 }
@@ -62,7 +82,7 @@ void check_fields(const json& j, const std::set<std::string, std::less<>>& allow
         // Values that mean "not used" are accepted: they ask for nothing Strata lacks.
         const json& v = it.value();
         if (v.is_null() || (v.is_array() && v.empty()) || (v.is_object() && v.empty())) continue;
-        if (k == "response_format" && v.is_object() && v.value("type", "") == "text") continue;
+        if (k == "response_format" && v.is_object() && str_or_empty(v, "type") == "text") continue;
         if ((k == "echo" || k == "store") && v == false) continue;
         if (k == "best_of" && v == 1) continue;
         if (kNotImplemented.count(k)) bad(k, fmt::format("'{}' is not implemented by Strata", k));
@@ -130,11 +150,13 @@ void common(const json& j, ApiRequest& r, const SamplingParams& defaults) {
     // A grammar in the text form of engine/sample/grammar.h (llama.cpp's field name).
     if (auto* v = field(j, "grammar")) {
         if (!v->is_string()) bad("grammar", "'grammar' must be a string (the grammar's text)");
+        Grammar g;
         try {
-            r.engine.grammar = compile(Grammar::parse(v->get<std::string>()), "grammar");
-        } catch (const Error& e) {
+            g = Grammar::parse(v->get<std::string>());
+        } catch (const std::exception& e) {
             bad("grammar", fmt::format("'grammar': {}", e.what()));
         }
+        r.engine.grammar = compile(g, "grammar");
     }
     if (auto* v = field(j, "ignore_eos")) r.engine.ignore_eos = boolean(*v, "ignore_eos");
 }
@@ -143,7 +165,7 @@ std::string message_content(const json& m, size_t i) {
     const std::string where = fmt::format("messages[{}].content", i);
     auto it = m.find("content");
     if (it == m.end() || it->is_null()) {
-        if (m.value("role", "") == "assistant") return {};
+        if (str_or_empty(m, "role") == "assistant") return {};
         bad(where, fmt::format("'{}' is missing", where));
     }
     if (it->is_string()) return it->get<std::string>();
@@ -174,7 +196,7 @@ void check_tools(const json& v) {
     for (size_t i = 0; i < v.size(); ++i) {
         const json& t = v[i];
         const std::string w = fmt::format("tools[{}]", i);
-        if (!t.is_object() || t.value("type", "") != "function" || !t.contains("function") || !t["function"].is_object())
+        if (!t.is_object() || str_or_empty(t, "type") != "function" || !t.contains("function") || !t["function"].is_object())
             bad(w, fmt::format("'{}' must be {{\"type\": \"function\", \"function\": {{...}}}}", w));
         for (auto it = t.begin(); it != t.end(); ++it)
             if (it.key() != "type" && it.key() != "function") bad(w + "." + it.key(), fmt::format("unknown field '{}.{}'", w, it.key()));
@@ -200,7 +222,7 @@ void tool_choice(const json& v, ApiRequest& r) {
     if (v == "none") r.tool_choice = TC::None;
     else if (v == "auto") r.tool_choice = TC::Auto;
     else if (v == "required") r.tool_choice = TC::Required;
-    else if (v.is_object() && v.value("type", "") == "function" && v.contains("function") && v["function"].is_object() &&
+    else if (v.is_object() && str_or_empty(v, "type") == "function" && v.contains("function") && v["function"].is_object() &&
              v["function"].contains("name") && v["function"]["name"].is_string()) {
         r.tool_choice = TC::Named;
         r.tool_choice_name = v["function"]["name"].get<std::string>();
@@ -224,7 +246,7 @@ std::vector<ToolCall> message_tool_calls(const json& v, const std::string& where
         if (!f.contains("arguments") || !f["arguments"].is_string())
             bad(w + ".function.arguments", fmt::format("'{}.function.arguments' must be a string of JSON", w));
         ToolCall tc;
-        tc.id = c.value("id", "");
+        tc.id = str_or_empty(c, "id");
         tc.name = f["name"].get<std::string>();
         tc.arguments = f["arguments"].get<std::string>();
         out.push_back(std::move(tc));
@@ -255,12 +277,14 @@ std::shared_ptr<const CompiledGrammar> response_format(const json& v, const std:
         bad(P + ".json_schema.strict", "'response_format.json_schema.strict' must be true or false");
     const std::string S = P + ".json_schema.schema";
     if (!js->contains("schema") || !(*js)["schema"].is_object()) bad(S, fmt::format("'{}' must be a JSON schema object", S));
-    const nlohmann::ordered_json schema = nlohmann::ordered_json::parse(body)["response_format"]["json_schema"]["schema"];
+    const nlohmann::ordered_json schema = ordered_field(body, {"response_format", "json_schema", "schema"}, S);
+    Grammar g;
     try {
-        return compile(json_schema_to_grammar(schema), S);
-    } catch (const Error& e) {
+        g = json_schema_to_grammar(schema);
+    } catch (const std::exception& e) {  // strata::Error, or a JSON value of an unexpected type
         bad(S, fmt::format("'{}': {}", S, e.what()));
     }
+    return compile(g, S);
 }
 
 }  // namespace
@@ -323,7 +347,7 @@ ApiRequest parse_chat(const std::string& body, const SamplingParams& defaults) {
     }
     if (auto* v = field(j, "tools")) {
         check_tools(*v);
-        r.tools = nlohmann::ordered_json::parse(body)["tools"];  // the client's key order (ChatOptions::tools)
+        r.tools = ordered_field(body, {"tools"}, "tools");  // the client's key order (ChatOptions::tools)
     }
     if (auto* v = field(j, "tool_choice")) tool_choice(*v, r);
     if (auto* v = field(j, "parallel_tool_calls")) r.parallel_tool_calls = boolean(*v, "parallel_tool_calls");

@@ -215,6 +215,14 @@ TEST_CASE("server: errors are OpenAI JSON with the right status", "[server]") {
     const std::string U = R"("messages":[{"role":"user","content":"x"}])";
     check_error(post(s, C, "{" + U + R"(,"tools":[{"type":"function"}]})"), 400, "tools[0]");
     check_error(post(s, C, "{" + U + R"(,"tools":{"type":"function"}})"), 400, "tools");
+    // Fields of the wrong type inside these objects are 400s too, not exceptions (found by
+    // fuzz_request).
+    check_error(post(s, C, "{" + U + R"(,"tools":[{"type":1}]})"), 400, "tools[0]");
+    check_error(post(s, C, "{" + U + R"(,"tool_choice":{"type":2}})"), 400, "tool_choice");
+    check_error(post(s, P, R"({"prompt":"x","response_format":{"type":3}})"), 400, "response_format");
+    CHECK(post(s, C, R"({"messages":[{"role":"assistant","content":null,"tool_calls":[{"id":5,"type":"function",)"
+                     R"("function":{"name":"f","arguments":"{}"}}]},{"role":"user","content":"x"}],"max_tokens":2})")
+              .status == 200);
     check_error(post(s, C, "{" + U + R"(,"tools":[{"type":"function","function":{"name":"a b"}}]})"), 400,
                 "tools[0].function.name");
     check_error(post(s, C, "{" + U + R"(,"tools":[{"type":"function","function":{"name":"f","parameters":3}}]})"), 400,

@@ -144,6 +144,15 @@ TEST_CASE("server structured output: what cannot be enforced is a 400 naming it"
     CHECK(err(R"({"type":"json_schema","json_schema":{"name":"x","schema":{"type":"number","multipleOf":2}}})")
               .find("multipleOf") != std::string::npos);
     CHECK(err(R"({"type":"xml"})").find("response_format.type") != std::string::npos);
+    // Keywords with values of the wrong type: 400s, never an exception past the parser.
+    for (const char* schema : {R"({"type":"object","properties":[]})", R"({"type":"object","required":5})",
+                               R"({"enum":5})", R"({"$ref":5})", R"({"type":"array","items":"x"})",
+                               R"({"type":"string","minLength":"a"})", R"({"type":"string","pattern":5})",
+                               R"({"anyOf":{}})", R"({"type":5})", R"({"type":"integer","minimum":"0"})",
+                               R"({"type":"object","properties":{"a":3}})", R"({"allOf":[1]})"}) {
+        INFO(schema);
+        err(std::string(R"({"type":"json_schema","json_schema":{"name":"x","schema":)") + schema + "}}");
+    }
     const Reply g = post(s, "/v1/completions", R"({"prompt":"x","grammar":"root ::= undefined_rule"})");
     CHECK(g.status == 400);
     CHECK(g.body.find("undefined_rule") != std::string::npos);
