@@ -4,6 +4,7 @@
 #include <map>
 
 #include "engine/core/error.h"
+#include "engine/text/unicode.h"
 
 namespace strata {
 
@@ -45,8 +46,8 @@ void utf8_sequences(uint32_t lo, uint32_t hi, std::vector<ByteRanges>& out) {
         }
     }
     std::string a, b;
-    append_utf8(a, lo);
-    append_utf8(b, hi);
+    text::append_utf8(a, lo);
+    text::append_utf8(b, hi);
     ByteRanges seq;
     for (int k = 0; k < n; ++k) seq.emplace_back(static_cast<uint8_t>(a[k]), static_cast<uint8_t>(b[k]));
     out.push_back(std::move(seq));

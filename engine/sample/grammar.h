@@ -89,8 +89,6 @@ private:
 // The code points of a class as sorted, disjoint, non-adjacent ranges: negation applied,
 // clipped to U+10FFFF, surrogates removed.
 std::vector<CharRange> normalized_ranges(std::vector<CharRange> ranges, bool negated);
-// Appends the UTF-8 encoding of code point cp.
-void append_utf8(std::string& out, uint32_t cp);
 // Decodes the code point at s[i], advancing i; throws strata::Error on invalid UTF-8.
 uint32_t next_utf8(std::string_view s, size_t& i);
 

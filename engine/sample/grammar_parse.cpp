@@ -4,6 +4,7 @@
 
 #include "engine/core/error.h"
 #include "engine/sample/grammar.h"
+#include "engine/text/unicode.h"
 
 namespace strata {
 
@@ -199,7 +200,7 @@ private:
         while (true) {
             if (i_ >= s_.size()) error("unterminated string");
             if (s_[i_] == '"') break;
-            append_utf8(bytes, parse_char());
+            text::append_utf8(bytes, parse_char());
         }
         ++i_;
         return gram::lit(bytes);

@@ -12,6 +12,7 @@
 
 #include "engine/core/error.h"
 #include "engine/sample/json_schema_parts.h"
+#include "engine/text/unicode.h"
 
 namespace strata::schema {
 
@@ -39,7 +40,7 @@ std::string json_escaped(uint32_t cp) {
     }
     if (cp < 0x20) return fmt::format("\\u{:04x}", cp);
     std::string s;
-    append_utf8(s, cp);
+    text::append_utf8(s, cp);
     return s;
 }
 

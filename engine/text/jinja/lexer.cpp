@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "engine/core/error.h"
+#include "engine/text/unicode.h"
 
 namespace strata::jinja {
 namespace {
@@ -12,24 +13,6 @@ bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' |
 bool is_digit(char c) { return c >= '0' && c <= '9'; }
 bool is_name_start(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
 bool is_name_char(char c) { return is_name_start(c) || is_digit(c); }
-
-void append_utf8(std::string& out, uint32_t cp) {
-    if (cp < 0x80) {
-        out += static_cast<char>(cp);
-    } else if (cp < 0x800) {
-        out += static_cast<char>(0xC0 | (cp >> 6));
-        out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else if (cp < 0x10000) {
-        out += static_cast<char>(0xE0 | (cp >> 12));
-        out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-        out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else {
-        out += static_cast<char>(0xF0 | (cp >> 18));
-        out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-        out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-        out += static_cast<char>(0x80 | (cp & 0x3F));
-    }
-}
 
 int hex_value(char c) {
     if (is_digit(c)) return c - '0';
@@ -250,7 +233,7 @@ private:
             uint32_t v = 0;
             size_t e = i;
             for (; e < src_.size() && e < i + 3 && src_[e] >= '0' && src_[e] <= '7'; ++e) v = v * 8 + (src_[e] - '0');
-            append_utf8(out, v);
+            text::append_utf8(out, v);
             return e - 1;
         }
         size_t n = c == 'x' ? 2 : c == 'u' ? 4 : c == 'U' ? 8 : 0;
@@ -266,7 +249,7 @@ private:
             v = v * 16 + h;
         }
         if (v > 0x10FFFF) error(i - 1, "escape beyond U+10FFFF");
-        append_utf8(out, v);
+        text::append_utf8(out, v);
         return i + n;
     }
 
