@@ -1,5 +1,6 @@
 #include "engine/options.h"
 
+#include <cctype>
 #include <thread>
 
 #include <spdlog/spdlog.h>
@@ -23,6 +24,14 @@ std::vector<FlagSpec> runner_flags() {
         {"--pipeline-windows", "N", "0",
          "2: on a two-stage split, stage 0 starts the next speculative verify window while stage 1 verifies the "
          "current one (0 = off)"},
+        {"--max-vram", "LIST", "",
+         "device memory budgets, e.g. cuda:0=10,cuda:1=14GiB or cpu:0=512MiB (GiB when no unit; auto = the "
+         "device's memory less --vram-reserve-mib): weights, state and buffers stay within them"},
+        {"--vram-reserve-mib", "N", "0", "MiB held back from every --max-vram budget"},
+        {"--stream-layers", "", "", "under --max-vram, keep the leading layers that fit on the device and stream the "
+                                    "others from host memory before each use"},
+        {"--layer-prefetch-depth", "N", "1",
+         "streamed layers: 1 = copy the next layer while the current one computes, 0 = copy each when its turn comes"},
     };
 }
 
@@ -44,7 +53,53 @@ RunnerOptions runner_options(const Flags& f) {
     o.threads_per_device = static_cast<int>(f.integer_in("--threads-per-device", 0, 1024));
     o.pipeline_windows = static_cast<int>(f.integer_in("--pipeline-windows", 0, 2));
     if (o.pipeline_windows == 1) throw UsageError("--pipeline-windows must be 0 (off) or 2");
+    o.budgets = parse_budgets(f.str("--max-vram"));
+    o.vram_reserve = f.integer_in("--vram-reserve-mib", 0, int64_t{1} << 24) << 20;
+    o.stream_layers = f.on("--stream-layers");
+    o.prefetch_depth = static_cast<int>(f.integer_in("--layer-prefetch-depth", 0, 1));
+    if (o.budgets.empty() && (o.stream_layers || f.given("--layer-prefetch-depth") || f.given("--vram-reserve-mib")))
+        throw UsageError("--stream-layers, --layer-prefetch-depth and --vram-reserve-mib need --max-vram");
     return o;
+}
+
+std::map<std::string, int64_t> parse_budgets(const std::string& list) {
+    std::map<std::string, int64_t> out;
+    size_t pos = 0;
+    while (pos < list.size()) {
+        size_t end = list.find(',', pos);
+        if (end == std::string::npos) end = list.size();
+        const std::string item = list.substr(pos, end - pos);
+        pos = end + 1;
+        const size_t eq = item.find('=');
+        if (eq == std::string::npos || eq == 0 || eq + 1 == item.size())
+            throw UsageError(fmt::format("--max-vram: '{}' is not DEVICE=SIZE (e.g. cuda:0=10GiB)", item));
+        const std::string dev = item.substr(0, eq), size = item.substr(eq + 1);
+        if (out.count(dev)) throw UsageError(fmt::format("--max-vram names {} twice", dev));
+        if (size == "auto") {
+            out[dev] = -1;
+            continue;
+        }
+        size_t digits = 0;
+        while (digits < size.size() && (std::isdigit(static_cast<unsigned char>(size[digits])) || size[digits] == '.'))
+            ++digits;
+        std::string unit = size.substr(digits);
+        for (char& c : unit) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        double scale = 0;
+        if (unit.empty() || unit == "g" || unit == "gib" || unit == "gb") scale = 1024.0 * 1024.0 * 1024.0;
+        else if (unit == "m" || unit == "mib" || unit == "mb") scale = 1024.0 * 1024.0;
+        double v = 0;
+        try {
+            size_t used = 0;
+            v = digits > 0 ? std::stod(size.substr(0, digits), &used) : 0;
+            if (used != digits) scale = 0;
+        } catch (const std::exception&) {
+            scale = 0;
+        }
+        if (scale == 0 || !(v > 0) || v * scale > 9.0e18)
+            throw UsageError(fmt::format("--max-vram {}: '{}' is not a size (e.g. 10, 10GiB, 512MiB or auto)", dev, size));
+        out[dev] = static_cast<int64_t>(v * scale);
+    }
+    return out;
 }
 
 std::vector<FlagSpec> sampling_flags() {
@@ -100,18 +155,34 @@ SpecFlags spec_options(const Flags& f) {
     return s;
 }
 
+namespace {
+
+SplitConfig placement_config(SplitConfig c, const RunnerOptions& o) {
+    c.budgets = o.budgets;
+    c.vram_reserve = o.vram_reserve;
+    c.stream_layers = o.stream_layers;
+    c.prefetch_depth = o.prefetch_depth;
+    c.max_sequences = o.max_sequences;
+    c.max_rows = o.n_batch + o.max_sequences;  // a prompt chunk beside the other slots' decode rows
+    return c;
+}
+
+}  // namespace
+
 std::unique_ptr<Runner> make_runner(std::shared_ptr<const Model> model, const RunnerOptions& o) {
     const int64_t n_ctx = effective_context(model->hp(), o.n_ctx, o.cache_type);
     if (o.devices.empty()) {
         if (o.pipeline_windows == 2) spdlog::info("pipelined windows are off: there is no layer split (--devices)");
-        return make_local_runner(std::move(model), o.threads, n_ctx, o.cache_type);
+        SplitConfig cfg = placement_config(SplitConfig::process(), o);
+        return make_local_runner(std::move(model), o.threads, n_ctx, o.cache_type, cfg);
     }
     const int64_t n_layer = model->hp().n_layer;
     const SplitPlan plan = plan_split(o.devices, o.split, n_layer, layer_weight_bytes(model->file(), n_layer),
                                       head_weight_bytes(model->file()));
     const int n_dev = static_cast<int>(plan.stages.size());
     const int tpd = o.threads_per_device > 0 ? o.threads_per_device : std::max(1, o.threads / n_dev);
-    return make_split_runner(std::move(model), plan, tpd, n_ctx, o.cache_type, SplitConfig::process(o.pipeline_windows));
+    return make_split_runner(std::move(model), plan, tpd, n_ctx, o.cache_type,
+                             placement_config(SplitConfig::process(o.pipeline_windows), o));
 }
 
 std::vector<FlagSpec> concat(std::vector<FlagSpec> a, const std::vector<FlagSpec>& b) {

@@ -3,6 +3,7 @@
 // once here, parsed once into plain structs.
 #pragma once
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -23,7 +24,16 @@ struct RunnerOptions {
     std::string split;     // --split 0-3,4-7 | auto
     int threads_per_device = 0;  // 0 = threads / number of devices
     int pipeline_windows = 0;    // 2: pipelined verify windows on a two-stage split (docs/spec.md)
+    // Device budgets and layer streaming (docs/streaming.md).
+    std::map<std::string, int64_t> budgets;  // --max-vram: bytes per device (-1: auto)
+    int64_t vram_reserve = 0;                // --vram-reserve-mib, in bytes
+    bool stream_layers = false;
+    int prefetch_depth = 1;
+    int64_t max_sequences = 1;  // sequences run at once (the server's slots): state a budget holds
 };
+
+// --max-vram's list: "cuda:0=10,cuda:1=14GiB,cpu:0=512MiB,cuda:2=auto" (GiB when no unit).
+std::map<std::string, int64_t> parse_budgets(const std::string& list);  // throws UsageError
 
 // -m, -t, -c, --cache-type, --batch
 std::vector<FlagSpec> runner_flags();

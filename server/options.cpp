@@ -64,6 +64,7 @@ ServerOptions server_options(const Flags& f) {
     }
     if (o.demo == f.given("--model")) throw UsageError("give exactly one of -m MODEL and --demo");
     o.runner = runner_options(f);
+    o.runner.max_sequences = o.engine.n_parallel;  // a budget holds the state of every slot
     o.engine.n_batch = o.runner.n_batch;
     const SpecFlags sf = spec_options(f);
     o.engine.spec_draft = sf.draft;

@@ -32,6 +32,45 @@ MatView CpuOps::prepare_weight(const MatView& w) {
     return out;
 }
 
+size_t CpuOps::weight_bytes(const MatView& w) {
+    const size_t n = packed_size(w);
+    return ((n > 0 ? n : row_bytes(w.type, w.n_in) * static_cast<size_t>(w.n_out)) + 63) / 64 * 64;
+}
+
+void CpuOps::write_weight(const MatView& w, void* host) {
+    if (packed_size(w) > 0) {
+        pack_weights(w, host);
+        return;
+    }
+    const size_t rb = row_bytes(w.type, w.n_in);
+    for (int64_t r = 0; r < w.n_out; ++r) std::memcpy(static_cast<uint8_t*>(host) + rb * static_cast<size_t>(r), w.row(r), rb);
+}
+
+MatView CpuOps::weight_at(const MatView& w, const void* at) {
+    // The packed form replaces the rows for every kernel that reads the weight; `data`
+    // points at it too, so no view placed by its stage leads back into the file.
+    MatView out{w.type, at, w.n_in, w.n_out, row_bytes(w.type, w.n_in), nullptr};
+    if (packed_size(w) > 0) out.packed = at;
+    return out;
+}
+
+uint64_t CpuOps::copy_in_async(void* dst, const void* src, size_t bytes) {
+    // Ops run as they are called here, so the work before this copy is done already.
+    if (!copier_) copier_ = std::make_unique<WorkQueue>(nullptr, nullptr);
+    copier_->submit([dst, src, bytes] { std::memcpy(dst, src, bytes); });
+    copies_[++next_ticket_] = copier_->record();
+    return next_ticket_;
+}
+
+void CpuOps::await_copy(uint64_t ticket) {
+    auto it = copies_.find(ticket);
+    STRATA_CHECK(it != copies_.end(), "await_copy: no copy {} in flight", ticket);
+    const DeviceEvent ev = it->second;
+    copies_.erase(it);
+    ev.wait(0);
+    ev.rethrow();
+}
+
 void CpuOps::row_seqs(const Batch& batch) {
     row_seq_.resize(static_cast<size_t>(batch.n_rows));
     for (size_t i = 0; i < batch.seqs.size(); ++i)

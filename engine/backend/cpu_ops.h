@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "engine/backend/ops.h"
+#include "engine/backend/work_queue.h"
 #include "engine/backend/weight_store.h"
 #include "engine/core/thread_pool.h"
 
@@ -24,13 +25,21 @@ public:
     ThreadPool& pool() { return pool_; }
     size_t prepared_bytes() const { return store_.bytes(); }  // packed copies made so far
 
-    Buffer alloc(size_t bytes) override { return host_buffer(bytes); }
+    Buffer alloc(size_t bytes) override {
+        return meter_.metered(bytes, "alloc", [bytes] { return host_buffer(bytes); });
+    }
+    Buffer alloc_staging(size_t bytes) override { return host_buffer(bytes); }
     bool host_memory() const override { return host_memory_; }
     void to_device(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
     void to_host(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
     MatView prepare_weight(const MatView& w) override;
     MatView prepare_table(const MatView& t) override { return t; }  // get_rows reads the blocks as they are
     const float* prepare_vector(std::span<const float> v) override;
+    size_t weight_bytes(const MatView& w) override;
+    void write_weight(const MatView& w, void* host) override;
+    MatView weight_at(const MatView& w, const void* at) override;
+    uint64_t copy_in_async(void* dst, const void* src, size_t bytes) override;
+    void await_copy(uint64_t ticket) override;
 
     void get_rows(const MatView& table, const int32_t* ids, Tensor x) override;
     void rms_norm(Tensor x, const float* w, float eps, Tensor y) override;
@@ -74,6 +83,11 @@ private:
     // The copy made for each weight (its rows, type and shape), so a matrix a stage binds
     // twice (a head the MTP block shares) is packed once.
     std::map<std::tuple<const void*, int, int64_t, int64_t>, const void*> packed_of_;
+    // The copy queue (copy_in_async): a thread of its own, started on the first copy, so
+    // a streamed layer's weights arrive while the pool computes the layer before it.
+    std::unique_ptr<WorkQueue> copier_;
+    std::map<uint64_t, DeviceEvent> copies_;  // tickets not yet awaited
+    uint64_t next_ticket_ = 0;
     std::vector<int32_t> row_seq_;
     std::vector<float> cs_;          // rope angles of one row
     std::vector<int64_t> runs_;      // attention: first row of each run, then the row count

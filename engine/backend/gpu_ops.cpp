@@ -62,6 +62,14 @@ GpuOps::~GpuOps() {
         gpu::stream_sync(stream_);
     } catch (...) {  // a failed kernel was reported where it ran; free regardless
     }
+    for (auto& [t, e] : copies_) gpu::event_destroy(e);
+    if (copy_stream_) {
+        try {
+            gpu::stream_sync(copy_stream_);
+        } catch (...) {
+        }
+        gpu::stream_destroy(copy_stream_);
+    }
     for (void* p : owned_) gpu::dev_free(p);
     for (auto& [p, n] : scratch_) gpu::dev_free(p);
     gpu::host_free(bad_id_host_);
@@ -74,7 +82,14 @@ void GpuOps::sync() {
 }
 
 void* GpuOps::keep(size_t bytes) {
-    void* p = gpu::dev_alloc(bytes);
+    meter_.charge(bytes, "weights");
+    void* p = nullptr;
+    try {
+        p = gpu::dev_alloc(bytes);
+    } catch (...) {
+        meter_.release(bytes);
+        throw;
+    }
     owned_.push_back(p);
     return p;
 }
@@ -84,22 +99,73 @@ float* GpuOps::scratch(size_t i, size_t floats) {
     auto& [p, n] = scratch_[i];
     if (n < floats) {
         sync();  // queued kernels may still read the old buffer
+        const size_t grown = std::max(floats, n * 2);
         if (p) gpu::dev_free(p);
-        n = std::max(floats, n * 2);
-        p = gpu::dev_alloc(n * sizeof(float));
+        meter_.release(n * sizeof(float));
+        p = nullptr;
+        n = 0;
+        meter_.charge(grown * sizeof(float), "op scratch");
+        p = gpu::dev_alloc(grown * sizeof(float));
+        n = grown;
     }
     return static_cast<float*>(p);
 }
 
 Buffer GpuOps::alloc(size_t bytes) {
     bind();
-    void* p = gpu::dev_alloc(bytes);
-    gpu::memset_async(p, 0, bytes, stream_);
-    const int dev = dev_;
-    return Buffer(p, bytes, [dev](void* q) {
-        gpu::set_device(dev);
-        gpu::dev_free(q);  // frees after the device's queued work, as the runtime orders it
+    return meter_.metered(bytes, "alloc", [&] {
+        void* p = gpu::dev_alloc(bytes);
+        gpu::memset_async(p, 0, bytes, stream_);
+        const int dev = dev_;
+        return Buffer(p, bytes, [dev](void* q) {
+            gpu::set_device(dev);
+            gpu::dev_free(q);  // frees after the device's queued work, as the runtime orders it
+        });
     });
+}
+
+Buffer GpuOps::alloc_staging(size_t bytes) {
+    bind();
+    return Buffer(gpu::host_alloc_mapped(bytes), bytes, [](void* p) { gpu::host_free(p); });
+}
+
+size_t GpuOps::weight_bytes(const MatView& w) {
+    STRATA_CHECK(gpu::supports(w.type), "weight type {} has no GPU kernel", type_info(w.type).name);
+    return (row_bytes(w.type, w.n_in) * static_cast<size_t>(w.n_out) + 255) / 256 * 256;
+}
+
+void GpuOps::write_weight(const MatView& w, void* host) {
+    const size_t rb = row_bytes(w.type, w.n_in);
+    for (int64_t r = 0; r < w.n_out; ++r) std::memcpy(static_cast<uint8_t*>(host) + rb * static_cast<size_t>(r), w.row(r), rb);
+}
+
+MatView GpuOps::weight_at(const MatView& w, const void* at) {
+    return MatView{w.type, at, w.n_in, w.n_out, row_bytes(w.type, w.n_in), nullptr};
+}
+
+uint64_t GpuOps::copy_in_async(void* dst, const void* src, size_t bytes) {
+    bind();
+    if (!copy_stream_) copy_stream_ = gpu::stream_create();
+    // After what the compute stream has queued (the layer that last used dst), and
+    // before whatever it queues next: the copy stream waits for an event of it.
+    gpu::Event before = gpu::event_create();
+    gpu::event_record(before, stream_);
+    gpu::stream_wait(copy_stream_, before);
+    gpu::copy_async(dst, src, bytes, copy_stream_);
+    gpu::Event done = gpu::event_create();
+    gpu::event_record(done, copy_stream_);
+    gpu::event_destroy(before);  // released once it completes, as the runtime defines it
+    copies_[++next_ticket_] = done;
+    return next_ticket_;
+}
+
+void GpuOps::await_copy(uint64_t ticket) {
+    bind();
+    auto it = copies_.find(ticket);
+    STRATA_CHECK(it != copies_.end(), "await_copy: no copy {} in flight", ticket);
+    gpu::stream_wait(stream_, it->second);
+    gpu::event_destroy(it->second);
+    copies_.erase(it);
 }
 
 void GpuOps::to_device(void* dst, const void* src, size_t bytes) {
@@ -270,7 +336,10 @@ void GpuOps::topk_softmax(Tensor logits, int64_t k, int32_t* ids, float* wt) {
 const uint8_t* const* GpuOps::expert_table(std::span<const MatView> w) {
     // Keyed by the first expert's prepared rows (device memory this op set keeps for its
     // whole life, so never reused for other weights) and the count.
-    const uint8_t* const*& t = tables_[{w[0].data, w.size()}];
+    // Placed weights (engine/model/placement.h) lie in memory that later holds other
+    // layers (a streamed layer's slot): the last expert's rows are part of the key, and
+    // a stage lays out every expert stack alike, so equal keys mean equal tables.
+    const uint8_t* const*& t = tables_[{w[0].data, w.back().data, w.size()}];
     if (!t) {
         std::vector<const uint8_t*> ptrs;
         for (const MatView& m : w) {

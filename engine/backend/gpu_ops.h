@@ -31,6 +31,12 @@ public:
     MatView prepare_weight(const MatView& w) override;
     MatView prepare_table(const MatView& t) override { return prepare_weight(t); }
     const float* prepare_vector(std::span<const float> v) override;
+    Buffer alloc_staging(size_t bytes) override;
+    size_t weight_bytes(const MatView& w) override;
+    void write_weight(const MatView& w, void* host) override;
+    MatView weight_at(const MatView& w, const void* at) override;
+    uint64_t copy_in_async(void* dst, const void* src, size_t bytes) override;
+    void await_copy(uint64_t ticket) override;
 
     void get_rows(const MatView& table, const int32_t* ids, Tensor x) override;
     void rms_norm(Tensor x, const float* w, float eps, Tensor y) override;
@@ -73,10 +79,13 @@ private:
 
     int dev_;
     gpu::Stream stream_ = nullptr;
+    gpu::Stream copy_stream_ = nullptr;         // copy_in_async's, made on first use
+    std::map<uint64_t, gpu::Event> copies_;     // tickets not yet awaited: their done events
+    uint64_t next_ticket_ = 0;
     gpu::IqTables tab_{};
     std::vector<void*> owned_;  // prepared weights and vectors, expert tables
     std::map<std::tuple<const void*, int, int64_t, int64_t>, const void*> copy_of_;
-    std::map<std::pair<const void*, size_t>, const uint8_t* const*> tables_;
+    std::map<std::tuple<const void*, const void*, size_t>, const uint8_t* const*> tables_;
     std::vector<std::pair<void*, size_t>> scratch_;
     int32_t* bad_id_ = nullptr;     // get_rows' error word (device)
     int32_t* bad_id_host_ = nullptr;  // its pinned host copy

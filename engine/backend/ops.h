@@ -18,6 +18,7 @@
 #include <string_view>
 
 #include "engine/backend/handoff.h"
+#include "engine/backend/memory_meter.h"
 #include "engine/core/buffer.h"
 #include "engine/backend/tensor.h"
 #include "engine/quant/mat_view.h"
@@ -90,6 +91,14 @@ public:
     virtual void to_device(void* dst, const void* src, size_t bytes) = 0;  // host -> this device
     virtual void to_host(void* dst, const void* src, size_t bytes) = 0;    // this device -> host
 
+    // Every byte of this device's memory that alloc and the prepare_* calls hand out,
+    // with the stage's budget as its limit (engine/backend/memory_meter.h).
+    MemoryMeter& meter() { return meter_; }
+    const MemoryMeter& meter() const { return meter_; }
+    // Host memory this device copies from fastest (a GPU: pinned and mapped; the CPU:
+    // its own): the home of streamed weights. Not device memory: not counted.
+    virtual Buffer alloc_staging(size_t bytes) = 0;
+
     // --- weights ---
     // A matmul weight made ready for this device, valid as long as this Ops: the CPU
     // backend adds a packed copy in its kernels' layout where the type has one (the same
@@ -102,6 +111,20 @@ public:
     // A weight vector (norm weights, biases, conv taps) copied into this device's memory,
     // valid as long as this Ops.
     virtual const float* prepare_vector(std::span<const float> v) = 0;
+
+    // The same form of a weight, as bytes whose place the caller chooses (a stage under
+    // a budget: engine/model/placement.h): how many (a multiple of 64), written into
+    // host memory, and the view of them once they lie at `at` in this device's memory,
+    // computing what prepare_weight's view computes, bit for bit.
+    virtual size_t weight_bytes(const MatView& w) = 0;
+    virtual void write_weight(const MatView& w, void* host) = 0;
+    virtual MatView weight_at(const MatView& w, const void* at) = 0;
+    // A copy host -> this device on the device's copy queue: it starts once the work
+    // queued here before it is done and runs while later work computes (weights
+    // streamed in ahead of their layer). await_copy(t): the work queued after it waits
+    // for copy t (a GPU: on the device; the CPU: the calling thread). Await each once.
+    virtual uint64_t copy_in_async(void* dst, const void* src, size_t bytes) = 0;
+    virtual void await_copy(uint64_t ticket) = 0;
 
     // --- rows ---
     // x[t] = row ids[t] of table, dequantized (ne0 = table.n_in). An id outside the table
@@ -192,6 +215,9 @@ public:
     // and x is not touched: nullopt here, and the stage skips its layers (a GPU's kernels
     // read the error word and do the same).
     virtual std::optional<Tensor> handoff_wait(Handoff& h, uint64_t window, int64_t timeout_ms, Tensor x) = 0;
+
+protected:
+    MemoryMeter meter_;
 };
 
 }  // namespace strata

@@ -4,13 +4,13 @@
 namespace strata {
 
 
-void prepare(Ops& ops, AttnWeights& w) {
-    for (MatView* m : {&w.wq, &w.wk, &w.wv, &w.wo}) *m = ops.prepare_weight(*m);
+void prepare(WeightPlacer& ops, AttnWeights& w) {
+    for (MatView* m : {&w.wq, &w.wk, &w.wv, &w.wo}) *m = ops.weight(*m);
     for (WeightVec* v : {&w.norm, &w.q_norm, &w.k_norm}) v->prepare(ops);
 }
 
-void prepare(Ops& ops, FfnWeights& w) {
-    for (MatView* m : {&w.gate, &w.up, &w.down}) *m = ops.prepare_weight(*m);
+void prepare(WeightPlacer& ops, FfnWeights& w) {
+    for (MatView* m : {&w.gate, &w.up, &w.down}) *m = ops.weight(*m);
 }
 
 void attention_block(ForwardCtx& ctx, const HParams& hp, const AttnWeights& w, const Batch& batch,

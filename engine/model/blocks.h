@@ -23,9 +23,9 @@ struct FfnWeights {
     MatView down;      // [n_ff, n_embd]
 };
 
-// The matrices made ready for a device (Ops::prepare_weight), in place.
-void prepare(Ops& ops, AttnWeights& w);
-void prepare(Ops& ops, FfnWeights& w);
+// The matrices made ready for a device (engine/backend/placer.h), in place.
+void prepare(WeightPlacer& ops, AttnWeights& w);
+void prepare(WeightPlacer& ops, FfnWeights& w);
 
 // out[rows, n_embd] = attention(h) for the window's rows; h is already normed. Each
 // sequence's K/V go to its own cache, in the slot its state gives model layer il.

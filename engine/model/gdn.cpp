@@ -38,9 +38,9 @@ void deinterleave(Ops& ops, const GdnDims& d, Tensor mixed, Tensor qkv, Tensor z
 
 }  // namespace
 
-void prepare(Ops& ops, GdnWeights& w) {
+void prepare(WeightPlacer& ops, GdnWeights& w) {
     for (MatView* m : {&w.qkv, &w.gate, &w.in, &w.ba, &w.beta, &w.alpha, &w.out})
-        if (m->data) *m = ops.prepare_weight(*m);  // one of the input layouts is bound
+        if (m->data) *m = ops.weight(*m);  // one of the input layouts is bound
     for (WeightVec* v : {&w.conv, &w.dt_bias, &w.a, &w.norm}) v->prepare(ops);
 }
 

@@ -36,7 +36,7 @@ struct GdnWeights {
 // Recurrent form: each token's result depends only on the state and itself, so any
 // split of a sequence into windows gives bit-identical results.
 enum class GdnForm { Recurrent, Chunked };
-void prepare(Ops& ops, GdnWeights& w);  // the bound matrices, for a device (Ops::prepare_weight)
+void prepare(WeightPlacer& ops, GdnWeights& w);  // the bound matrices, for a device (engine/backend/placer.h)
 void gdn_block(ForwardCtx& ctx, const GdnDims& d, const GdnWeights& w, const Batch& batch, int64_t il,
                const float* h, float* out, GdnForm form = GdnForm::Recurrent);
 

@@ -8,7 +8,7 @@
 namespace strata {
 namespace {
 
-struct DenseLayer {
+struct DenseLayer final : LayerWeights {
     AttnWeights attn;
     WeightVec ffn_norm;  // [n_embd]
     FfnWeights ffn;      // dense FFN (llama, qwen3) ...
@@ -48,7 +48,7 @@ public:
 
 protected:
     void layer(ForwardCtx& ctx, const Batch& batch, int64_t il, float* x) const override {
-        const DenseLayer& L = static_cast<const Stage&>(*ctx.weights).layers[static_cast<size_t>(il - ctx.weights->l0)];
+        const auto& L = static_cast<const DenseLayer&>(ctx.weights->layer(il));
         const int64_t T = batch.n_rows;
         const int64_t n = hp_.n_embd;
         const Tensor xs = Tensor::f32(x, n, T);
@@ -63,23 +63,16 @@ protected:
         ctx.ops.add(xs, out);
     }
 
-    std::unique_ptr<StageWeights> bind_layers(Ops& ops, int64_t l0, int64_t l1, bool) const override {
-        auto w = std::make_unique<Stage>();
-        for (int64_t il = l0; il < l1; ++il) {
-            DenseLayer L = layers_[static_cast<size_t>(il)];
-            prepare(ops, L.attn);
-            if (L.routed) prepare(ops, L.moe);
-            else prepare(ops, L.ffn);
-            L.ffn_norm.prepare(ops);
-            w->layers.push_back(std::move(L));
-        }
-        return w;
+    std::unique_ptr<LayerWeights> place_layer(WeightPlacer& p, int64_t il) const override {
+        auto L = std::make_unique<DenseLayer>(layers_[static_cast<size_t>(il)]);
+        prepare(p, L->attn);
+        if (L->routed) prepare(p, L->moe);
+        else prepare(p, L->ffn);
+        L->ffn_norm.prepare(p);
+        return L;
     }
 
 private:
-    struct Stage final : StageWeights {
-        std::vector<DenseLayer> layers;  // [l0, l1), prepared for the stage's device
-    };
     std::vector<DenseLayer> layers_;  // as bound from the file
 };
 

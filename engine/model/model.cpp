@@ -2,7 +2,9 @@
 
 #include <algorithm>
 
+#include "engine/backend/measure_ops.h"
 #include "engine/core/error.h"
+#include "engine/model/streaming.h"
 #include "engine/model/weights.h"
 
 namespace strata {
@@ -61,24 +63,153 @@ void ForwardCtx::out_done(float* host, const float* dev, size_t floats) {
 
 ForwardCtx::ForwardCtx(Ops& o, const Model& m) : ops(o), owned_(m.bind(o)), weights(owned_.get()), scratch(o.allocator()) {}
 
-std::unique_ptr<StageWeights> Model::bind(Ops& ops, int64_t l0, int64_t l1, bool embed, bool head) const {
+StageWeights::StageWeights() = default;
+StageWeights::~StageWeights() = default;
+
+const LayerWeights& StageWeights::layer(int64_t il) const {
+    STRATA_CHECK(il >= l0 && il < l1, "layer {} is not bound on this stage ({}..{})", il, l0, l1 - 1);
+    const auto& r = resident[static_cast<size_t>(il - l0)];
+    return r ? *r : stream->layer(il);
+}
+
+void Model::place_fixed(WeightPlacer& p, StageWeights& w) const {
+    if (w.embed) w.tok_embd = p.table(tok_embd_);
+    if (!rope_freqs_.empty()) {
+        w.rope_freqs = rope_freqs_;
+        w.rope_freqs.prepare(p);
+    }
+    if (w.head) {
+        w.output = p.weight(output_);
+        w.output_norm = output_norm_;
+        w.output_norm.prepare(p);
+        w.mtp = place_mtp(p);
+    }
+}
+
+namespace {
+
+// One block of device memory holding what walk(placer) places: counted first, then
+// written in place (a device whose memory is host memory) or through a staging copy.
+template <typename Walk>
+Buffer place_block(Ops& ops, Walk&& walk) {
+    size_t n = 0;
+    {
+        BlockPlacer count(ops, nullptr, nullptr);
+        walk(count, /*keep=*/false);
+        n = count.bytes();
+    }
+    Buffer block = ops.alloc(std::max<size_t>(n, 1));
+    if (ops.host_memory()) {
+        BlockPlacer p(ops, block.data(), block.data());
+        walk(p, true);
+    } else {
+        Buffer staging = ops.alloc_staging(std::max<size_t>(n, 1));
+        BlockPlacer p(ops, block.data(), staging.data());
+        walk(p, true);
+        ops.to_device(block.data(), staging.data(), n);
+    }
+    return block;
+}
+
+}  // namespace
+
+size_t Model::layer_bytes(Ops& ops, int64_t il) const {
+    BlockPlacer count(ops, nullptr, nullptr);
+    place_layer(count, il);
+    return count.bytes();
+}
+
+size_t Model::fixed_bytes(Ops& ops, bool embed, bool head) const {
+    BlockPlacer count(ops, nullptr, nullptr);
+    StageWeights w;
+    w.embed = embed;
+    w.head = head;
+    place_fixed(count, w);
+    return count.bytes();
+}
+
+size_t Model::window_bytes(int64_t l0, int64_t l1, bool embed, bool head, int64_t rows) const {
+    MeasureOps ops;
+    const std::unique_ptr<StageWeights> w = bind(ops, l0, l1, embed, head);
+    SeqState st = new_state(ops, rows, GgmlType::F16, l0, l1, head);
+    ForwardCtx ctx(ops, w.get());
+    const Batch batch = Batch::single(st, 0, rows);
+    const std::vector<int32_t> ids(static_cast<size_t>(rows), 0);
+    std::vector<float> hidden(head ? static_cast<size_t>(rows * hp_.n_embd) : 0), logits(head ? hp_.n_vocab : 0);
+    {
+        const Scratch::Frame frame(ctx.scratch);
+        float* x = ctx.scratch.floats(static_cast<size_t>(rows * hp_.n_embd));
+        if (embed) this->embed(ctx, ids.data(), rows, x);
+        run_layers(ctx, batch, l0, l1 < 0 ? hp_.n_layer : l1, x);
+        if (head) {
+            const OutputWant want{false, hidden.data()};
+            output(ctx, batch, x, std::span<const OutputWant>(&want, 1), logits.data());
+        }
+    }
+    if (head && has_mtp()) mtp_forward(ctx, st, hidden.data(), ids.data(), rows, 0, logits.data(), nullptr, true);
+    return ctx.scratch.capacity();
+}
+
+std::unique_ptr<StageWeights> Model::bind(Ops& ops, int64_t l0, int64_t l1, bool embed, bool head,
+                                          const StagePlacement* placement) const {
     if (l1 < 0) l1 = hp_.n_layer;
     STRATA_CHECK(0 <= l0 && l0 <= l1 && l1 <= hp_.n_layer, "bind: layers [{}, {}) outside 0..{}", l0, l1, hp_.n_layer);
-    std::unique_ptr<StageWeights> w = bind_layers(ops, l0, l1, head);
+    auto w = std::make_unique<StageWeights>();
     w->l0 = l0;
     w->l1 = l1;
     w->embed = embed;
     w->head = head;
-    if (embed) w->tok_embd = ops.prepare_table(tok_embd_);
-    if (!rope_freqs_.empty()) {
-        w->rope_freqs = rope_freqs_;
-        w->rope_freqs.prepare(ops);
+    if (!placement) {
+        OpsPlacer p(ops);
+        for (int64_t il = l0; il < l1; ++il) w->resident.push_back(place_layer(p, il));
+        place_fixed(p, *w);
+        return w;
     }
-    if (head) {
-        w->output = ops.prepare_weight(output_);
-        w->output_norm = output_norm_;
-        w->output_norm.prepare(ops);
+    // Under a budget: the fixed block, then each resident layer as a block, then the
+    // streamed layers' blocks in host memory and the slots they are copied into.
+    w->memory.push_back(place_block(ops, [&](WeightPlacer& p, bool keep) {
+        if (keep) {
+            place_fixed(p, *w);
+            return;
+        }
+        StageWeights tmp;
+        tmp.embed = embed;
+        tmp.head = head;
+        place_fixed(p, tmp);
+    }));
+    const int64_t n_res = std::min(placement->n_resident, l1 - l0);
+    for (int64_t il = l0; il < l0 + n_res; ++il) {
+        std::unique_ptr<LayerWeights> L;
+        w->memory.push_back(place_block(ops, [&](WeightPlacer& p, bool keep) {
+            auto placed = place_layer(p, il);
+            if (keep) L = std::move(placed);
+        }));
+        w->resident.push_back(std::move(L));
     }
+    if (l0 + n_res == l1) return w;
+    STRATA_CHECK(placement->n_slots >= 1, "layers {}..{} are streamed but the placement has no slot", l0 + n_res, l1 - 1);
+    std::vector<Buffer> slots;
+    for (int k = 0; k < placement->n_slots; ++k) slots.push_back(ops.alloc(placement->slot_bytes));
+    std::vector<LayerStream::Layer> streamed;
+    for (int64_t il = l0 + n_res; il < l1; ++il) {
+        LayerStream::Layer l;
+        l.il = il;
+        l.bytes = layer_bytes(ops, il);
+        if (l.bytes > placement->slot_bytes)
+            fail("layer {} needs {} bytes, more than the stream's slots of {}", il, l.bytes, placement->slot_bytes);
+        l.host = ops.alloc_staging(std::max<size_t>(l.bytes, 1));
+        {
+            BlockPlacer write(ops, nullptr, l.host.data());
+            place_layer(write, il);
+        }
+        for (const Buffer& s : slots) {
+            BlockPlacer at(ops, s.data(), nullptr);
+            l.at_slot.push_back(place_layer(at, il));
+        }
+        streamed.push_back(std::move(l));
+        w->resident.push_back(nullptr);
+    }
+    w->stream = std::make_unique<LayerStream>(std::move(slots), std::move(streamed));
     return w;
 }
 
@@ -143,7 +274,10 @@ void Model::run_layers(ForwardCtx& ctx, const Batch& batch, int64_t l0, int64_t 
     STRATA_CHECK(0 <= l0 && l0 <= l1 && l1 <= hp_.n_layer, "layer range [{}, {}) outside 0..{}", l0, l1, hp_.n_layer);
     STRATA_CHECK(ctx.weights && ctx.weights->l0 <= l0 && l1 <= ctx.weights->l1,
                  "layers [{}, {}) are not bound on this stage", l0, l1);
-    for (int64_t il = l0; il < l1; ++il) layer(ctx, batch, il, x);
+    for (int64_t il = l0; il < l1; ++il) {
+        if (ctx.weights->stream) ctx.weights->stream->enter(ctx.ops, il);
+        layer(ctx, batch, il, x);
+    }
 }
 
 void Model::output(ForwardCtx& ctx, const Batch& batch, const float* x, std::span<const OutputWant> want,

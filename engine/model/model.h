@@ -54,17 +54,42 @@ private:
     std::pair<size_t, size_t> top_{0, 0};  // chunk, offset of the next allocation
 };
 
-// The weights one stage holds, prepared for its device (Ops::prepare_weight): its layers
-// [l0, l1), the embedding table on the first stage, the head and the MTP block on the
-// last. Each architecture extends it with its layers (Model::bind).
+// An architecture's weights of one layer (or of its MTP block), placed for a device.
+struct LayerWeights {
+    virtual ~LayerWeights() = default;
+};
+
+class LayerStream;  // engine/model/streaming.h
+
+// Where a stage's weights go under a device budget (engine/model/placement.h decides):
+// the first n_resident layers of the stage, the embedding table and the head (with the
+// MTP block) in device memory for good, the other layers in host memory, copied into
+// one of n_slots slots of slot_bytes before they run (n_slots = 1 + prefetch depth).
+struct StagePlacement {
+    int64_t n_resident = 0;
+    int n_slots = 0;
+    size_t slot_bytes = 0;
+};
+
+// The weights one stage holds, placed for its device: its layers [l0, l1), the
+// embedding table on the first stage, the head and the MTP block on the last.
 struct StageWeights {
-    virtual ~StageWeights() = default;
+    StageWeights();
+    ~StageWeights();
     int64_t l0 = 0, l1 = 0;
     bool embed = false, head = false;
     MatView tok_embd;  // embed: read by row
     MatView output;    // head: the LM head
     WeightVec output_norm;  // head
     WeightVec rope_freqs;   // the file's rope_freqs (empty: none), for every attention layer
+    std::unique_ptr<LayerWeights> mtp;  // head: the architecture's MTP block (null: none)
+    std::vector<std::unique_ptr<LayerWeights>> resident;  // per layer of the stage; null where streamed
+    std::vector<Buffer> memory;           // blocks of device memory placed under a budget
+    std::unique_ptr<LayerStream> stream;  // the streamed layers (null: none)
+
+    // Layer il's weights as the layer runs now: resident, or where the stream put them
+    // (LayerStream::enter, which Model::run_layers calls first).
+    const LayerWeights& layer(int64_t il) const;
 };
 
 class Model;
@@ -112,8 +137,20 @@ public:
     // last), the embedding table when embed, the LM head and the MTP block when head.
     // Matrices go through ops.prepare_weight (the CPU backend packs them; a GPU backend
     // copies them over), so only the layers a stage holds are prepared, on its device.
+    // placement (null: none, each weight prepared where the backend keeps it): the stage
+    // under a device budget, every byte in blocks of Ops::alloc memory, the layers past
+    // the resident ones streamed.
     std::unique_ptr<StageWeights> bind(Ops& ops, int64_t l0 = 0, int64_t l1 = -1, bool embed = true,
-                                       bool head = true) const;
+                                       bool head = true, const StagePlacement* placement = nullptr) const;
+    // Bytes of device memory layer il takes on ops's device once placed (one block), and
+    // those of the embedding table / head / MTP block a stage would place.
+    size_t layer_bytes(Ops& ops, int64_t il) const;
+    size_t fixed_bytes(Ops& ops, bool embed, bool head) const;
+    // Bytes of device memory the buffers of a window of `rows` tokens take (ForwardCtx's
+    // scratch) on a stage holding [l0, l1) (the embedding when embed, the head, the
+    // hidden rows and a catch-up MTP window over the same rows when head): measured by
+    // running the window's code over an op set that computes nothing (MeasureOps).
+    size_t window_bytes(int64_t l0, int64_t l1, bool embed, bool head, int64_t rows) const;
 
     // Fresh per-sequence state (KV cache for attention layers, recurrent state) for the
     // layers [l0, l1) (l1 = -1: to the last), plus the MTP blocks when with_mtp, in the
@@ -169,9 +206,10 @@ public:
 protected:
     explicit Model(GgufFile file);
     virtual void layer(ForwardCtx& ctx, const Batch& batch, int64_t il, float* x) const = 0;
-    // The architecture's part of bind(): a StageWeights of its own type holding layers
-    // [l0, l1) (and the MTP block when head) with every matrix prepared for ops.
-    virtual std::unique_ptr<StageWeights> bind_layers(Ops& ops, int64_t l0, int64_t l1, bool head) const = 0;
+    // The architecture's part of bind(): layer il's weights (its MTP block's), every one
+    // walked through p in an order fixed by the architecture.
+    virtual std::unique_ptr<LayerWeights> place_layer(WeightPlacer& p, int64_t il) const = 0;
+    virtual std::unique_ptr<LayerWeights> place_mtp(WeightPlacer&) const { return nullptr; }
 
     GgufFile file_;
     HParams hp_;
@@ -183,6 +221,8 @@ protected:
     std::set<std::string> bound_;  // every tensor the model reads (WeightBinder)
 
 private:
+    // The embedding table, the head and the MTP block (as embed / head ask) into w.
+    void place_fixed(WeightPlacer& p, StageWeights& w) const;
     // A tensor of the file that no binding read would be computed as if absent: a load
     // error naming it, so no file is ever computed wrongly in silence.
     void check_bound() const;

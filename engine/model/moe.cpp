@@ -31,10 +31,10 @@ MoeWeights bind_moe(const WeightBinder& b, const HParams& hp, const std::string&
     return w;
 }
 
-void prepare(Ops& ops, MoeWeights& w) {
-    w.router = ops.prepare_weight(w.router);
+void prepare(WeightPlacer& ops, MoeWeights& w) {
+    w.router = ops.weight(w.router);
     for (auto* list : {&w.gate, &w.up, &w.down})
-        for (MatView& m : *list) m = ops.prepare_weight(m);
+        for (MatView& m : *list) m = ops.weight(m);
     if (!w.has_shared) return;
     prepare(ops, w.shared);
     w.shared_gate.prepare(ops);

@@ -26,7 +26,7 @@ class WeightBinder;
 // ffn_gate_exps + ffn_up_exps.
 MoeWeights bind_moe(const WeightBinder& b, const HParams& hp, const std::string& prefix);
 
-void prepare(Ops& ops, MoeWeights& w);  // the matrices, for a device (Ops::prepare_weight)
+void prepare(WeightPlacer& ops, MoeWeights& w);  // the matrices, for a device (engine/backend/placer.h)
 
 // out[T, n_embd] = MoE(h[T, n_embd]). Each token's result is a fixed sequence of
 // per-row operations (experts summed in top-k order, then the shared expert), so it

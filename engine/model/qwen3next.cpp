@@ -15,7 +15,7 @@
 namespace strata {
 namespace {
 
-struct Q3nLayer {
+struct Q3nLayer : LayerWeights {
     WeightVec attn_norm;  // [n_embd] (the "+1" of the zero-centered norm is in the file)
     bool recurrent = false;
     AttnWeights attn;              // full-attention layers: gated, q/k norm (attn.norm unused: see attn_norm)
@@ -25,7 +25,7 @@ struct Q3nLayer {
     FfnWeights ffn;       // ... or a dense FFN (qwen35)
 };
 
-struct MtpBlock {
+struct MtpBlock final : LayerWeights {
     MatView eh_proj;                      // [2 n_embd, n_embd] input [enorm(embedding) ; hnorm(hidden)]
     WeightVec enorm, hnorm;      // [n_embd]
     WeightVec head_norm;         // [n_embd] nextn.shared_head_norm, else output_norm
@@ -62,27 +62,27 @@ public:
 
 protected:
     void layer(ForwardCtx& ctx, const Batch& batch, int64_t il, float* x) const override {
-        decoder_layer(ctx, batch, static_cast<const Stage&>(*ctx.weights).layers[static_cast<size_t>(il - ctx.weights->l0)],
-                      il, x);
+        decoder_layer(ctx, batch, static_cast<const Q3nLayer&>(ctx.weights->layer(il)), il, x);
     }
-    std::unique_ptr<StageWeights> bind_layers(Ops& ops, int64_t l0, int64_t l1, bool head) const override;
+    std::unique_ptr<LayerWeights> place_layer(WeightPlacer& p, int64_t il) const override {
+        auto L = std::make_unique<Q3nLayer>(layers_[static_cast<size_t>(il)]);
+        prepare_layer(p, *L);
+        return L;
+    }
+    std::unique_ptr<LayerWeights> place_mtp(WeightPlacer& p) const override;
 
 private:
     Q3nLayer bind_layer(const WeightBinder& b, int64_t il, bool recurrent) const;
     void decoder_layer(ForwardCtx& ctx, const Batch& batch, const Q3nLayer& L, int64_t il, float* x) const;
 
-    struct Stage final : StageWeights {
-        std::vector<Q3nLayer> layers;  // [l0, l1), prepared for the stage's device
-        std::vector<MtpBlock> mtp;     // on the last stage (head)
-    };
-    static void prepare_layer(Ops& ops, Q3nLayer& L);
+    static void prepare_layer(WeightPlacer& ops, Q3nLayer& L);
 
     GdnDims gdn_dims_;
     std::vector<Q3nLayer> layers_;  // as bound from the file
     std::vector<MtpBlock> mtp_;
 };
 
-void Qwen3NextModel::prepare_layer(Ops& ops, Q3nLayer& L) {
+void Qwen3NextModel::prepare_layer(WeightPlacer& ops, Q3nLayer& L) {
     if (L.recurrent) prepare(ops, L.gdn);
     else prepare(ops, L.attn);
     if (L.moe.router.data) prepare(ops, L.moe);
@@ -91,23 +91,16 @@ void Qwen3NextModel::prepare_layer(Ops& ops, Q3nLayer& L) {
     L.post_norm.prepare(ops);
 }
 
-std::unique_ptr<StageWeights> Qwen3NextModel::bind_layers(Ops& ops, int64_t l0, int64_t l1, bool head) const {
-    auto w = std::make_unique<Stage>();
-    for (int64_t il = l0; il < l1; ++il) {
-        Q3nLayer L = layers_[static_cast<size_t>(il)];
-        prepare_layer(ops, L);
-        w->layers.push_back(std::move(L));
-    }
-    if (head)
-        for (MtpBlock m : mtp_) {
-            m.eh_proj = ops.prepare_weight(m.eh_proj);
-            m.head = ops.prepare_weight(m.head);
-            m.embd = ops.prepare_table(m.embd);
-            prepare_layer(ops, m.layer);
-            for (WeightVec* v : {&m.enorm, &m.hnorm, &m.head_norm}) v->prepare(ops);
-            w->mtp.push_back(std::move(m));
-        }
-    return w;
+// The first MTP block (one block, reused for every chained step: 4.11.4).
+std::unique_ptr<LayerWeights> Qwen3NextModel::place_mtp(WeightPlacer& p) const {
+    if (mtp_.empty()) return nullptr;
+    auto m = std::make_unique<MtpBlock>(mtp_.front());
+    m->eh_proj = p.weight(m->eh_proj);
+    m->head = p.weight(m->head);
+    m->embd = p.table(m->embd);
+    prepare_layer(p, m->layer);
+    for (WeightVec* v : {&m->enorm, &m->hnorm, &m->head_norm}) v->prepare(p);
+    return m;
 }
 
 Q3nLayer Qwen3NextModel::bind_layer(const WeightBinder& b, int64_t il, bool recurrent) const {
@@ -182,8 +175,8 @@ void Qwen3NextModel::mtp_forward(ForwardCtx& ctx, SeqState& s, const float* hidd
     STRATA_CHECK(T > 0 && pos0 >= 0 && pos0 + T <= s.n_ctx, "MTP window [{}, {}) outside the context of {}", pos0,
                  pos0 + T, s.n_ctx);
     STRATA_CHECK(static_cast<int64_t>(s.kv_slot.size()) > hp_.n_layer, "this state has no MTP KV slot");
-    STRATA_CHECK(ctx.weights && ctx.weights->head, "mtp_forward: this stage did not bind the MTP block");
-    const MtpBlock& m = static_cast<const Stage&>(*ctx.weights).mtp.front();  // one block, reused for every chained step (4.11.4)
+    STRATA_CHECK(ctx.weights && ctx.weights->head && ctx.weights->mtp, "mtp_forward: this stage did not bind the MTP block");
+    const auto& m = static_cast<const MtpBlock&>(*ctx.weights->mtp);  // one block, reused for every chained step (4.11.4)
     const int64_t E = hp_.n_embd;
     // [T, 2 n_embd]: [enorm(embedding) ; hnorm(hidden)] (the embedding half first, 4.11.2)
     const Scratch::Frame frame(ctx.scratch);

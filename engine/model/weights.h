@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "engine/backend/ops.h"
+#include "engine/backend/placer.h"
 #include "engine/core/error.h"
 #include "engine/gguf/reader.h"
 #include "engine/quant/mat_view.h"
@@ -19,7 +20,7 @@ namespace strata {
 
 // A weight vector (norm weights, a bias, per-head parameters, conv taps) as f32: the
 // values the file holds, and once a stage has prepared it, their copy in the memory of
-// the stage's device (Ops::prepare_vector). Ops read data(), the device's copy.
+// the stage's device (WeightPlacer::vector). Ops read data(), the device's copy.
 class WeightVec {
 public:
     WeightVec() = default;
@@ -27,8 +28,8 @@ public:
     WeightVec(std::vector<float> v) : host_(std::make_shared<const std::vector<float>>(std::move(v))) {}
 
     // Copies of a WeightVec (one per stage that binds the layer) share the host values.
-    void prepare(Ops& ops) {
-        if (!empty()) dev_ = ops.prepare_vector(*host_);
+    void prepare(WeightPlacer& p) {
+        if (!empty()) dev_ = p.vector(*host_);
     }
     const float* data() const {
         STRATA_CHECK(dev_ || empty(), "a weight vector was used before its stage prepared it");

@@ -84,6 +84,12 @@ public:
     // Counters of the hand-offs between stages (zero for a single device).
     struct Stats {
         int64_t handoff_waits = 0, handoff_timeouts = 0, restarts = 0;
+        // Streamed layers (--stream-layers), over every stage: layers copied in, their
+        // bytes, copies found prefetched, copies made at the layer's turn, layers still
+        // in a slot from the window before, host time waiting for copies.
+        int64_t stream_copies = 0, stream_bytes = 0, prefetch_hits = 0, sync_loads = 0, stream_reused = 0;
+        double stream_wait_ms = 0;
+        int64_t device_peak_bytes = 0;  // the largest peak of a stage's device memory (the meter's)
     };
     virtual Stats runner_stats() const { return {}; }
 };

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "engine/model/streaming.h"
 #include "engine/split/split_runner_impl.h"
 
 namespace strata {
@@ -75,8 +76,10 @@ void SplitRunnerImpl::eval(std::span<const Item> items, float* logits_rows) {
             h = std::make_unique<Handoff>(*stages_[s].dev, static_cast<size_t>(rows * E));
         }
     for (auto& st : stages_)
-        if (st.x.size() < sizeof(float) * static_cast<size_t>(rows * E))
+        if (st.x.size() < sizeof(float) * static_cast<size_t>(rows * E)) {
+            st.x = Buffer();  // freed first: a budget holds one of them
             st.x = st.dev->ops().alloc(sizeof(float) * static_cast<size_t>(rows * E));
+        }
     win_tokens_.clear();
     win_all_.clear();
     win_hidden_.clear();
@@ -219,6 +222,8 @@ void SplitRunnerImpl::watchdog(size_t stuck_stage, uint64_t w) {
         if (!drained.wait(std::max<int64_t>(cfg_.host_timeout_ms, 1000)))
             fail("device {} did not drain after the watchdog fired; the engine cannot recover", st.dev->name());
     }
+    for (auto& st : stages_)  // copies still landing in a slot: awaited, the slots forgotten
+        if (st.weights->stream) st.dev->run([&st] { st.weights->stream->release(st.dev->ops()); });
     for (auto& h : handoffs_) h->reset();
     if (pipe_) pipe_->reset();
     for (auto& [id, q] : seqs_) q = fresh_sequence();  // weights stay loaded; state is rebuilt
@@ -239,11 +244,35 @@ StagePipe* stage_pipe_of(Runner& r) {
     return s ? s->stage_pipe() : nullptr;
 }
 
+namespace split_detail {
+
+Runner::Stats SplitRunnerImpl::runner_stats() const {
+    Stats r = SplitRunner::runner_stats();
+    for (const Stage& st : stages_) {
+        r.device_peak_bytes = std::max(r.device_peak_bytes, st.dev->ops().meter().peak());
+        if (!st.weights || !st.weights->stream) continue;
+        const LayerStream::Stats s = st.weights->stream->stats();
+        r.stream_copies += s.copies;
+        r.stream_bytes += s.bytes;
+        r.prefetch_hits += s.prefetch_hits;
+        r.sync_loads += s.sync_loads;
+        r.stream_reused += s.reused;
+        r.stream_wait_ms += s.wait_ms;
+    }
+    return r;
+}
+
+}  // namespace split_detail
+
 std::unique_ptr<Runner> make_local_runner(std::shared_ptr<const Model> model, int threads, int64_t n_ctx,
                                           GgmlType cache_type) {
+    return make_local_runner(std::move(model), threads, n_ctx, cache_type, SplitConfig::process());
+}
+
+std::unique_ptr<Runner> make_local_runner(std::shared_ptr<const Model> model, int threads, int64_t n_ctx,
+                                          GgmlType cache_type, SplitConfig cfg) {
     SplitPlan plan;
     plan.stages.push_back({"cpu:0", 0, model->hp().n_layer});
-    SplitConfig cfg = SplitConfig::process();
     cfg.host_timeout_ms = 0;
     return make_split_runner(std::move(model), plan, threads, n_ctx, cache_type, cfg);
 }

@@ -2,6 +2,8 @@
 // devices, handing activations across each boundary through a Handoff.
 #pragma once
 #include <cstdint>
+#include <map>
+#include <string>
 #include <memory>
 #include <vector>
 
@@ -21,6 +23,15 @@ struct SplitConfig {
     int64_t drop_window = 0;          // STRATA_TEST_HANDOFF_DROP (0 = off; N = the Nth window)
     bool staged_copies = false;       // STRATA_TEST_DEVICE_COPIES: CPU devices copy as a GPU must
     int pipeline_windows = 0;  // --pipeline-windows: 2 = the stage pipe (StagePipe) is available
+    // Device budgets (--max-vram; engine/model/placement.h): bytes per device spec (-1:
+    // auto, the device's memory less the reserve). A stage on a device without one
+    // reads its weights where its backend keeps them, unbounded.
+    std::map<std::string, int64_t> budgets;
+    int64_t vram_reserve = 0;     // --vram-reserve-mib, in bytes: held back from every budget
+    bool stream_layers = false;   // --stream-layers
+    int prefetch_depth = 1;       // --layer-prefetch-depth
+    int64_t max_sequences = 1;    // sequences whose state a budget makes room for
+    int64_t max_rows = 256;       // the largest window (--batch)
 
     static SplitConfig from_env(const EnvReader& env, int pipeline_windows = 0);
     // The process environment's, parsed on first use.
@@ -57,6 +68,9 @@ StagePipe* stage_pipe_of(Runner& r);
 // No host watchdog: with no hand-off to wait for, a long window is only a long window.
 std::unique_ptr<Runner> make_local_runner(std::shared_ptr<const Model> model, int threads, int64_t n_ctx,
                                           GgmlType cache_type);
+// The same with the chain's settings given (a budget for cpu:0, streaming).
+std::unique_ptr<Runner> make_local_runner(std::shared_ptr<const Model> model, int threads, int64_t n_ctx,
+                                          GgmlType cache_type, SplitConfig cfg);
 
 // threads_per_device threads for each device; devices are opened here (cpu:N).
 std::unique_ptr<SplitRunner> make_split_runner(std::shared_ptr<const Model> model, const SplitPlan& plan,

@@ -23,7 +23,14 @@ struct Stage {
     std::unique_ptr<ForwardCtx> ctx;        // the device's ops, those weights, this stage's window buffers
     int64_t l0 = 0, l1 = 0;
     Buffer x;  // [rows, n_embd] this stage's activations, memory of dev
+    std::string placement;  // the planner's line under a budget (empty: none)
 };
+
+// The placement of stage sp on dev under the budget cfg gives its device (null: no
+// budget there), its line in *line (stage_placement.cpp).
+std::unique_ptr<StagePlacement> plan_stage(const Model& m, Device& dev, const StagePlan& sp, bool first, bool last,
+                                           const SplitConfig& cfg, int64_t n_ctx, GgmlType cache_type,
+                                           std::string* line);
 
 // One stage's part of a window (stage_step.cpp), the body of every schedule: the rows
 // come in as the embedding of `tokens` (the first stage), through the hand-in `in`, or
@@ -108,6 +115,11 @@ public:
         STRATA_CHECK(!plan.stages.empty(), "a split needs at least one stage");
         STRATA_CHECK(n_ctx > 0, "context length must be positive, got {}", n_ctx);
         int core = 0;
+        for (const auto& [dev, bytes] : cfg.budgets) {
+            bool known = false;
+            for (const StagePlan& sp : plan.stages) known = known || sp.device == dev;
+            if (!known) fail("--max-vram names {}, which runs no stage (devices: {})", dev, plan.describe());
+        }
         std::map<std::string, Device*> opened;
         bool shared_device = false;
         for (const StagePlan& sp : plan.stages) {
@@ -117,7 +129,9 @@ public:
             // as any process's (the calling thread runs its windows: Device::run).
             st.dev = open_device(sp.device, threads, plan.stages.size() == 1 ? -1 : core, cfg.staged_copies);
             const bool first = stages_.empty(), last = stages_.size() + 1 == plan.stages.size();
-            st.weights = model_->bind(st.dev->ops(), sp.l0, sp.l1, first, last);
+            const std::unique_ptr<StagePlacement> placed =
+                plan_stage(*model_, *st.dev, sp, first, last, cfg, n_ctx, cache_type, &st.placement);
+            st.weights = model_->bind(st.dev->ops(), sp.l0, sp.l1, first, last, placed.get());
             st.ctx = std::make_unique<ForwardCtx>(st.dev->ops(), st.weights.get());
             core += threads;
             st.l0 = sp.l0;
@@ -162,9 +176,13 @@ public:
         std::lock_guard<std::mutex> lk(stats_mu_);  // read from other threads (metrics)
         return stats_;
     }
+    Stats runner_stats() const override;
     std::string describe() const override {
-        if (stages_.size() == 1) return plan_.describe();
-        return plan_.describe() + (pipe_ ? " (pipelined windows)" : overlap_ ? " (overlap)" : " (serial)");
+        std::string placed;
+        for (const Stage& st : stages_)
+            if (!st.placement.empty()) placed += "; " + st.placement;
+        if (stages_.size() == 1) return plan_.describe() + placed;
+        return plan_.describe() + (pipe_ ? " (pipelined windows)" : overlap_ ? " (overlap)" : " (serial)") + placed;
     }
     StagePipe* stage_pipe() override { return pipe_.get(); }
 

@@ -35,6 +35,12 @@ using gpuEvent_t = hipEvent_t;
 #define gpuStreamDestroy hipStreamDestroy
 #define gpuStreamSynchronize hipStreamSynchronize
 #define gpuMemGetInfo hipMemGetInfo
+#define gpuEventCreateWithFlags hipEventCreateWithFlags
+#define gpuEventDisableTiming hipEventDisableTiming
+#define gpuEventDestroy hipEventDestroy
+#define gpuEventRecord hipEventRecord
+#define gpuEventSynchronize hipEventSynchronize
+#define gpuStreamWaitEvent hipStreamWaitEvent
 #define STRATA_SHFL_XOR(v, m) __shfl_xor((v), (m))
 #else
 #include <cuda_runtime.h>
@@ -63,6 +69,12 @@ using gpuEvent_t = cudaEvent_t;
 #define gpuStreamDestroy cudaStreamDestroy
 #define gpuStreamSynchronize cudaStreamSynchronize
 #define gpuMemGetInfo cudaMemGetInfo
+#define gpuEventCreateWithFlags cudaEventCreateWithFlags
+#define gpuEventDisableTiming cudaEventDisableTiming
+#define gpuEventDestroy cudaEventDestroy
+#define gpuEventRecord cudaEventRecord
+#define gpuEventSynchronize cudaEventSynchronize
+#define gpuStreamWaitEvent cudaStreamWaitEvent
 #define STRATA_SHFL_XOR(v, m) __shfl_xor_sync(0xffffffffu, (v), (m))
 #endif
 

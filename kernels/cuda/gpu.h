@@ -27,6 +27,13 @@ void* dev_alloc(size_t bytes);             // throws when the device is out of m
 void dev_free(void* p);
 void* host_alloc_mapped(size_t bytes);     // pinned, mapped into every device (same address)
 void host_free(void* p);
+// Events order one stream's work after another's (weights copied in on a copy stream
+// while the compute stream runs).
+using Event = void*;
+Event event_create();
+void event_destroy(Event e);
+void event_record(Event e, Stream s);      // e completes when s reaches this point
+void stream_wait(Stream s, Event e);       // what s runs after this waits for e
 void memset_async(void* p, int v, size_t bytes, Stream s);
 void copy_async(void* dst, const void* src, size_t bytes, Stream s);  // any direction
 void check_launch(const char* what);       // the last launch's error, if any

@@ -69,6 +69,29 @@ void stream_destroy(Stream s) { (void)gpuStreamDestroy(static_cast<gpuStream_t>(
 
 void stream_sync(Stream s) { check(gpuStreamSynchronize(static_cast<gpuStream_t>(s)), "stream synchronize"); }
 
+Event event_create() {
+    gpuEvent_t e{};
+    check(gpuEventCreateWithFlags(&e, gpuEventDisableTiming), "event create");
+    return static_cast<Event>(e);
+}
+
+void event_destroy(Event e) { (void)gpuEventDestroy(static_cast<gpuEvent_t>(e)); }
+
+void event_record(Event e, Stream s) {
+    check(gpuEventRecord(static_cast<gpuEvent_t>(e), static_cast<gpuStream_t>(s)), "event record");
+}
+
+void stream_wait(Stream s, Event e) {
+#if defined(STRATA_HIP_CPU)
+    // HIP-CPU's hipStreamWaitEvent across streams hangs; its streams run one after
+    // another anyway, so the host waiting here orders the same work.
+    (void)s;
+    check(gpuEventSynchronize(static_cast<gpuEvent_t>(e)), "event synchronize");
+#else
+    check(gpuStreamWaitEvent(static_cast<gpuStream_t>(s), static_cast<gpuEvent_t>(e), 0), "stream wait");
+#endif
+}
+
 #if defined(STRATA_HIP_CPU)
 // HIP-CPU's hipMalloc aligns to 16 bytes; the op set promises 64 (a GPU's runtime gives
 // 256). Its "device" memory is host memory, so the original pointer can sit just below.

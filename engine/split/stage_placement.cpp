@@ -1,0 +1,68 @@
+// A stage under its device's budget (--max-vram): what the stage holds whatever the
+// plan is measured on the device (or on an op set that computes nothing, for the
+// window's buffers), and the planner decides the rest (engine/model/placement.h).
+#include <spdlog/spdlog.h>
+
+#include "engine/model/placement.h"
+#include "engine/split/snapshot.h"
+#include "engine/split/split_runner_impl.h"
+
+namespace strata::split_detail {
+
+std::unique_ptr<StagePlacement> plan_stage(const Model& m, Device& dev, const StagePlan& sp, bool first, bool last,
+                                           const SplitConfig& cfg, int64_t n_ctx, GgmlType cache_type,
+                                           std::string* line) {
+    auto it = cfg.budgets.find(sp.device);
+    if (it == cfg.budgets.end()) return nullptr;
+    Ops& ops = dev.ops();
+    const int64_t have = dev.memory_bytes();
+    int64_t budget = it->second;
+    if (budget < 0) {
+        if (have <= 0)
+            fail("--max-vram {}=auto: this device does not report its memory; give a size (e.g. {}=8GiB)", sp.device,
+                 sp.device);
+        budget = have - cfg.vram_reserve;
+    } else {
+        if (have > 0 && budget > have) {
+            spdlog::warn("{}: a budget of {:.1f} MiB is more than the device's {:.1f} MiB; using {:.1f} MiB", sp.device,
+                         MemoryMeter::mib(budget), MemoryMeter::mib(have), MemoryMeter::mib(have));
+            budget = have;
+        }
+        budget -= cfg.vram_reserve;
+    }
+    if (budget <= 0)
+        fail("{}: --vram-reserve-mib leaves no budget ({:.1f} MiB reserved)", sp.device, MemoryMeter::mib(cfg.vram_reserve));
+    ops.meter().set_limit(budget);
+
+    PlacementRequest req;
+    req.device = sp.device;
+    req.budget = budget;
+    req.stream = cfg.stream_layers;
+    req.depth = cfg.prefetch_depth;
+    for (int64_t il = sp.l0; il < sp.l1; ++il) req.layer_bytes.push_back(static_cast<int64_t>(m.layer_bytes(ops, il)));
+    // A sequence's state (KV cache, GDN state) as the device allocates it, and the GDN
+    // snapshots speculation keeps per sequence (one, plus the pipeline's slots).
+    int64_t per_seq = 0;
+    {
+        const int64_t before = ops.meter().used();
+        SeqState s = m.new_state(ops, n_ctx, cache_type, sp.l0, sp.l1, last);
+        per_seq = ops.meter().used() - before;
+        const int64_t gdn = s.gdn ? static_cast<int64_t>(s.gdn->bytes()) : 0;
+        per_seq += gdn * (1 + (cfg.pipeline_windows == 2 ? StagePipe::kSnapSlots : 0));
+    }
+    const int64_t rows = std::max<int64_t>(cfg.max_rows, 1);
+    const int64_t act_rows = sizeof(float) * static_cast<size_t>(rows * m.hp().n_embd);
+    // The window's buffers, the stage's activations, and the pipeline's second set.
+    const int64_t window = static_cast<int64_t>(m.window_bytes(sp.l0, sp.l1, first, last, rows)) + act_rows +
+                           (cfg.pipeline_windows == 2
+                                ? static_cast<int64_t>(4 * sizeof(float)) * StagePipe::kMaxRows * m.hp().n_embd
+                                : 0);
+    req.fixed = static_cast<int64_t>(m.fixed_bytes(ops, first, last)) + per_seq * std::max<int64_t>(cfg.max_sequences, 1) +
+                window + ops.meter().used();
+    const PlacementPlan plan = plan_placement(req);
+    *line = plan.describe(req);
+    spdlog::info("placement: {}", *line);
+    return std::make_unique<StagePlacement>(plan.placement);
+}
+
+}  // namespace strata::split_detail
