@@ -26,8 +26,9 @@ std::vector<FlagSpec> runner_flags() {
          "current one (0 = off)"},
         {"--max-vram", "LIST", "",
          "device memory budgets, e.g. cuda:0=10,cuda:1=14GiB or cpu:0=512MiB (GiB when no unit; auto = the "
-         "device's memory less --vram-reserve-mib): weights, state and buffers stay within them"},
-        {"--vram-reserve-mib", "N", "0", "MiB held back from every --max-vram budget"},
+         "device's memory): weights, state and buffers stay within them"},
+        {"--vram-reserve-mib", "N", "0",
+         "MiB of every --max-vram budget the placement leaves free for what the runtime allocates beside it"},
         {"--stream-layers", "", "", "under --max-vram, keep the leading layers that fit on the device and stream the "
                                     "others from host memory before each use"},
         {"--layer-prefetch-depth", "N", "1",

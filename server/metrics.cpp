@@ -73,6 +73,16 @@ std::string Metrics::render(const EngineStats& e, bool ready) const {
         e.prompt_cached_tokens);
     one("strata_handoff_waits_total", "counter", "stage hand-off waits (layer split)", e.handoff_waits);
     one("strata_handoff_timeouts_total", "counter", "stage hand-off waits that timed out or were aborted", e.handoff_timeouts);
+    one("strata_stream_layer_copies_total", "counter", "streamed layers copied into a device slot (--stream-layers)",
+        e.stream_copies);
+    one("strata_stream_bytes_total", "counter", "bytes of streamed layers copied to the devices", e.stream_bytes);
+    one("strata_stream_prefetch_hits_total", "counter", "streamed layers whose copy was started ahead of their turn",
+        e.prefetch_hits);
+    one("strata_stream_sync_loads_total", "counter", "streamed layers copied only when their turn came", e.sync_loads);
+    one("strata_stream_wait_seconds_total", "counter", "host time spent waiting for streamed layers' copies",
+        fmt::format("{:.6f}", e.stream_wait_ms / 1000.0));
+    one("strata_device_memory_peak_bytes", "gauge", "the largest peak of a stage's device memory (its meter)",
+        e.device_peak_bytes);
     return o;
 }
 

@@ -10,6 +10,7 @@
 #include "engine/backend/device.h"
 #include "engine/split/plan.h"
 #include "engine/split/split_runner.h"
+#include "engine/split/stage_placement.h"
 #include "tests/model_helpers.h"
 
 using namespace strata;
@@ -82,6 +83,44 @@ TEST_CASE("gpu: logits bit-identical across the GPU's placements", "[gpu][model]
                 }
                 CHECK(err <= 2e-2 * std::max(1.0, mag));
             }
+        }
+    }
+}
+
+TEST_CASE("gpu: streamed layers give the logits of resident ones, within the budget", "[gpu][model][placement]") {
+    if (!have_gpu()) return;
+    for (auto arch : {synth::Arch::Llama, synth::Arch::Qwen3Next, synth::Arch::Qwen35Moe}) {
+        synth::ModelConfig c = synth::make_config(arch, synth::Preset::Tiny);
+        c.n_layer = 4;
+        c.mtp = c.hybrid();
+        std::shared_ptr<const Model> m = Model::load(test::to_file(synth::build_model(c, GgmlType::Q8_0, 4)));
+        const int64_t n = m->hp().n_layer;
+        const SplitPlan plan = plan_split(gpu0(), "auto", n, layer_weight_bytes(m->file(), n), head_weight_bytes(m->file()));
+        SplitConfig cfg;
+        cfg.wait_ms = 60000;
+        cfg.host_timeout_ms = 0;
+        const auto want = run_windows(*make_split_runner(m, plan, 1, 32, GgmlType::F16, cfg));
+        cfg.stream_layers = true;
+        cfg.max_rows = 8;
+        PlacementRequest r;
+        {
+            auto dev = open_device(gpu0(), 1, -1);
+            r = stage_request(*m, dev->ops(), plan.stages[0], true, true, cfg, 32, GgmlType::F16);
+        }
+        for (int depth : {0, 1}) {
+            cfg.prefetch_depth = depth;
+            // Every layer streamed; the reserve is room for what the backend allocates beside
+            // the planner's count (its op scratch, expert tables).
+            cfg.vram_reserve = int64_t{4} << 20;
+            const int64_t budget = budget_for(r, 0, depth) + cfg.vram_reserve;
+            cfg.budgets = {{gpu0(), budget}};
+            auto run = make_split_runner(m, plan, 1, 32, GgmlType::F16, cfg);
+            INFO(synth::arch_name(arch) << ": " << run->describe());
+            CHECK(run_windows(*run) == want);
+            const Runner::Stats st = run->runner_stats();
+            CHECK(st.device_peak_bytes <= budget);
+            CHECK(st.stream_copies > 0);
+            if (depth == 1) CHECK(st.prefetch_hits > 0);
         }
     }
 }

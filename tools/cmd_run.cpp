@@ -1,9 +1,11 @@
 // strata run: generate text from a prompt on the CPU. Text goes to stdout as it is
 // produced; prompt and decode speed go to stderr.
+#include <algorithm>
 #include <cstdio>
 
 #include <fmt/format.h>
 
+#include "engine/backend/memory_meter.h"
 #include "engine/generate.h"
 #include "engine/options.h"
 #include "engine/text/chat_template.h"
@@ -57,6 +59,7 @@ int cmd_run(int argc, char** argv) {
     if (tok.add_bos()) prompt.insert(prompt.begin(), tok.bos());
 
     auto runner = make_runner(model, ro);
+    if (!ro.budgets.empty()) fmt::print(stderr, "placement: {}\n", runner->describe());
     const GenerateStats st = generate(*runner, tok, prompt, opt, [](std::string_view piece) {
         std::fwrite(piece.data(), 1, piece.size(), stdout);
         std::fflush(stdout);
@@ -85,6 +88,16 @@ int cmd_run(int argc, char** argv) {
                        p.early, p.hits, p.misses, p.forced, p.cut, p.below_theta,
                        static_cast<double>(p.buffer_bytes) / 1024.0);
         }
+    }
+    if (!ro.budgets.empty()) {
+        const Runner::Stats rs = runner->runner_stats();
+        const int64_t tokens = std::max<int64_t>(st.n_prompt + st.n_generated, 1);
+        fmt::print(stderr,
+                   "streaming: {} layer copies ({:.1f} MiB, {:.2f} MiB per token), {} prefetched in time, {} copied "
+                   "at their turn, {} still in a slot; {:.1f} ms waiting for copies; device peak {:.1f} MiB\n",
+                   rs.stream_copies, MemoryMeter::mib(rs.stream_bytes),
+                   MemoryMeter::mib(rs.stream_bytes) / static_cast<double>(tokens), rs.prefetch_hits, rs.sync_loads,
+                   rs.stream_reused, rs.stream_wait_ms, MemoryMeter::mib(rs.device_peak_bytes));
     }
     return 0;
 }

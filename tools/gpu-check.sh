@@ -50,4 +50,28 @@ for m in qn l1b; do
         say "| $m | $dev | $rate | $same |"
     done
 done
+
+# Layer streaming on the card (docs/streaming.md): every layer of the 1B file streamed
+# through cuda:0 under the smallest budget that holds two slots, copies on the copy
+# stream at each layer's turn (depth 0) or during the layer before (depth 1), against
+# the same file resident. Depth 1 should approach max(copy, compute), not their sum.
+say ""
+say "| l1b on cuda:0 | decode tok/s | streaming (from strata run) | greedy text same as resident |"
+say "|---|---|---|---|"
+$b/bin/strata run -m "$tmp/l1b.gguf" -p "hello world" -n 64 -c 512 --devices cuda:0 >"$tmp/res.txt" 2>"$tmp/res.err"
+say "| resident | $(sed -n 's/^decode: .*(\(.*\) tok\/s)/\1/p' "$tmp/res.err") | | |"
+need=$($b/bin/strata run -m "$tmp/l1b.gguf" -p x -n 1 -c 512 --devices cuda:0 --max-vram cuda:0=1MiB --stream-layers 2>&1 |
+       sed -n 's/.*needs at least \([0-9.]*\) MiB.* \([0-9.]*\) MiB for its largest.*/\1 \2/p')
+if [ -n "$need" ]; then
+    budget=$(awk -v m="${need% *}" -v l="${need#* }" 'BEGIN { printf "%.0f", m + l + 64 }')
+    for d in 0 1; do
+        $b/bin/strata run -m "$tmp/l1b.gguf" -p "hello world" -n 64 -c 512 --devices cuda:0 --max-vram "cuda:0=${budget}MiB" \
+            --vram-reserve-mib 64 --stream-layers --layer-prefetch-depth $d >"$tmp/s$d.txt" 2>"$tmp/s$d.err"
+        rate=$(sed -n 's/^decode: .*(\(.*\) tok\/s)/\1/p' "$tmp/s$d.err")
+        info=$(sed -n 's/^streaming: //p' "$tmp/s$d.err" | cut -c1-120)
+        say "| depth $d, ${budget} MiB | $rate | $info | $(cmp -s "$tmp/res.txt" "$tmp/s$d.txt" && echo yes || echo no) |"
+    done
+else
+    say "streaming: could not read the planner's minimum: $(tail -n 2 "$tmp/res.err")"
+fi
 rm -rf "$tmp"

@@ -209,7 +209,7 @@ std::unique_ptr<StageWeights> Model::bind(Ops& ops, int64_t l0, int64_t l1, bool
         streamed.push_back(std::move(l));
         w->resident.push_back(nullptr);
     }
-    w->stream = std::make_unique<LayerStream>(std::move(slots), std::move(streamed));
+    w->stream = std::make_unique<LayerStream>(ops, std::move(slots), std::move(streamed));
     return w;
 }
 

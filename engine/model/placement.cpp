@@ -73,3 +73,16 @@ std::string PlacementPlan::describe(const PlacementRequest& r) const {
 }
 
 }  // namespace strata
+
+namespace strata {
+
+int64_t budget_for(const PlacementRequest& r, int64_t n_resident, int depth) {
+    int64_t b = r.fixed, largest = 0;
+    for (size_t i = 0; i < r.layer_bytes.size(); ++i) {
+        if (static_cast<int64_t>(i) < n_resident) b += r.layer_bytes[i];
+        else largest = std::max(largest, r.layer_bytes[i]);
+    }
+    return b + (largest > 0 ? (1 + depth) * largest : 0);
+}
+
+}  // namespace strata

@@ -38,3 +38,11 @@ struct PlacementPlan {
 PlacementPlan plan_placement(const PlacementRequest& r);
 
 }  // namespace strata
+
+namespace strata {
+
+// The smallest budget in which plan_placement keeps the first n_resident layers of r
+// and streams the others with the given depth (n_resident = all: no streaming).
+int64_t budget_for(const PlacementRequest& r, int64_t n_resident, int depth);
+
+}  // namespace strata

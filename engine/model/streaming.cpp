@@ -6,12 +6,22 @@
 
 namespace strata {
 
-LayerStream::LayerStream(std::vector<Buffer> slots, std::vector<Layer> layers)
-    : slots_(std::move(slots)), layers_(std::move(layers)), state_(slots_.size()) {
+LayerStream::LayerStream(Ops& ops, std::vector<Buffer> slots, std::vector<Layer> layers)
+    : ops_(ops),
+      slots_(std::move(slots)), layers_(std::move(layers)), state_(slots_.size()) {
     STRATA_CHECK(!slots_.empty() && !layers_.empty(), "a layer stream needs slots and layers");
     for (const Layer& l : layers_)
         for (const Buffer& s : slots_)
             STRATA_CHECK(l.bytes <= s.size(), "layer {} ({} bytes) does not fit a slot of {}", l.il, l.bytes, s.size());
+}
+
+LayerStream::~LayerStream() {
+    for (int k = 0; k < n_slots(); ++k) {
+        try {
+            settle(ops_, k);
+        } catch (...) {  // a failed copy was the window's to report; the memory goes regardless
+        }
+    }
 }
 
 int64_t LayerStream::index(int64_t il) const {

@@ -27,8 +27,14 @@ public:
         size_t bytes = 0;
         std::vector<std::unique_ptr<LayerWeights>> at_slot;  // the layer's views in each slot
     };
-    // slots: n_slots blocks of device memory, each at least as large as every layer's block.
-    LayerStream(std::vector<Buffer> slots, std::vector<Layer> layers);
+    // slots: n_slots blocks of ops's device memory, each at least as large as every
+    // layer's block.
+    LayerStream(Ops& ops, std::vector<Buffer> slots, std::vector<Layer> layers);
+    // Waits for the copies still in flight (a prefetch for a window that never came)
+    // before their source and destination go.
+    ~LayerStream();
+    LayerStream(const LayerStream&) = delete;
+    LayerStream& operator=(const LayerStream&) = delete;
 
     void* slot(int s) const { return slots_[static_cast<size_t>(s)].data(); }
     int n_slots() const { return static_cast<int>(slots_.size()); }
@@ -60,6 +66,7 @@ private:
         int64_t layer = -1;    // index into layers_ of what it holds or receives (-1: none)
         uint64_t ticket = 0;   // the copy in flight (0: none): a prefetch until its layer enters
     };
+    Ops& ops_;
     std::vector<Buffer> slots_;
     std::vector<Layer> layers_;  // consecutive model layers
     std::vector<Slot> state_;

@@ -144,6 +144,10 @@ struct EngineStats {
     int64_t pipeline_early = 0, pipeline_kept = 0, pipeline_rolled_back = 0;
     // Prompt tokens taken from a slot's cached prefix instead of evaluated.
     int64_t prompt_cached_tokens = 0;
+    // Streamed layers and device memory (Runner::Stats).
+    int64_t stream_copies = 0, stream_bytes = 0, prefetch_hits = 0, sync_loads = 0;
+    double stream_wait_ms = 0;
+    int64_t device_peak_bytes = 0;
 };
 
 }  // namespace strata

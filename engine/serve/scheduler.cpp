@@ -87,6 +87,12 @@ EngineStats Scheduler::stats() const {
     const Runner::Stats rs = runner_.runner_stats();
     s.handoff_waits = rs.handoff_waits;
     s.handoff_timeouts = rs.handoff_timeouts;
+    s.stream_copies = rs.stream_copies;
+    s.stream_bytes = rs.stream_bytes;
+    s.prefetch_hits = rs.prefetch_hits;
+    s.sync_loads = rs.sync_loads;
+    s.stream_wait_ms = rs.stream_wait_ms;
+    s.device_peak_bytes = rs.device_peak_bytes;
     s.queued = static_cast<int64_t>(queue_.size());
     s.active = active_;
     return s;

@@ -6,37 +6,14 @@
 #include "engine/model/placement.h"
 #include "engine/split/snapshot.h"
 #include "engine/split/split_runner_impl.h"
+#include "engine/split/stage_placement.h"
 
-namespace strata::split_detail {
+namespace strata {
 
-std::unique_ptr<StagePlacement> plan_stage(const Model& m, Device& dev, const StagePlan& sp, bool first, bool last,
-                                           const SplitConfig& cfg, int64_t n_ctx, GgmlType cache_type,
-                                           std::string* line) {
-    auto it = cfg.budgets.find(sp.device);
-    if (it == cfg.budgets.end()) return nullptr;
-    Ops& ops = dev.ops();
-    const int64_t have = dev.memory_bytes();
-    int64_t budget = it->second;
-    if (budget < 0) {
-        if (have <= 0)
-            fail("--max-vram {}=auto: this device does not report its memory; give a size (e.g. {}=8GiB)", sp.device,
-                 sp.device);
-        budget = have - cfg.vram_reserve;
-    } else {
-        if (have > 0 && budget > have) {
-            spdlog::warn("{}: a budget of {:.1f} MiB is more than the device's {:.1f} MiB; using {:.1f} MiB", sp.device,
-                         MemoryMeter::mib(budget), MemoryMeter::mib(have), MemoryMeter::mib(have));
-            budget = have;
-        }
-        budget -= cfg.vram_reserve;
-    }
-    if (budget <= 0)
-        fail("{}: --vram-reserve-mib leaves no budget ({:.1f} MiB reserved)", sp.device, MemoryMeter::mib(cfg.vram_reserve));
-    ops.meter().set_limit(budget);
-
+PlacementRequest stage_request(const Model& m, Ops& ops, const StagePlan& sp, bool first, bool last,
+                               const SplitConfig& cfg, int64_t n_ctx, GgmlType cache_type) {
     PlacementRequest req;
     req.device = sp.device;
-    req.budget = budget;
     req.stream = cfg.stream_layers;
     req.depth = cfg.prefetch_depth;
     for (int64_t il = sp.l0; il < sp.l1; ++il) req.layer_bytes.push_back(static_cast<int64_t>(m.layer_bytes(ops, il)));
@@ -59,10 +36,42 @@ std::unique_ptr<StagePlacement> plan_stage(const Model& m, Device& dev, const St
                                 : 0);
     req.fixed = static_cast<int64_t>(m.fixed_bytes(ops, first, last)) + per_seq * std::max<int64_t>(cfg.max_sequences, 1) +
                 window + ops.meter().used();
+    return req;
+}
+
+namespace split_detail {
+
+std::unique_ptr<StagePlacement> plan_stage(const Model& m, Device& dev, const StagePlan& sp, bool first, bool last,
+                                           const SplitConfig& cfg, int64_t n_ctx, GgmlType cache_type,
+                                           std::string* line) {
+    auto it = cfg.budgets.find(sp.device);
+    if (it == cfg.budgets.end()) return nullptr;
+    Ops& ops = dev.ops();
+    const int64_t have = dev.memory_bytes();
+    // The device's meter refuses past the whole budget; the planner plans within the
+    // budget less the reserve (room for what the runtime allocates beside its count).
+    int64_t budget = it->second;
+    if (budget < 0) {
+        if (have <= 0)
+            fail("--max-vram {}=auto: this device does not report its memory; give a size (e.g. {}=8GiB)", sp.device,
+                 sp.device);
+        budget = have;
+    } else if (have > 0 && budget > have) {
+        spdlog::warn("{}: a budget of {:.1f} MiB is more than the device's {:.1f} MiB; using {:.1f} MiB", sp.device,
+                     MemoryMeter::mib(budget), MemoryMeter::mib(have), MemoryMeter::mib(have));
+        budget = have;
+    }
+    if (budget - cfg.vram_reserve <= 0)
+        fail("{}: --vram-reserve-mib ({:.1f} MiB) leaves nothing of the budget of {:.1f} MiB", sp.device,
+             MemoryMeter::mib(cfg.vram_reserve), MemoryMeter::mib(budget));
+    PlacementRequest req = stage_request(m, ops, sp, first, last, cfg, n_ctx, cache_type);
+    req.budget = budget - cfg.vram_reserve;
+    ops.meter().set_limit(budget);  // after the measuring: the planner names what is missing
     const PlacementPlan plan = plan_placement(req);
     *line = plan.describe(req);
     spdlog::info("placement: {}", *line);
     return std::make_unique<StagePlacement>(plan.placement);
 }
 
-}  // namespace strata::split_detail
+}  // namespace split_detail
+}  // namespace strata
