@@ -33,6 +33,12 @@ std::vector<FlagSpec> runner_flags() {
                                     "others from host memory before each use"},
         {"--layer-prefetch-depth", "N", "1",
          "streamed layers: 1 = copy the next layer while the current one computes, 0 = copy each when its turn comes"},
+        {"--cpu-moe", "", "", "keep the experts of every MoE layer in host memory and compute them on the CPU"},
+        {"--n-cpu-moe", "N", "0", "keep the experts of the first N MoE layers in host memory (computed on the CPU)"},
+        {"--moe-cache-mib", "N", "0",
+         "with experts in host memory: MiB of each device for a cache of the hot experts, computed there"},
+        {"--adapt-every", "W", "0",
+         "re-rank the cache of hot experts every W windows from the routing counts (0 = rank once, after the first)"},
     };
 }
 
@@ -60,6 +66,12 @@ RunnerOptions runner_options(const Flags& f) {
     o.prefetch_depth = static_cast<int>(f.integer_in("--layer-prefetch-depth", 0, 1));
     if (o.budgets.empty() && (o.stream_layers || f.given("--layer-prefetch-depth") || f.given("--vram-reserve-mib")))
         throw UsageError("--stream-layers, --layer-prefetch-depth and --vram-reserve-mib need --max-vram");
+    if (f.on("--cpu-moe") && f.given("--n-cpu-moe")) throw UsageError("give one of --cpu-moe and --n-cpu-moe");
+    o.n_cpu_moe = f.on("--cpu-moe") ? -1 : f.integer_in("--n-cpu-moe", 0, 1 << 20);
+    o.moe_cache_bytes = static_cast<size_t>(f.integer_in("--moe-cache-mib", 0, int64_t{1} << 24)) << 20;
+    o.adapt_every = static_cast<int>(f.integer_in("--adapt-every", 0, 1 << 20));
+    if (o.n_cpu_moe == 0 && (o.moe_cache_bytes > 0 || f.given("--adapt-every")))
+        throw UsageError("--moe-cache-mib and --adapt-every need --cpu-moe or --n-cpu-moe");
     return o;
 }
 
@@ -165,6 +177,9 @@ SplitConfig placement_config(SplitConfig c, const RunnerOptions& o) {
     c.prefetch_depth = o.prefetch_depth;
     c.max_sequences = o.max_sequences;
     c.max_rows = o.n_batch + o.max_sequences;  // a prompt chunk beside the other slots' decode rows
+    c.n_cpu_moe = o.n_cpu_moe;
+    c.moe_cache_bytes = o.moe_cache_bytes;
+    c.adapt_every = o.adapt_every;
     return c;
 }
 

@@ -30,6 +30,9 @@ struct RunnerOptions {
     bool stream_layers = false;
     int prefetch_depth = 1;
     int64_t max_sequences = 1;  // sequences run at once (the server's slots): state a budget holds
+    int64_t n_cpu_moe = 0;      // --cpu-moe (-1) / --n-cpu-moe N: experts in host memory
+    size_t moe_cache_bytes = 0; // --moe-cache-mib
+    int adapt_every = 0;        // --adapt-every
 };
 
 // --max-vram's list: "cuda:0=10,cuda:1=14GiB,cpu:0=512MiB,cuda:2=auto" (GiB when no unit).

@@ -4,7 +4,9 @@
 # and write docs/benchmarks.md (tables, machine info from lscpu, the exact commands); then the
 # split and speculation comparison (scripts/bench-spec.sh: one device vs two stages,
 # serial and overlap, speculation off / serial / pipelined at MTP acceptance 0.3, 0.6,
-# 0.9; SKIP_SPEC=1 skips it) and the plot docs/benchmarks.png. Whatever
+# 0.9; SKIP_SPEC=1 skips it) and the plot docs/benchmarks.png; then layer streaming
+# under a budget (scripts/bench-streaming.sh: depth 0 vs 1 against the copies alone and
+# the compute alone; SKIP_STREAM=1 skips it). Whatever
 # follows the line "<!-- end of the generated part -->" in docs/benchmarks.md (notes
 # written by hand) is kept.
 #
@@ -66,6 +68,12 @@ if [[ -f "$spec_json" && -n "$spec_table" ]]; then
     "$root/scripts/plot-bench.sh" "$root/docs/benchmarks.png" "$spec_json" "$build"/bench-llama-1b-*.json
 fi
 
+stream_table=""
+if [[ "${SKIP_STREAM:-0}" != 1 ]]; then
+    stream_table="$(REPS="$reps" "$root/scripts/bench-streaming.sh" "$build")"
+    echo "$stream_table"
+fi
+
 # The tree's state, leaving out the two files this script writes (the redirection below
 # has already emptied the first when its commands run).
 tree="with local changes"
@@ -97,6 +105,14 @@ if git -C "$root" diff --quiet HEAD -- . ':!docs/benchmarks.md' ':!docs/benchmar
         echo "\`BUILD_DIR=${build/#$root\//} NO_BUILD=1 REPS=$reps scripts/bench-spec.sh\` (docs/spec.md explains the modes and the models)."
         echo
         echo "$spec_table"
+        echo
+    fi
+    if [[ -n "$stream_table" ]]; then
+        echo "### Layer streaming under a device budget"
+        echo
+        echo "\`REPS=$reps scripts/bench-streaming.sh ${build/#$root\//}\` (docs/streaming.md)."
+        echo
+        echo "$stream_table"
         echo
     fi
     if [[ -f "$root/docs/benchmarks.png" && -n "$spec_table" ]]; then

@@ -83,6 +83,10 @@ std::string Metrics::render(const EngineStats& e, bool ready) const {
         fmt::format("{:.6f}", e.stream_wait_ms / 1000.0));
     one("strata_device_memory_peak_bytes", "gauge", "the largest peak of a stage's device memory (its meter)",
         e.device_peak_bytes);
+    one("strata_expert_rows_host_total", "counter", "MoE expert rows computed on the host (--cpu-moe)",
+        e.expert_rows_host);
+    one("strata_expert_rows_device_cache_total", "counter",
+        "MoE expert rows of host-memory layers computed by the device's cache of hot experts", e.expert_rows_device);
     return o;
 }
 

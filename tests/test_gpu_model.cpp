@@ -124,3 +124,31 @@ TEST_CASE("gpu: streamed layers give the logits of resident ones, within the bud
         }
     }
 }
+
+TEST_CASE("gpu: experts in host memory with the device's cache of hot ones", "[gpu][model][placement][moe]") {
+    if (!have_gpu()) return;
+    for (auto arch : {synth::Arch::Qwen3Moe, synth::Arch::Qwen3Next}) {
+        auto m = tiny(arch, GgmlType::F32);
+        const auto want = run_windows(*make_local_runner(m, 1, 32, GgmlType::F16));
+        const int64_t n = m->hp().n_layer;
+        const SplitPlan plan = plan_split(gpu0(), "auto", n, layer_weight_bytes(m->file(), n), head_weight_bytes(m->file()));
+        SplitConfig cfg;
+        cfg.wait_ms = 60000;
+        cfg.host_timeout_ms = 0;
+        cfg.n_cpu_moe = -1;
+        cfg.moe_cache_bytes = size_t{16} << 20;
+        cfg.adapt_every = 1;
+        auto r = make_split_runner(m, plan, 1, 32, GgmlType::F16, cfg);
+        const auto got = run_windows(*r);
+        double err = 0, mag = 0;
+        for (size_t i = 0; i < want.size(); ++i) {
+            err = std::max(err, double(std::fabs(got[i] - want[i])));
+            mag = std::max(mag, double(std::fabs(want[i])));
+        }
+        INFO(synth::arch_name(arch) << ": max |diff| " << err << " of max |logit| " << mag);
+        CHECK(err <= 1e-3 * std::max(1.0, mag));
+        const Runner::Stats st = r->runner_stats();
+        CHECK(st.expert_rows_host > 0);
+        CHECK(st.expert_rows_device > 0);  // the cache's experts ran on the GPU
+    }
+}

@@ -707,6 +707,21 @@ struct Harness {
             }
             close(routed, want, 3e-2, 1e-3, &mag);  // two quantized products in a row
             EXPECT(routed == routed1);
+            {
+                // Experts with null views are computed elsewhere: their rows keep what they
+                // hold (here the sentinel), the others are the same bits as before.
+                std::vector<MatView> gs = gv, us = uv, ds = dv;
+                for (int64_t e = 0; e < X; e += 2) gs[e].data = us[e].data = ds[e].data = nullptr;
+                const Floats sentinel(static_cast<size_t>(T * k * E), 7.0f);
+                const Tensor part_t = m.in(sentinel, E, T * k);
+                ops.moe_experts(gs, us, ds, ids_d, k, ht, part_t);
+                const Floats part = m.out(part_t);
+                for (int64_t i = 0; i < T * k; ++i)
+                    for (int64_t j = 0; j < E; ++j) {
+                        const size_t at = static_cast<size_t>(i * E + j);
+                        EXPECT(part[at] == (ids[i] % 2 == 0 ? 7.0f : routed[at]));
+                    }
+            }
             ran("moe_experts");
 
             const Floats shared = rng.normal(static_cast<size_t>(T * E)), sg = rng.normal(static_cast<size_t>(E), 0.1f);

@@ -59,7 +59,7 @@ int cmd_run(int argc, char** argv) {
     if (tok.add_bos()) prompt.insert(prompt.begin(), tok.bos());
 
     auto runner = make_runner(model, ro);
-    if (!ro.budgets.empty()) fmt::print(stderr, "placement: {}\n", runner->describe());
+    if (!ro.budgets.empty() || ro.n_cpu_moe != 0) fmt::print(stderr, "placement: {}\n", runner->describe());
     const GenerateStats st = generate(*runner, tok, prompt, opt, [](std::string_view piece) {
         std::fwrite(piece.data(), 1, piece.size(), stdout);
         std::fflush(stdout);
@@ -98,6 +98,14 @@ int cmd_run(int argc, char** argv) {
                    rs.stream_copies, MemoryMeter::mib(rs.stream_bytes),
                    MemoryMeter::mib(rs.stream_bytes) / static_cast<double>(tokens), rs.prefetch_hits, rs.sync_loads,
                    rs.stream_reused, rs.stream_wait_ms, MemoryMeter::mib(rs.device_peak_bytes));
+    }
+    if (ro.n_cpu_moe != 0) {
+        const Runner::Stats rs = runner->runner_stats();
+        const int64_t all = rs.expert_rows_host + rs.expert_rows_device;
+        fmt::print(stderr, "host experts: {} expert rows on the host, {} on the device's cache ({:.1f}% hits), {} re-rankings\n",
+                   rs.expert_rows_host, rs.expert_rows_device,
+                   all > 0 ? 100.0 * static_cast<double>(rs.expert_rows_device) / static_cast<double>(all) : 0.0,
+                   rs.expert_reranks);
     }
     return 0;
 }

@@ -318,7 +318,7 @@ void CpuOps::moe_experts(std::span<const MatView> gate, std::span<const MatView>
     // Gather rows, SwiGLU, scatter into routed[t * k + slot].
     for (int64_t e = 0; e < X; ++e) {
         const int64_t n = start_[e + 1] - start_[e];
-        if (n == 0) continue;
+        if (n == 0 || !gate[e].data) continue;  // no rows, or an expert computed elsewhere
         const int64_t F = gate[e].n_out;
         xe_.resize(static_cast<size_t>(n * E));
         ge_.resize(static_cast<size_t>(n * F));

@@ -336,18 +336,19 @@ void GpuOps::topk_softmax(Tensor logits, int64_t k, int32_t* ids, float* wt) {
 const uint8_t* const* GpuOps::expert_table(std::span<const MatView> w) {
     // Keyed by the first expert's prepared rows (device memory this op set keeps for its
     // whole life, so never reused for other weights) and the count.
-    // Placed weights (engine/model/placement.h) lie in memory that later holds other
-    // layers (a streamed layer's slot): the last expert's rows are part of the key, and
-    // a stage lays out every expert stack alike, so equal keys mean equal tables.
-    const uint8_t* const*& t = tables_[{w[0].data, w.back().data, w.size()}];
+    // Keyed by every expert's address: placed weights (engine/model/placement.h) lie in
+    // memory that later holds other layers (a streamed layer's slot), and a cache of hot
+    // experts leaves the others null (computed on the host).
+    std::vector<const uint8_t*> ptrs;
+    ptrs.reserve(w.size());
+    for (const MatView& m : w) {
+        STRATA_CHECK(m.type == w[0].type && m.n_in == w[0].n_in && m.n_out == w[0].n_out &&
+                         m.row_stride == w[0].row_stride,
+                     "moe_experts: experts of one tensor differ in type or shape");
+        ptrs.push_back(static_cast<const uint8_t*>(m.data));
+    }
+    const uint8_t* const*& t = tables_[ptrs];
     if (!t) {
-        std::vector<const uint8_t*> ptrs;
-        for (const MatView& m : w) {
-            STRATA_CHECK(m.type == w[0].type && m.n_in == w[0].n_in && m.n_out == w[0].n_out &&
-                             m.row_stride == w[0].row_stride,
-                         "moe_experts: experts of one tensor differ in type or shape");
-            ptrs.push_back(static_cast<const uint8_t*>(m.data));
-        }
         void* dst = keep(ptrs.size() * sizeof(void*));
         to_device(dst, ptrs.data(), ptrs.size() * sizeof(void*));
         t = static_cast<const uint8_t* const*>(dst);

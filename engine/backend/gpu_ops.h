@@ -85,7 +85,7 @@ private:
     gpu::IqTables tab_{};
     std::vector<void*> owned_;  // prepared weights and vectors, expert tables
     std::map<std::tuple<const void*, int, int64_t, int64_t>, const void*> copy_of_;
-    std::map<std::tuple<const void*, const void*, size_t>, const uint8_t* const*> tables_;
+    std::map<std::vector<const uint8_t*>, const uint8_t* const*> tables_;
     std::vector<std::pair<void*, size_t>> scratch_;
     int32_t* bad_id_ = nullptr;     // get_rows' error word (device)
     int32_t* bad_id_host_ = nullptr;  // its pinned host copy

@@ -192,7 +192,10 @@ public:
     // sum 1 (the sum clamped below at 2^-14, as llama.cpp does) into wt [T, k].
     virtual void topk_softmax(Tensor logits, int64_t k, int32_t* ids, float* wt) = 0;
     // routed[t * k + s] = down_e(silu(gate_e(h_t)) * up_e(h_t)) for e = ids[t * k + s]:
-    // every expert's rows in one matmul each (rows of one expert in (t, s) order).
+    // every expert's rows in one matmul each (rows of one expert in (t, s) order). An
+    // expert whose gate view has null data is computed elsewhere (its rows of routed
+    // keep what they hold): experts split between a device and the host (--cpu-moe with
+    // a cache of hot experts on the device).
     virtual void moe_experts(std::span<const MatView> gate, std::span<const MatView> up,
                              std::span<const MatView> down, const int32_t* ids, int64_t k, Tensor h,
                              Tensor routed) = 0;

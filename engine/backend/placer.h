@@ -10,6 +10,7 @@
 // views of a copy of the block there (a streamed layer's slot).
 #pragma once
 #include <cstddef>
+#include <functional>
 #include <map>
 #include <span>
 #include <tuple>
@@ -25,6 +26,14 @@ public:
     virtual MatView weight(const MatView& w) = 0;
     virtual MatView table(const MatView& t) = 0;  // read by rows (get_rows)
     virtual const float* vector(std::span<const float> v) = 0;
+
+    // Where the expert stacks of MoE layer il go when they stay in host memory
+    // (--cpu-moe: the host's own placer); null: with the rest of the layer.
+    WeightPlacer* host_experts(int64_t il) const { return host_experts_ ? host_experts_(il) : nullptr; }
+    void set_host_experts(std::function<WeightPlacer*(int64_t)> f) { host_experts_ = std::move(f); }
+
+private:
+    std::function<WeightPlacer*(int64_t)> host_experts_;
 };
 
 class OpsPlacer final : public WeightPlacer {

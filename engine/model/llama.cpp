@@ -36,7 +36,7 @@ public:
             L.ffn_norm = b.vec(p + "ffn_norm.weight", h.n_embd);
             L.routed = h.n_expert > 0;
             if (L.routed) {
-                L.moe = bind_moe(b, h, p);
+                L.moe = bind_moe(b, h, p, il);
             } else {
                 L.ffn.gate = b.mat(p + "ffn_gate.weight", h.n_embd, h.n_ff);
                 L.ffn.up = b.mat(p + "ffn_up.weight", h.n_embd, h.n_ff);

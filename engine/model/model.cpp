@@ -4,6 +4,7 @@
 
 #include "engine/backend/measure_ops.h"
 #include "engine/core/error.h"
+#include "engine/model/host_experts.h"
 #include "engine/model/streaming.h"
 #include "engine/model/weights.h"
 
@@ -91,20 +92,23 @@ namespace {
 // One block of device memory holding what walk(placer) places: counted first, then
 // written in place (a device whose memory is host memory) or through a staging copy.
 template <typename Walk>
-Buffer place_block(Ops& ops, Walk&& walk) {
+Buffer place_block(Ops& ops, const std::function<WeightPlacer*(int64_t)>& host, Walk&& walk) {
     size_t n = 0;
     {
-        BlockPlacer count(ops, nullptr, nullptr);
+        BlockPlacer count(ops, nullptr, nullptr), elsewhere(ops, nullptr, nullptr);
+        if (host) count.set_host_experts([&](int64_t il) { return host(il) ? &elsewhere : nullptr; });
         walk(count, /*keep=*/false);
         n = count.bytes();
     }
     Buffer block = ops.alloc(std::max<size_t>(n, 1));
     if (ops.host_memory()) {
         BlockPlacer p(ops, block.data(), block.data());
+        p.set_host_experts(host);
         walk(p, true);
     } else {
         Buffer staging = ops.alloc_staging(std::max<size_t>(n, 1));
         BlockPlacer p(ops, block.data(), staging.data());
+        p.set_host_experts(host);
         walk(p, true);
         ops.to_device(block.data(), staging.data(), n);
     }
@@ -113,8 +117,9 @@ Buffer place_block(Ops& ops, Walk&& walk) {
 
 }  // namespace
 
-size_t Model::layer_bytes(Ops& ops, int64_t il) const {
-    BlockPlacer count(ops, nullptr, nullptr);
+size_t Model::layer_bytes(Ops& ops, int64_t il, bool experts_on_host) const {
+    BlockPlacer count(ops, nullptr, nullptr), elsewhere(ops, nullptr, nullptr);
+    if (experts_on_host) count.set_host_experts([&elsewhere](int64_t) { return &elsewhere; });
     place_layer(count, il);
     return count.bytes();
 }
@@ -159,15 +164,28 @@ std::unique_ptr<StageWeights> Model::bind(Ops& ops, int64_t l0, int64_t l1, bool
     w->l1 = l1;
     w->embed = embed;
     w->head = head;
-    if (!placement) {
+    // Experts in host memory: prepared by the host's op set, run by HostExperts.
+    std::function<WeightPlacer*(int64_t)> host_fn;
+    std::unique_ptr<OpsPlacer> host_placer;
+    if (placement && placement->host_ops && placement->n_cpu_moe != 0 && hp_.moe()) {
+        host_placer = std::make_unique<OpsPlacer>(*placement->host_ops);
+        const int64_t n = placement->n_cpu_moe;
+        host_fn = [this, n, hp = host_placer.get()](int64_t il) -> WeightPlacer* {
+            return experts_on_host(il, n) ? hp : nullptr;
+        };
+        w->host_experts = std::make_unique<HostExperts>(*placement->host_ops, ops, placement->moe_cache_bytes,
+                                                        placement->adapt_every);
+    }
+    if (!placement || !placement->budgeted) {
         OpsPlacer p(ops);
+        p.set_host_experts(host_fn);
         for (int64_t il = l0; il < l1; ++il) w->resident.push_back(place_layer(p, il));
         place_fixed(p, *w);
         return w;
     }
     // Under a budget: the fixed block, then each resident layer as a block, then the
     // streamed layers' blocks in host memory and the slots they are copied into.
-    w->memory.push_back(place_block(ops, [&](WeightPlacer& p, bool keep) {
+    w->memory.push_back(place_block(ops, host_fn, [&](WeightPlacer& p, bool keep) {
         if (keep) {
             place_fixed(p, *w);
             return;
@@ -180,7 +198,7 @@ std::unique_ptr<StageWeights> Model::bind(Ops& ops, int64_t l0, int64_t l1, bool
     const int64_t n_res = std::min(placement->n_resident, l1 - l0);
     for (int64_t il = l0; il < l0 + n_res; ++il) {
         std::unique_ptr<LayerWeights> L;
-        w->memory.push_back(place_block(ops, [&](WeightPlacer& p, bool keep) {
+        w->memory.push_back(place_block(ops, host_fn, [&](WeightPlacer& p, bool keep) {
             auto placed = place_layer(p, il);
             if (keep) L = std::move(placed);
         }));
@@ -194,16 +212,18 @@ std::unique_ptr<StageWeights> Model::bind(Ops& ops, int64_t l0, int64_t l1, bool
     for (int64_t il = l0 + n_res; il < l1; ++il) {
         LayerStream::Layer l;
         l.il = il;
-        l.bytes = layer_bytes(ops, il);
+        l.bytes = layer_bytes(ops, il, host_fn && host_fn(il));
         if (l.bytes > placement->slot_bytes)
             fail("layer {} needs {} bytes, more than the stream's slots of {}", il, l.bytes, placement->slot_bytes);
         l.host = ops.alloc_staging(std::max<size_t>(l.bytes, 1));
         {
             BlockPlacer write(ops, nullptr, l.host.data());
+            write.set_host_experts(host_fn);
             place_layer(write, il);
         }
         for (const Buffer& s : slots) {
             BlockPlacer at(ops, s.data(), nullptr);
+            at.set_host_experts(host_fn);
             l.at_slot.push_back(place_layer(at, il));
         }
         streamed.push_back(std::move(l));

@@ -60,15 +60,24 @@ struct LayerWeights {
 };
 
 class LayerStream;  // engine/model/streaming.h
+class HostExperts;  // engine/model/host_experts.h
 
 // Where a stage's weights go under a device budget (engine/model/placement.h decides):
 // the first n_resident layers of the stage, the embedding table and the head (with the
 // MTP block) in device memory for good, the other layers in host memory, copied into
 // one of n_slots slots of slot_bytes before they run (n_slots = 1 + prefetch depth).
 struct StagePlacement {
+    bool budgeted = true;  // false: no budget, only the host experts below
     int64_t n_resident = 0;
     int n_slots = 0;
     size_t slot_bytes = 0;
+    // --cpu-moe / --n-cpu-moe: the expert stacks of the first n_cpu_moe MoE layers of the
+    // model (-1: all) stay in host memory and run on host_ops (engine/model/host_experts.h),
+    // with a device cache of moe_cache_bytes for the hot ones, re-ranked every adapt_every windows.
+    Ops* host_ops = nullptr;
+    int64_t n_cpu_moe = 0;
+    size_t moe_cache_bytes = 0;
+    int adapt_every = 0;
 };
 
 // The weights one stage holds, placed for its device: its layers [l0, l1), the
@@ -86,6 +95,7 @@ struct StageWeights {
     std::vector<std::unique_ptr<LayerWeights>> resident;  // per layer of the stage; null where streamed
     std::vector<Buffer> memory;           // blocks of device memory placed under a budget
     std::unique_ptr<LayerStream> stream;  // the streamed layers (null: none)
+    std::unique_ptr<HostExperts> host_experts;  // experts in host memory (null: none)
 
     // Layer il's weights as the layer runs now: resident, or where the stream put them
     // (LayerStream::enter, which Model::run_layers calls first).
@@ -144,7 +154,12 @@ public:
                                        bool head = true, const StagePlacement* placement = nullptr) const;
     // Bytes of device memory layer il takes on ops's device once placed (one block), and
     // those of the embedding table / head / MTP block a stage would place.
-    size_t layer_bytes(Ops& ops, int64_t il) const;
+    // experts_on_host: without the expert stacks (they stay in host memory).
+    size_t layer_bytes(Ops& ops, int64_t il, bool experts_on_host = false) const;
+    // Whether layer il's experts stay in host memory under --n-cpu-moe n (-1: all).
+    bool experts_on_host(int64_t il, int64_t n_cpu_moe) const {
+        return n_cpu_moe != 0 && hp_.moe() && il < hp_.n_layer && (n_cpu_moe < 0 || il < n_cpu_moe);
+    }
     size_t fixed_bytes(Ops& ops, bool embed, bool head) const;
     // Bytes of device memory the buffers of a window of `rows` tokens take (ForwardCtx's
     // scratch) on a stage holding [l0, l1) (the embedding when embed, the head, the

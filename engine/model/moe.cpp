@@ -1,11 +1,13 @@
 #include "engine/model/moe.h"
 
+#include "engine/model/host_experts.h"
 #include "engine/model/weights.h"
 
 namespace strata {
 
-MoeWeights bind_moe(const WeightBinder& b, const HParams& hp, const std::string& p) {
+MoeWeights bind_moe(const WeightBinder& b, const HParams& hp, const std::string& p, int64_t il) {
     MoeWeights w;
+    w.il = il;
     const int64_t E = hp.n_embd, X = hp.n_expert, F = hp.n_ff_exp, S = hp.n_ff_shexp;
     w.router = b.mat(p + "ffn_gate_inp.weight", E, X);
     if (b.has(p + "ffn_gate_up_exps.weight")) {
@@ -33,8 +35,15 @@ MoeWeights bind_moe(const WeightBinder& b, const HParams& hp, const std::string&
 
 void prepare(WeightPlacer& ops, MoeWeights& w) {
     w.router = ops.weight(w.router);
+    WeightPlacer* host = ops.host_experts(w.il);
+    w.host = host != nullptr;
+    if (w.host) {
+        w.file_gate = w.gate;
+        w.file_up = w.up;
+        w.file_down = w.down;
+    }
     for (auto* list : {&w.gate, &w.up, &w.down})
-        for (MatView& m : *list) m = ops.weight(m);
+        for (MatView& m : *list) m = (host ? *host : ops).weight(m);
     if (!w.has_shared) return;
     prepare(ops, w.shared);
     w.shared_gate.prepare(ops);
@@ -51,7 +60,8 @@ void moe_block(ForwardCtx& ctx, const HParams& hp, const MoeWeights& w, const fl
     float* wt = ctx.scratch.floats(static_cast<size_t>(T * k));
     ctx.ops.topk_softmax(probs, k, sel, wt);
     const Tensor routed = ctx.scratch.rows(E, T * k);  // [T, k, n_embd]
-    ctx.ops.moe_experts(w.gate, w.up, w.down, sel, k, hs, routed);
+    if (w.host) ctx.weights->host_experts->run(ctx, w, sel, k, hs, routed);
+    else ctx.ops.moe_experts(w.gate, w.up, w.down, sel, k, hs, routed);
     Tensor shared;  // none: the combine sums the routed experts alone
     if (w.has_shared) {
         shared = ctx.scratch.rows(E, T);

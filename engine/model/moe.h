@@ -19,12 +19,17 @@ struct MoeWeights {
     bool has_shared = false;           // hp.n_ff_shexp > 0
     WeightVec shared_gate;             // [n_embd] ffn_gate_inp_shexp
     FfnWeights shared;                 // [n_embd, n_ff_shexp] gate/up, [n_ff_shexp, n_embd] down
+    int64_t il = -1;                   // the model layer
+    // Experts in host memory (--cpu-moe): gate/up/down are the host's views, the file's
+    // are kept for the device's cache of hot experts (HostExperts).
+    bool host = false;
+    std::vector<MatView> file_gate, file_up, file_down;
 };
 
 class WeightBinder;
 // Binds blk.N.ffn_* of one layer (the shared expert when hp.n_ff_shexp > 0) (prefix "blk.N."); accepts ffn_gate_up_exps in place of
 // ffn_gate_exps + ffn_up_exps.
-MoeWeights bind_moe(const WeightBinder& b, const HParams& hp, const std::string& prefix);
+MoeWeights bind_moe(const WeightBinder& b, const HParams& hp, const std::string& prefix, int64_t il);
 
 void prepare(WeightPlacer& ops, MoeWeights& w);  // the matrices, for a device (engine/backend/placer.h)
 

@@ -143,7 +143,7 @@ Q3nLayer Qwen3NextModel::bind_layer(const WeightBinder& b, int64_t il, bool recu
     }
     L.post_norm = b.vec(p + "post_attention_norm.weight", h.n_embd);
     if (h.moe()) {
-        L.moe = bind_moe(b, h, p);
+        L.moe = bind_moe(b, h, p, il);
     } else {
         L.ffn.gate = b.mat(p + "ffn_gate.weight", h.n_embd, h.n_ff);
         L.ffn.up = b.mat(p + "ffn_up.weight", h.n_embd, h.n_ff);

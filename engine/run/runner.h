@@ -90,6 +90,9 @@ public:
         int64_t stream_copies = 0, stream_bytes = 0, prefetch_hits = 0, sync_loads = 0, stream_reused = 0;
         double stream_wait_ms = 0;
         int64_t device_peak_bytes = 0;  // the largest peak of a stage's device memory (the meter's)
+        // Experts in host memory (--cpu-moe): expert rows computed on the host, rows the
+        // device's cache of hot experts computed (its hits), re-rankings of the cache.
+        int64_t expert_rows_host = 0, expert_rows_device = 0, expert_reranks = 0;
     };
     virtual Stats runner_stats() const { return {}; }
 };

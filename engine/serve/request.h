@@ -148,6 +148,7 @@ struct EngineStats {
     int64_t stream_copies = 0, stream_bytes = 0, prefetch_hits = 0, sync_loads = 0;
     double stream_wait_ms = 0;
     int64_t device_peak_bytes = 0;
+    int64_t expert_rows_host = 0, expert_rows_device = 0;  // --cpu-moe: host rows, device cache hits
 };
 
 }  // namespace strata

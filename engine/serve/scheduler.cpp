@@ -93,6 +93,8 @@ EngineStats Scheduler::stats() const {
     s.sync_loads = rs.sync_loads;
     s.stream_wait_ms = rs.stream_wait_ms;
     s.device_peak_bytes = rs.device_peak_bytes;
+    s.expert_rows_host = rs.expert_rows_host;
+    s.expert_rows_device = rs.expert_rows_device;
     s.queued = static_cast<int64_t>(queue_.size());
     s.active = active_;
     return s;

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "engine/model/host_experts.h"
 #include "engine/model/streaming.h"
 #include "engine/split/split_runner_impl.h"
 
@@ -250,6 +251,12 @@ Runner::Stats SplitRunnerImpl::runner_stats() const {
     Stats r = SplitRunner::runner_stats();
     for (const Stage& st : stages_) {
         r.device_peak_bytes = std::max(r.device_peak_bytes, st.dev->ops().meter().peak());
+        if (st.weights && st.weights->host_experts) {
+            const HostExperts::Stats h = st.weights->host_experts->stats();
+            r.expert_rows_host += h.host_rows;
+            r.expert_rows_device += h.device_rows;
+            r.expert_reranks += h.reranks;
+        }
         if (!st.weights || !st.weights->stream) continue;
         const LayerStream::Stats s = st.weights->stream->stats();
         r.stream_copies += s.copies;

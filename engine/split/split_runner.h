@@ -32,6 +32,12 @@ struct SplitConfig {
     int prefetch_depth = 1;       // --layer-prefetch-depth
     int64_t max_sequences = 1;    // sequences whose state a budget makes room for
     int64_t max_rows = 256;       // the largest window (--batch)
+    // Experts in host memory (engine/model/host_experts.h): the first n_cpu_moe MoE layers'
+    // (-1: all; --cpu-moe, --n-cpu-moe), a device cache of hot ones (--moe-cache-mib, per
+    // device, in bytes) re-ranked every adapt_every windows (--adapt-every; 0 = once).
+    int64_t n_cpu_moe = 0;
+    size_t moe_cache_bytes = 0;
+    int adapt_every = 0;
 
     static SplitConfig from_env(const EnvReader& env, int pipeline_windows = 0);
     // The process environment's, parsed on first use.

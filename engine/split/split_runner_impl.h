@@ -19,6 +19,7 @@ namespace strata::split_detail {
 
 struct Stage {
     std::unique_ptr<Device> dev;
+    std::unique_ptr<Device> host;  // a CPU device for experts in host memory (null: none); outlives weights
     std::unique_ptr<StageWeights> weights;  // its layers (and embedding / head), prepared for dev
     std::unique_ptr<ForwardCtx> ctx;        // the device's ops, those weights, this stage's window buffers
     int64_t l0 = 0, l1 = 0;
@@ -26,10 +27,11 @@ struct Stage {
     std::string placement;  // the planner's line under a budget (empty: none)
 };
 
-// The placement of stage sp on dev under the budget cfg gives its device (null: no
-// budget there), its line in *line (stage_placement.cpp).
-std::unique_ptr<StagePlacement> plan_stage(const Model& m, Device& dev, const StagePlan& sp, bool first, bool last,
-                                           const SplitConfig& cfg, int64_t n_ctx, GgmlType cache_type,
+// The placement of stage sp on dev under the budget cfg gives its device, with its
+// experts on `host` when cfg keeps them there (null: neither), its line in *line
+// (stage_placement.cpp).
+std::unique_ptr<StagePlacement> plan_stage(const Model& m, Device& dev, Device* host, const StagePlan& sp, bool first,
+                                           bool last, const SplitConfig& cfg, int64_t n_ctx, GgmlType cache_type,
                                            std::string* line);
 
 // One stage's part of a window (stage_step.cpp), the body of every schedule: the rows
@@ -129,8 +131,10 @@ public:
             // as any process's (the calling thread runs its windows: Device::run).
             st.dev = open_device(sp.device, threads, plan.stages.size() == 1 ? -1 : core, cfg.staged_copies);
             const bool first = stages_.empty(), last = stages_.size() + 1 == plan.stages.size();
+            if (cfg.n_cpu_moe != 0 && model_->experts_on_host(sp.l0, cfg.n_cpu_moe))
+                st.host = open_device("cpu:0", threads, -1);  // the experts' own pool, not pinned
             const std::unique_ptr<StagePlacement> placed =
-                plan_stage(*model_, *st.dev, sp, first, last, cfg, n_ctx, cache_type, &st.placement);
+                plan_stage(*model_, *st.dev, st.host.get(), sp, first, last, cfg, n_ctx, cache_type, &st.placement);
             st.weights = model_->bind(st.dev->ops(), sp.l0, sp.l1, first, last, placed.get());
             st.ctx = std::make_unique<ForwardCtx>(st.dev->ops(), st.weights.get());
             core += threads;

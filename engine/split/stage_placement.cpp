@@ -16,7 +16,8 @@ PlacementRequest stage_request(const Model& m, Ops& ops, const StagePlan& sp, bo
     req.device = sp.device;
     req.stream = cfg.stream_layers;
     req.depth = cfg.prefetch_depth;
-    for (int64_t il = sp.l0; il < sp.l1; ++il) req.layer_bytes.push_back(static_cast<int64_t>(m.layer_bytes(ops, il)));
+    for (int64_t il = sp.l0; il < sp.l1; ++il)
+        req.layer_bytes.push_back(static_cast<int64_t>(m.layer_bytes(ops, il, m.experts_on_host(il, cfg.n_cpu_moe))));
     // A sequence's state (KV cache, GDN state) as the device allocates it, and the GDN
     // snapshots speculation keeps per sequence (one, plus the pipeline's slots).
     int64_t per_seq = 0;
@@ -35,17 +36,33 @@ PlacementRequest stage_request(const Model& m, Ops& ops, const StagePlan& sp, bo
                                 ? static_cast<int64_t>(4 * sizeof(float)) * StagePipe::kMaxRows * m.hp().n_embd
                                 : 0);
     req.fixed = static_cast<int64_t>(m.fixed_bytes(ops, first, last)) + per_seq * std::max<int64_t>(cfg.max_sequences, 1) +
-                window + ops.meter().used();
+                window + ops.meter().used() +
+                (m.experts_on_host(sp.l0, cfg.n_cpu_moe) ? static_cast<int64_t>(cfg.moe_cache_bytes) : 0);
     return req;
 }
 
 namespace split_detail {
 
-std::unique_ptr<StagePlacement> plan_stage(const Model& m, Device& dev, const StagePlan& sp, bool first, bool last,
-                                           const SplitConfig& cfg, int64_t n_ctx, GgmlType cache_type,
+std::unique_ptr<StagePlacement> plan_stage(const Model& m, Device& dev, Device* host, const StagePlan& sp, bool first,
+                                           bool last, const SplitConfig& cfg, int64_t n_ctx, GgmlType cache_type,
                                            std::string* line) {
+    auto with_host = [&](StagePlacement p) {
+        if (host) {
+            p.host_ops = &host->ops();
+            p.n_cpu_moe = cfg.n_cpu_moe;
+            p.moe_cache_bytes = cfg.moe_cache_bytes;
+            p.adapt_every = cfg.adapt_every;
+        }
+        return std::make_unique<StagePlacement>(p);
+    };
     auto it = cfg.budgets.find(sp.device);
-    if (it == cfg.budgets.end()) return nullptr;
+    if (it == cfg.budgets.end()) {
+        if (!host) return nullptr;
+        StagePlacement p;
+        p.budgeted = false;
+        p.n_resident = sp.l1 - sp.l0;
+        return with_host(p);
+    }
     Ops& ops = dev.ops();
     const int64_t have = dev.memory_bytes();
     // The device's meter refuses past the whole budget; the planner plans within the
@@ -70,7 +87,7 @@ std::unique_ptr<StagePlacement> plan_stage(const Model& m, Device& dev, const St
     const PlacementPlan plan = plan_placement(req);
     *line = plan.describe(req);
     spdlog::info("placement: {}", *line);
-    return std::make_unique<StagePlacement>(plan.placement);
+    return with_host(plan.placement);
 }
 
 }  // namespace split_detail

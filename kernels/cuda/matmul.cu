@@ -71,8 +71,10 @@ __global__ void matmul_ids_k(const uint8_t* const* w, int64_t n_in, size_t strid
                              Rows x, Rows y, IqTables tab) {
     __shared__ float red[32];
     const int64_t o = blockIdx.x, i = blockIdx.y;
+    const uint8_t* we = w[ids[i]];
+    if (we == nullptr) return;  // an expert computed elsewhere: the whole block leaves its row as it is
     float acc[kRows] = {};
-    dot_share<T>(w[ids[i]] + o * stride, n_in, x.p + (i / div) * x.ld, x.ld, 1, acc, tab);
+    dot_share<T>(we + o * stride, n_in, x.p + (i / div) * x.ld, x.ld, 1, acc, tab);
     const float s = block_sum(acc[0], red);
     if (threadIdx.x == 0) y.p[i * y.ld + o] = s;
 }

@@ -1,8 +1,10 @@
-// Device budgets and layer streaming (--max-vram, --stream-layers, --layer-prefetch-depth;
-// docs/streaming.md): the planner's policy on synthetic sizes, and on real (tiny) models
-// logits bit-identical to a run without a budget whatever the plan (every layer
-// resident, one, two or all streamed, prefetch depth 0 and 1, one stage or two, with
-// speculation and pipelined windows), with the device's peak memory within its budget.
+// Device budgets, layer streaming and experts in host memory (--max-vram, --stream-layers,
+// --layer-prefetch-depth, --cpu-moe, --moe-cache-mib; docs/streaming.md): the planner's
+// policy on synthetic sizes, and on real (tiny) models logits bit-identical to a run
+// without them whatever the plan (every layer resident, one, two or all streamed,
+// prefetch depth 0 and 1, experts on the host with and without the device's cache, one
+// stage or two, with speculation and pipelined windows), the device's peak memory within
+// its budget.
 #include <catch2/catch.hpp>
 
 #include "engine/generate.h"
@@ -217,7 +219,10 @@ TEST_CASE("streaming: any placement of a stage computes the same bits", "[placem
         for (int64_t res : {L - 1, L - 2, int64_t{0}})
             for (int slots : {1, 2}) {
                 INFO(synth::arch_name(arch) << ": " << res << " resident, " << slots << " slot(s)");
-                const StagePlacement pl{res, slots, largest};
+                StagePlacement pl;
+                pl.n_resident = res;
+                pl.n_slots = slots;
+                pl.slot_bytes = largest;
                 const int64_t before = ops.meter().used();
                 {
                     const auto w = m->bind(ops, 0, L, true, true, &pl);
@@ -299,6 +304,17 @@ TEST_CASE("streaming: speculation and pipelined windows keep greedy output", "[p
     always.theta = 0;
     CHECK(gen(*pipe, 3, always) == want);
     CHECK(gen(*pipe, 0) == want);
+
+    // The same with the experts in host memory and the device's cache re-ranked every window.
+    cfg.n_cpu_moe = -1;
+    cfg.moe_cache_bytes = size_t{1} << 20;
+    cfg.adapt_every = 1;
+    const auto rh = requests(*m, p, cfg, 160);
+    cfg.budgets.clear();
+    for (size_t s = 0; s < rh.size(); ++s) cfg.budgets[p.stages[s].device] = budget_for(rh[s], 0, 1);
+    auto pipe_host = make_split_runner(m, p, 1, 160, GgmlType::F16, cfg);
+    CHECK(gen(*pipe_host, 3, always) == want);
+    CHECK(pipe_host->runner_stats().expert_rows_device > 0);
 }
 
 TEST_CASE("streaming: bad budgets are refused with what they lack", "[placement][errors]") {
@@ -316,4 +332,82 @@ TEST_CASE("streaming: bad budgets are refused with what they lack", "[placement]
     CHECK_THROWS_WITH(make_local_runner(m, 1, 32, GgmlType::F16, cfg), Catch::Contains("runs no stage"));
     cfg.budgets = {{"cpu:0", -1}};
     CHECK_THROWS_WITH(make_local_runner(m, 1, 32, GgmlType::F16, cfg), Catch::Contains("does not report its memory"));
+}
+
+TEST_CASE("host experts: the same logits with the experts on the host, in part or all, with the device cache",
+          "[placement][moe][determinism]") {
+    for (auto arch : {synth::Arch::Qwen3Moe, synth::Arch::Qwen3Next, synth::Arch::Qwen35Moe}) {
+        const auto m = model(arch, 4);
+        auto plain = make_local_runner(m, 1, 32, GgmlType::F16);
+        const auto want = test::run_windows(*plain, {5, 9, 2, 77, 31, 8}, 6);
+        struct Case {
+            int64_t n_cpu_moe;
+            size_t cache;
+            int adapt;
+            bool staged;
+        };
+        for (const Case c : {Case{-1, 0, 0, false}, Case{2, 0, 0, false}, Case{-1, 0, 0, true},
+                             Case{-1, size_t{1} << 20, 1, false}, Case{-1, size_t{64} << 20, 1, false},
+                             Case{-1, size_t{64} << 20, 0, true}, Case{3, size_t{64} << 20, 2, true}}) {
+            SplitConfig cfg;
+            cfg.n_cpu_moe = c.n_cpu_moe;
+            cfg.moe_cache_bytes = c.cache;
+            cfg.adapt_every = c.adapt;
+            cfg.staged_copies = c.staged;
+            auto run = make_local_runner(m, 1, 32, GgmlType::F16, cfg);
+            INFO(synth::arch_name(arch) << " n_cpu_moe " << c.n_cpu_moe << " cache " << c.cache << " adapt " << c.adapt
+                                        << " staged " << c.staged);
+            CHECK(test::run_windows(*run, {5, 9, 2, 77, 31, 8}, 6) == want);
+            const Runner::Stats st = run->runner_stats();
+            CHECK(st.expert_rows_host > 0);
+            if (c.cache > size_t{1} << 20) {
+                CHECK(st.expert_reranks > 0);
+                CHECK(st.expert_rows_device > 0);  // the hot experts ran on the device's side
+            }
+            if (c.cache == 0) CHECK(st.expert_rows_device == 0);
+        }
+    }
+}
+
+TEST_CASE("host experts: under a budget with every layer streamed, and on a two-stage split",
+          "[placement][moe][split][determinism]") {
+    const auto m = model(synth::Arch::Qwen3Next, 6);
+    auto plain = make_local_runner(m, 1, 32, GgmlType::F16);
+    const auto want = test::run_windows(*plain);
+    SplitConfig cfg;
+    cfg.n_cpu_moe = -1;
+    cfg.moe_cache_bytes = size_t{1} << 20;
+    cfg.adapt_every = 1;
+    cfg.stream_layers = true;
+    SplitPlan one;
+    one.stages.push_back({"cpu:0", 0, m->hp().n_layer});
+    const PlacementRequest with_host = requests(*m, one, cfg, 32).front();
+    SplitConfig no_host = cfg;
+    no_host.n_cpu_moe = 0;
+    no_host.moe_cache_bytes = 0;
+    const PlacementRequest without = requests(*m, one, no_host, 32).front();
+    CHECK(with_host.layer_bytes[0] < without.layer_bytes[0] / 2);  // the experts are most of a layer's bytes
+    cfg.budgets = {{"cpu:0", budget_for(with_host, 0, 1)}};
+    {
+        auto run = make_local_runner(m, 1, 32, GgmlType::F16, cfg);
+        INFO(run->describe());
+        CHECK_THAT(run->describe(), Catch::Contains("0 layers resident"));
+        CHECK(test::run_windows(*run) == want);
+        CHECK(run->runner_stats().device_peak_bytes <= cfg.budgets["cpu:0"]);
+    }
+    const SplitPlan p = split_plan(*m, "cpu:0,cpu:1");
+    for (bool overlap : {false, true}) {
+        SplitConfig c2 = cfg;
+        c2.overlap = overlap;
+        c2.wait_ms = 10000;
+        const auto rs = requests(*m, p, c2, 32);
+        c2.budgets.clear();
+        for (size_t s = 0; s < rs.size(); ++s) c2.budgets[p.stages[s].device] = budget_for(rs[s], 0, 1);
+        auto r = make_split_runner(m, p, 1, 32, GgmlType::F16, c2);
+        INFO(r->describe());
+        CHECK(test::run_windows(*r) == want);
+        const Runner::Stats st = r->runner_stats();
+        CHECK(st.expert_rows_host > 0);
+        CHECK(st.stream_copies > 0);
+    }
 }
