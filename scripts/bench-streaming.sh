@@ -50,20 +50,18 @@ d1=$(best --max-vram "cpu:0=${budget}MiB" --stream-layers --layer-prefetch-depth
 read -r c_tps _ _ <<<"$compute"
 read -r d0_tps d0_wait d0_copies <<<"$d0"
 read -r d1_tps d1_wait d1_copies <<<"$d1"
-awk -v c="$c_tps" -v z="$d0_tps" -v zw="$d0_wait" -v zc="$d0_copies" -v o="$d1_tps" -v ow="$d1_wait" \
+awk -v c="$c_tps" -v z="$d0_tps" -v zw="$d0_wait" -v o="$d1_tps" -v ow="$d1_wait" \
     -v n="$tokens" -v model="$(basename "$model")" -v b="$budget" -v t="$threads" 'BEGIN {
-    # ms per token: compute alone; copies alone (depth 0 waits for every copy with nothing
-    # else running, over the prompt and the decode tokens: their share per decode token
-    # is scaled by the copies of one token, zc / (n + prompt windows) ~ zc / n).
-    comp = 1000 / c; z_ms = 1000 / z; o_ms = 1000 / o
-    copy = z_ms - comp; if (copy < 0) copy = 0
+    # ms per token: compute alone (everything resident); copies alone: the host time of depth 0
+    # waiting for its copies (nothing else runs meanwhile), over its windows (the prompt
+    # window and one per decode token, n in all).
+    comp = 1000 / c; z_ms = 1000 / z; o_ms = 1000 / o; copy = zw / n
     mx = (comp > copy ? comp : copy); sum = comp + copy
     printf "model %s, budget %s MiB (every layer streamed), %d decode tokens, %d compute thread(s)\n", model, b, n, t
     printf "| what | ms/token | tok/s | vs max(copy, compute) |\n|---|---|---|---|\n"
     printf "| compute alone (all resident) | %.2f | %.1f | |\n", comp, c
-    printf "| copies alone (depth 0 time less compute) | %.2f | | |\n", copy
+    printf "| copies alone (depth 0: time waiting for them) | %.2f | | |\n", copy
     printf "| depth 0: copy, then compute | %.2f | %.1f | %.2fx |\n", z_ms, z, z_ms / mx
-    printf "| depth 1: next copy during compute | %.2f | %.1f | %.2fx |\n", o_ms, o, o_ms / mx
-    printf "depth 1 / depth 0 speed: %.2fx; depth 1 time is %.0f%% of the way from max(copy, compute) to their sum\n",
-        o / z, (sum > mx ? 100 * (o_ms - mx) / (sum - mx) : 0)
+    printf "| depth 1: next copy during compute (%.2f ms/token still waiting) | %.2f | %.1f | %.2fx |\n", ow / n, o_ms, o, o_ms / mx
+    printf "depth 1 / depth 0 speed: %.2fx; copy + compute would be %.2f ms/token\n", o / z, sum
 }'

@@ -2,6 +2,8 @@
 
 #include <chrono>
 
+#include <spdlog/spdlog.h>
+
 #include "engine/core/error.h"
 
 namespace strata {
@@ -73,7 +75,15 @@ void LayerStream::enter(Ops& ops, int64_t il) {
     for (int k = 0; k < n_slots(); ++k)
         if (state_[static_cast<size_t>(k)].layer == next) return;  // there, or on its way
     const int t = (s + 1) % n_slots();
-    copy_into(ops, t, next);
+    if (!prefetch_) return;
+    try {
+        copy_into(ops, t, next);
+    } catch (const std::exception& e) {
+        // A prefetch that cannot start (its copy queue failed): every layer is copied at
+        // its turn from now on, which needs nothing the plan did not already hold.
+        prefetch_ = false;
+        spdlog::warn("layer streaming: prefetch off, layers are copied at their turn ({})", e.what());
+    }
 }
 
 const LayerWeights& LayerStream::layer(int64_t il) const {

@@ -71,6 +71,7 @@ private:
     std::vector<Layer> layers_;  // consecutive model layers
     std::vector<Slot> state_;
     int active_ = -1;            // the slot of the layer that ran last
+    bool prefetch_ = true;       // off once a prefetch could not start
     std::atomic<int64_t> copies_{0}, bytes_{0}, hits_{0}, sync_{0}, reused_{0};
     std::atomic<int64_t> wait_ns_{0};
 };

@@ -3,13 +3,15 @@
 // 2, drafts forced so that early windows are both kept and rolled back, in the default
 // mode and with the prestage and snapshot variables flipped. Any data race between the
 // host, the two stage queues and their thread pools fails the run, as does output that
-// differs from plain decoding.
+// differs from plain decoding. Then the same under device budgets with every layer
+// streamed and the experts on the host (the copy threads and the host's pools).
 #include <cstdio>
 #include <string_view>
 #include <vector>
 
 #include "engine/generate.h"
 #include "engine/split/split_runner.h"
+#include "engine/split/stage_placement.h"
 #include "tests/model_helpers.h"
 
 using namespace strata;
@@ -62,6 +64,51 @@ int main() {
                     static_cast<long long>(st.pipe.misses));
         if (got != want || st.pipe.hits == 0 || st.pipe.misses == 0) {
             std::fprintf(stderr, "variant %d: output or hit/miss counts wrong\n", variant);
+            ++failures;
+        }
+    }
+    // The same under device budgets with every layer streamed (the copy threads filling
+    // slots while the stages compute) and the experts on the host with a device cache
+    // re-ranked every window (the host's own pool beside each stage's).
+    {
+        synth::ModelConfig c = synth::make_config(synth::Arch::Qwen3Next, synth::Preset::Tiny);
+        c.n_layer = 6;  // three layers a stage: streamed through two slots
+        c.mtp = true;
+        std::shared_ptr<const Model> m6 = Model::load(test::to_file(synth::build_model(c, GgmlType::Q8_0, 7)));
+        const int64_t n6 = m6->hp().n_layer;
+        std::vector<int32_t> want6;
+        {
+            auto local = make_local_runner(m6, 1, 96, GgmlType::F16);
+            generate(*local, tok, prompt, plain, quiet, &want6);
+        }
+        SplitConfig sc = cfg;
+        sc.stream_layers = true;
+        sc.n_cpu_moe = -1;
+        sc.moe_cache_bytes = size_t{1} << 20;
+        sc.adapt_every = 1;
+        sc.max_rows = 16;
+        const SplitPlan plan =
+            plan_split("cpu:0,cpu:1", "auto", n6, layer_weight_bytes(m6->file(), n6), head_weight_bytes(m6->file()));
+        for (size_t s = 0; s < plan.stages.size(); ++s) {
+            auto dev = open_device(plan.stages[s].device, 1, -1);
+            const PlacementRequest req = stage_request(*m6, dev->ops(), plan.stages[s], s == 0,
+                                                       s + 1 == plan.stages.size(), sc, 96, GgmlType::F16);
+            sc.budgets[plan.stages[s].device] = budget_for(req, 0, 1);
+        }
+        auto streamed = make_split_runner(m6, plan, 2, 96, GgmlType::F16, sc);
+        GenerateOptions opt = plain;
+        opt.spec_draft = 2;
+        PipelineOptions po;
+        po.theta = 0;
+        opt.pipeline = po;
+        std::vector<int32_t> got;
+        const GenerateStats st = generate(*streamed, tok, prompt, opt, quiet, &got);
+        const Runner::Stats rs = streamed->runner_stats();
+        std::printf("streamed: %lld early windows, %lld layer copies, %lld expert rows on the device's cache\n",
+                    static_cast<long long>(st.pipe.early), static_cast<long long>(rs.stream_copies),
+                    static_cast<long long>(rs.expert_rows_device));
+        if (got != want6 || rs.stream_copies == 0) {
+            std::fprintf(stderr, "streamed: output wrong or nothing streamed\n");
             ++failures;
         }
     }
