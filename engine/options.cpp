@@ -26,7 +26,7 @@ std::vector<FlagSpec> runner_flags() {
          "current one (0 = off)"},
         {"--max-vram", "LIST", "",
          "device memory budgets, e.g. cuda:0=10,cuda:1=14GiB or cpu:0=512MiB (GiB when no unit; auto = the "
-         "device's memory): weights, state and buffers stay within them"},
+         "device's free memory): weights, state and buffers stay within them"},
         {"--vram-reserve-mib", "N", "0",
          "MiB of every --max-vram budget the placement leaves free for what the runtime allocates beside it"},
         {"--stream-layers", "", "", "under --max-vram, keep the leading layers that fit on the device and stream the "
@@ -37,6 +37,10 @@ std::vector<FlagSpec> runner_flags() {
         {"--n-cpu-moe", "N", "0", "keep the experts of the first N MoE layers in host memory (computed on the CPU)"},
         {"--moe-cache-mib", "N", "0",
          "with experts in host memory: MiB of each device for a cache of the hot experts, computed there"},
+        {"--spec-draft-vocab", "N", "0",
+         "speculative decoding: the MTP head drafts from the first N token ids only (rounded up to 256; a "
+         "tokenizer's lower ids are its more frequent tokens), so each draft step reads N rows of the LM head "
+         "instead of all; verification keeps the whole vocabulary (0 = all)"},
         {"--adapt-every", "W", "0",
          "re-rank the cache of hot experts every W windows from the routing counts (0 = rank once, after the first)"},
     };
@@ -70,6 +74,7 @@ RunnerOptions runner_options(const Flags& f) {
     o.n_cpu_moe = f.on("--cpu-moe") ? -1 : f.integer_in("--n-cpu-moe", 0, 1 << 20);
     o.moe_cache_bytes = static_cast<size_t>(f.integer_in("--moe-cache-mib", 0, int64_t{1} << 24)) << 20;
     o.adapt_every = static_cast<int>(f.integer_in("--adapt-every", 0, 1 << 20));
+    o.draft_vocab = f.integer_in("--spec-draft-vocab", 0, int64_t{1} << 24);
     if (o.n_cpu_moe == 0 && (o.moe_cache_bytes > 0 || f.given("--adapt-every")))
         throw UsageError("--moe-cache-mib and --adapt-every need --cpu-moe or --n-cpu-moe");
     return o;
@@ -180,6 +185,7 @@ SplitConfig placement_config(SplitConfig c, const RunnerOptions& o) {
     c.n_cpu_moe = o.n_cpu_moe;
     c.moe_cache_bytes = o.moe_cache_bytes;
     c.adapt_every = o.adapt_every;
+    c.draft_vocab = o.draft_vocab;
     return c;
 }
 

@@ -59,6 +59,10 @@ public:
         return out;
     }
 
+    // Bytes read past the last whole response (read_reply): the start of the next one,
+    // which a server answering pipelined requests may send in the same segment.
+    std::string pending;
+
 private:
     int fd_ = -1;
     bool connected_ = false;
@@ -102,17 +106,36 @@ inline RawReply parse_reply(std::string raw) {
 // Reads one whole response (by its Content-Length), or what comes until the server
 // closes or timeout passes quietly.
 inline RawReply read_reply(RawConn& c, std::chrono::milliseconds timeout = std::chrono::milliseconds(5000)) {
-    std::string raw;
+    std::string raw = std::move(c.pending);
+    c.pending.clear();
+    // A whole response in raw: returned, and what follows it kept for the next call.
+    auto whole = [&](RawReply& out) {
+        size_t start = 0;
+        while (raw.compare(start, 13, "HTTP/1.1 100 ") == 0) {
+            const size_t e = raw.find("\r\n\r\n", start);
+            if (e == std::string::npos) return false;
+            start = e + 4;
+        }
+        const size_t e = raw.find("\r\n\r\n", start);
+        if (e == std::string::npos) return false;
+        const RawReply r = parse_reply(raw.substr(0, e + 4));
+        const std::string len = r.header("Content-Length");
+        if (!r.status || len.empty()) return false;
+        const size_t end = e + 4 + std::stoul(len);
+        if (raw.size() < end) return false;
+        out = parse_reply(raw.substr(0, end));
+        c.pending = raw.substr(end);
+        return true;
+    };
     char buf[65536];
+    RawReply r;
     for (;;) {
+        if (whole(r)) return r;
         pollfd pf{c.fd(), POLLIN, 0};
         if (::poll(&pf, 1, static_cast<int>(timeout.count())) <= 0) break;
         const ssize_t n = ::recv(c.fd(), buf, sizeof buf, 0);
         if (n <= 0) break;
         raw.append(buf, static_cast<size_t>(n));
-        const RawReply r = parse_reply(raw);
-        const std::string len = r.header("Content-Length");
-        if (r.status && !len.empty() && r.body.size() >= std::stoul(len)) return r;
     }
     return parse_reply(raw);
 }

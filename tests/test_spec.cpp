@@ -3,6 +3,7 @@
 // same with speculation off and on, on one device and on a two-stage split.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <numeric>
 
@@ -231,6 +232,56 @@ TEST_CASE("spec: greedy output is identical with speculation off and K = 1..4", 
     pen.repeat_penalty = 1.3f;
     gen(*local, tok, prompt, 3, 8, &st, pen);
     CHECK(st.spec_draft == 0);
+}
+
+TEST_CASE("spec: a draft vocabulary ranks only its tokens and keeps greedy output", "[spec][greedy][draft-vocab]") {
+    auto m = mtp_model();
+    const int64_t V = m->hp().n_vocab, E = m->hp().n_embd, D = 256;
+    REQUIRE(V > D);
+    const Tokenizer tok = Tokenizer::from_gguf(m->file());
+    const std::vector<int32_t> prompt = tok.encode("The quick brown fox jumps", false);
+    auto local = make_local_runner(m, 2, 128, GgmlType::F16);
+    const auto want = gen(*local, tok, prompt, 0, 40);
+    for (bool split : {false, true}) {
+        SplitConfig cfg;
+        cfg.wait_ms = 10000;
+        cfg.draft_vocab = 200;  // rounded up to 256
+        SplitPlan plan;
+        if (split) {
+            const int64_t n = m->hp().n_layer;
+            plan = plan_split("cpu:0,cpu:1", "auto", n, layer_weight_bytes(m->file(), n), head_weight_bytes(m->file()));
+        } else {
+            plan.stages.push_back({"cpu:0", 0, m->hp().n_layer});
+        }
+        auto r = make_split_runner(m, plan, 1, 128, GgmlType::F16, cfg);
+        // The MTP's logits: the full head's over the first D ids, bit for bit; -inf after.
+        auto full = make_local_runner(m, 1, 128, GgmlType::F16);
+        std::vector<float> h(static_cast<size_t>(3 * E));
+        for (size_t i = 0; i < h.size(); ++i) h[i] = std::sin(0.37f * static_cast<float>(i));
+        const std::vector<int32_t> next = {7, 300, 12};
+        std::vector<float> lr(static_cast<size_t>(V)), lf(static_cast<size_t>(V));
+        const int sr = r->new_sequence(), sf = full->new_sequence();
+        r->mtp(sr, h.data(), next.data(), 3, 0, lr.data(), nullptr);
+        full->mtp(sf, h.data(), next.data(), 3, 0, lf.data(), nullptr);
+        CHECK(std::equal(lr.begin(), lr.begin() + D, lf.begin()));
+        CHECK(std::all_of(lr.begin() + D, lr.end(), [](float x) { return std::isinf(x) && x < 0; }));
+        // Greedy output unchanged; every draft is one of the first D ids.
+        for (int k : {1, 3}) {
+            GenerateOptions opt;
+            opt.n_predict = 40;
+            opt.n_batch = 4;
+            opt.spec_draft = k;
+            bool inside = true;
+            opt.spec_edit_draft = [&](int64_t, int, Draft& d) {
+                for (int32_t t : d.tokens) inside = inside && t < D;
+            };
+            std::vector<int32_t> out;
+            generate(*r, tok, prompt, opt, [](std::string_view) { return true; }, &out);
+            INFO(r->describe() << " K=" << k);
+            CHECK(out == want);
+            CHECK(inside);
+        }
+    }
 }
 
 TEST_CASE("spec: forced acceptances and rejections keep greedy output and state exact", "[spec][greedy][rollback]") {

@@ -3,7 +3,8 @@
 # build the CUDA backend for this card, run the kernels' tests, the every-op harness on the
 # GPU against the CPU reference, the whole-model GPU tests (logits against the CPU, bit
 # identity across two stages on one GPU with the mapped hand-off), then decode tok/s of
-# synthetic files on the GPU and on the CPU. Writes a markdown report (argument 1, default
+# synthetic files on the GPU and on the CPU, layer streaming under a budget (depth 0 and 1)
+# and experts in host memory with a cache on the card. Writes a markdown report (argument 1, default
 # gpu-report.md) and prints it.
 #
 #   bash tools/gpu-check.sh [REPORT]      (CUDA_ARCH=90 by default; STRATA_JOBS=16)
@@ -74,4 +75,17 @@ if [ -n "$need" ]; then
 else
     say "streaming: could not read the planner's minimum: $(tail -n 2 "$tmp/res.err")"
 fi
+
+# Experts in host memory: the small qwen3next file with every layer's experts on the
+# CPU, then with a cache of hot experts on the card re-ranked every 8 windows.
+say ""
+say "| qn on cuda:0 | decode tok/s | host experts (from strata run) | greedy text same as all on the GPU |"
+say "|---|---|---|---|"
+$b/bin/strata run -m "$tmp/qn.gguf" -p "hello world" -n 64 -c 512 --devices cuda:0 >"$tmp/q.txt" 2>"$tmp/q.err"
+say "| all on the GPU | $(sed -n 's/^decode: .*(\(.*\) tok\/s)/\1/p' "$tmp/q.err") | | |"
+for flags in "--cpu-moe" "--cpu-moe --moe-cache-mib 256 --adapt-every 8"; do
+    # shellcheck disable=SC2086
+    $b/bin/strata run -m "$tmp/qn.gguf" -p "hello world" -n 64 -c 512 --devices cuda:0 $flags >"$tmp/h.txt" 2>"$tmp/h.err"
+    say "| $flags | $(sed -n 's/^decode: .*(\(.*\) tok\/s)/\1/p' "$tmp/h.err") | $(sed -n 's/^host experts: //p' "$tmp/h.err") | $(cmp -s "$tmp/q.txt" "$tmp/h.txt" && echo yes || echo "no (the host's rows round differently)") |"
+done
 rm -rf "$tmp"

@@ -53,6 +53,7 @@ public:
     virtual ~Device() = default;
     virtual const std::string& name() const = 0;
     virtual int64_t memory_bytes() const { return -1; }  // -1: unknown
+    virtual int64_t free_memory_bytes() const { return -1; }  // what the driver says is free now; -1: unknown
 
     // Device memory: ops().alloc (what runs on the device allocates through its op set).
     virtual Buffer alloc_host_mapped(size_t bytes) = 0;  // pinned host memory the device can read and write

@@ -32,6 +32,11 @@ public:
         gpu::device_memory(index_, &free, &total);
         return total;
     }
+    int64_t free_memory_bytes() const override {
+        int64_t free = 0, total = 0;
+        gpu::device_memory(index_, &free, &total);
+        return free;
+    }
     Buffer alloc_host_mapped(size_t bytes) override {
         return Buffer(gpu::host_alloc_mapped(bytes), bytes, [](void* p) { gpu::host_free(p); });
     }

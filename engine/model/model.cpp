@@ -156,7 +156,17 @@ size_t Model::window_bytes(int64_t l0, int64_t l1, bool embed, bool head, int64_
 }
 
 std::unique_ptr<StageWeights> Model::bind(Ops& ops, int64_t l0, int64_t l1, bool embed, bool head,
-                                          const StagePlacement* placement) const {
+                                          const StagePlacement* placement, int64_t draft_vocab) const {
+    std::unique_ptr<StageWeights> w = bind_weights(ops, l0, l1, embed, head, placement);
+    // A whole number of the CPU's packed row groups (16) and of GPU tiles: a prefix of the
+    // head's rows is then a view of the same memory.
+    const int64_t d = (draft_vocab + 255) / 256 * 256;
+    if (w->mtp && draft_vocab > 0 && d < hp_.n_vocab) limit_draft_vocab(*w->mtp, d);
+    return w;
+}
+
+std::unique_ptr<StageWeights> Model::bind_weights(Ops& ops, int64_t l0, int64_t l1, bool embed, bool head,
+                                                  const StagePlacement* placement) const {
     if (l1 < 0) l1 = hp_.n_layer;
     STRATA_CHECK(0 <= l0 && l0 <= l1 && l1 <= hp_.n_layer, "bind: layers [{}, {}) outside 0..{}", l0, l1, hp_.n_layer);
     auto w = std::make_unique<StageWeights>();

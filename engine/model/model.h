@@ -150,8 +150,13 @@ public:
     // placement (null: none, each weight prepared where the backend keeps it): the stage
     // under a device budget, every byte in blocks of Ops::alloc memory, the layers past
     // the resident ones streamed.
+    // draft_vocab (> 0): the MTP block drafts from the first draft_vocab token ids only
+    // (rounded up to a multiple of 256; the rest never drafted): every draft step then
+    // reads that share of the LM head. Verification keeps the whole head, so greedy
+    // output is unchanged and sampling keeps the target distribution.
     std::unique_ptr<StageWeights> bind(Ops& ops, int64_t l0 = 0, int64_t l1 = -1, bool embed = true,
-                                       bool head = true, const StagePlacement* placement = nullptr) const;
+                                       bool head = true, const StagePlacement* placement = nullptr,
+                                       int64_t draft_vocab = 0) const;
     // Bytes of device memory layer il takes on ops's device once placed (one block), and
     // those of the embedding table / head / MTP block a stage would place.
     // experts_on_host: without the expert stacks (they stay in host memory).
@@ -225,6 +230,8 @@ protected:
     // walked through p in an order fixed by the architecture.
     virtual std::unique_ptr<LayerWeights> place_layer(WeightPlacer& p, int64_t il) const = 0;
     virtual std::unique_ptr<LayerWeights> place_mtp(WeightPlacer&) const { return nullptr; }
+    // The MTP block's head ranks only its first n rows (draft_vocab of bind).
+    virtual void limit_draft_vocab(LayerWeights&, int64_t) const {}
 
     GgufFile file_;
     HParams hp_;
@@ -236,6 +243,8 @@ protected:
     std::set<std::string> bound_;  // every tensor the model reads (WeightBinder)
 
 private:
+    std::unique_ptr<StageWeights> bind_weights(Ops& ops, int64_t l0, int64_t l1, bool embed, bool head,
+                                               const StagePlacement* placement) const;
     // The embedding table, the head and the MTP block (as embed / head ask) into w.
     void place_fixed(WeightPlacer& p, StageWeights& w) const;
     // A tensor of the file that no binding read would be computed as if absent: a load

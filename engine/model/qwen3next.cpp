@@ -5,6 +5,7 @@
 // Optional MTP (nextn) blocks after the main stack predict one token further (4.11).
 // qwen35 differs from qwen3next in its GDN gate projections and value-head order only.
 #include <algorithm>
+#include <limits>
 
 #include "engine/core/error.h"
 #include "engine/model/blocks.h"
@@ -70,6 +71,9 @@ protected:
         return L;
     }
     std::unique_ptr<LayerWeights> place_mtp(WeightPlacer& p) const override;
+    void limit_draft_vocab(LayerWeights& mtp, int64_t n) const override {
+        static_cast<MtpBlock&>(mtp).head.n_out = n;
+    }
 
 private:
     Q3nLayer bind_layer(const WeightBinder& b, int64_t il, bool recurrent) const;
@@ -192,11 +196,18 @@ void Qwen3NextModel::mtp_forward(ForwardCtx& ctx, SeqState& s, const float* hidd
     ctx.ops.rms_norm(x, m.head_norm.data(), hp_.rms_eps, hn);
     if (hidden_out) ctx.out_done(hidden_out, hn.f(), static_cast<size_t>(T * E));
     if (!logits_out) return;
-    const int64_t n = last_logits_only ? 1 : T;
-    const size_t nv = static_cast<size_t>(n * hp_.n_vocab);
-    float* logits = ctx.out_rows(logits_out, nv);
-    ctx.ops.matmul(m.head, hn.rows(T - n, n), Tensor::f32(logits, hp_.n_vocab, n));
-    ctx.out_done(logits_out, logits, nv);
+    // The head may rank only the first m.head.n_out tokens (a draft vocabulary,
+    // Model::bind): the rest of each row is -inf, never drafted.
+    const int64_t n = last_logits_only ? 1 : T, V = hp_.n_vocab, D = m.head.n_out;
+    const size_t nd = static_cast<size_t>(n * D);
+    float* logits = ctx.out_rows(logits_out, nd);
+    ctx.ops.matmul(m.head, hn.rows(T - n, n), Tensor::f32(logits, D, n));
+    ctx.out_done(logits_out, logits, nd);
+    if (D < V)
+        for (int64_t r = n - 1; r >= 0; --r) {  // rows of D spread to rows of V, last first (in place)
+            std::copy_backward(logits_out + r * D, logits_out + (r + 1) * D, logits_out + r * V + D);
+            std::fill(logits_out + r * V + D, logits_out + (r + 1) * V, -std::numeric_limits<float>::infinity());
+        }
 }
 
 }  // namespace

@@ -135,7 +135,7 @@ public:
                 st.host = open_device("cpu:0", threads, -1);  // the experts' own pool, not pinned
             const std::unique_ptr<StagePlacement> placed =
                 plan_stage(*model_, *st.dev, st.host.get(), sp, first, last, cfg, n_ctx, cache_type, &st.placement);
-            st.weights = model_->bind(st.dev->ops(), sp.l0, sp.l1, first, last, placed.get());
+            st.weights = model_->bind(st.dev->ops(), sp.l0, sp.l1, first, last, placed.get(), cfg.draft_vocab);
             st.ctx = std::make_unique<ForwardCtx>(st.dev->ops(), st.weights.get());
             core += threads;
             st.l0 = sp.l0;

@@ -69,10 +69,13 @@ std::unique_ptr<StagePlacement> plan_stage(const Model& m, Device& dev, Device* 
     // budget less the reserve (room for what the runtime allocates beside its count).
     int64_t budget = it->second;
     if (budget < 0) {
-        if (have <= 0)
+        // auto: what is free on the device now (its driver's figure, before this stage
+        // allocates anything but its op set's own few buffers).
+        const int64_t free = dev.free_memory_bytes();
+        if (free <= 0)
             fail("--max-vram {}=auto: this device does not report its memory; give a size (e.g. {}=8GiB)", sp.device,
                  sp.device);
-        budget = have;
+        budget = free + ops.meter().used();
     } else if (have > 0 && budget > have) {
         spdlog::warn("{}: a budget of {:.1f} MiB is more than the device's {:.1f} MiB; using {:.1f} MiB", sp.device,
                      MemoryMeter::mib(budget), MemoryMeter::mib(have), MemoryMeter::mib(have));
