@@ -145,6 +145,39 @@ TEST_CASE("cli: run, eval and tokenize work on a tiny model", "[cli]") {
     CHECK(r.out == "Hello world\n");
 }
 
+TEST_CASE("cli: budgets, streaming and host experts from the command line", "[cli][placement]") {
+    const std::string base = "run -m " + tiny_model() + " -p 'Hello world' -n 8 -t 1 --temp 0";
+    const Result plain = run(base);
+    REQUIRE(plain.code == 0);
+    const std::string text = plain.out.substr(0, plain.out.find("prompt:"));
+    // Usage errors: exit 2 with one line.
+    for (const char* bad : {"--stream-layers", "--layer-prefetch-depth 0", "--max-vram cpu:0", "--max-vram cpu:0=lots",
+                            "--max-vram cpu:0=1 --layer-prefetch-depth 2", "--moe-cache-mib 4", "--cpu-moe --n-cpu-moe 2"}) {
+        const Result r = run(base + " " + bad);
+        INFO(bad << ": " << r.out);
+        CHECK(r.code == 2);
+    }
+    // Failures: exit 1 naming what is missing.
+    Result r = run(base + " --max-vram cpu:0=1MiB --stream-layers");
+    CHECK(r.code == 1);
+    CHECK_THAT(r.out, Catch::Contains("too small") && Catch::Contains("at least"));
+    r = run(base + " --max-vram cpu:3=1GiB");
+    CHECK(r.code == 1);
+    CHECK_THAT(r.out, Catch::Contains("runs no stage"));
+    // A budget that holds everything, and the smallest one (every layer streamed through
+    // one slot): the same text, the plan and the copies reported.
+    r = run(base + " --max-vram cpu:0=1GiB");
+    REQUIRE(r.code == 0);
+    CHECK_THAT(r.out, Catch::Contains(text) && Catch::Contains("layers resident") && Catch::Contains("device peak"));
+    const Result small = run(base + " --max-vram cpu:0=1MiB --stream-layers --layer-prefetch-depth 0");
+    const size_t at = small.out.find("at least ");
+    REQUIRE(at != std::string::npos);
+    const double need = std::stod(small.out.substr(at + 9));
+    r = run(base + " --stream-layers --layer-prefetch-depth 0 --max-vram cpu:0=" + std::to_string(need + 0.1) + "MiB");
+    REQUIRE(r.code == 0);
+    CHECK_THAT(r.out, Catch::Contains(text) && Catch::Contains("0 layers resident") && Catch::Contains("streaming: "));
+}
+
 TEST_CASE("cli: docs/flags.md is what the code declares", "[cli]") {
     const Result r = run("flags-doc");
     REQUIRE(r.code == 0);
