@@ -42,8 +42,7 @@ void CpuOps::write_weight(const MatView& w, void* host) {
         pack_weights(w, host);
         return;
     }
-    const size_t rb = row_bytes(w.type, w.n_in);
-    for (int64_t r = 0; r < w.n_out; ++r) std::memcpy(static_cast<uint8_t*>(host) + rb * static_cast<size_t>(r), w.row(r), rb);
+    copy_rows(w, host);
 }
 
 MatView CpuOps::weight_at(const MatView& w, const void* at) {

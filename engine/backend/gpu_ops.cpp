@@ -105,7 +105,12 @@ float* GpuOps::scratch(size_t i, size_t floats) {
         p = nullptr;
         n = 0;
         meter_.charge(grown * sizeof(float), "op scratch");
-        p = gpu::dev_alloc(grown * sizeof(float));
+        try {
+            p = gpu::dev_alloc(grown * sizeof(float));
+        } catch (...) {
+            meter_.release(grown * sizeof(float));
+            throw;
+        }
         n = grown;
     }
     return static_cast<float*>(p);
@@ -134,10 +139,7 @@ size_t GpuOps::weight_bytes(const MatView& w) {
     return (row_bytes(w.type, w.n_in) * static_cast<size_t>(w.n_out) + 255) / 256 * 256;
 }
 
-void GpuOps::write_weight(const MatView& w, void* host) {
-    const size_t rb = row_bytes(w.type, w.n_in);
-    for (int64_t r = 0; r < w.n_out; ++r) std::memcpy(static_cast<uint8_t*>(host) + rb * static_cast<size_t>(r), w.row(r), rb);
-}
+void GpuOps::write_weight(const MatView& w, void* host) { copy_rows(w, host); }
 
 MatView GpuOps::weight_at(const MatView& w, const void* at) {
     return MatView{w.type, at, w.n_in, w.n_out, row_bytes(w.type, w.n_in), nullptr};

@@ -32,8 +32,7 @@ MatView BlockPlacer::table(const MatView& t) {
     const size_t at = it != seen_.end() ? it->second : take(rb * static_cast<size_t>(t.n_out));
     if (it == seen_.end()) {
         seen_[key] = at;
-        if (host_)
-            for (int64_t r = 0; r < t.n_out; ++r) std::memcpy(host_ + at + rb * static_cast<size_t>(r), t.row(r), rb);
+        if (host_) copy_rows(t, host_ + at);
     }
     return base_ ? MatView{t.type, base_ + at, t.n_in, t.n_out, rb, nullptr} : t;
 }

@@ -13,6 +13,12 @@ size_t aligned(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
 }  // namespace
 
+size_t HostExperts::expert_bytes(const Layer& L) const {
+    size_t n = 0;
+    for (int m = 0; m < 3; ++m) n += aligned(dev_.weight_bytes(L.file[m][0]));
+    return n;
+}
+
 HostExperts::HostExperts(Ops& host, Ops& dev, size_t cache_bytes, int adapt_every)
     : host_(host), dev_(dev), cache_bytes_(cache_bytes), adapt_every_(adapt_every) {
     if (cache_bytes_ > 0) cache_ = dev_.alloc(cache_bytes_);
@@ -32,12 +38,10 @@ HostExperts::Layer& HostExperts::layer(const MoeWeights& w) {
     }
     L.count.assign(L.file[0].size(), 0.0);
     L.slot.assign(L.file[0].size(), -1);
-    size_t expert = 0;
-    for (int m = 0; m < 3; ++m) expert += aligned(dev_.weight_bytes(L.file[m][0]));
     if (slot_bytes_ == 0 && cache_bytes_ > 0) {
         // Every layer of a model has experts of one shape; a layer whose experts are
         // larger than the first one's (another type) is cached nowhere.
-        slot_bytes_ = expert;
+        slot_bytes_ = expert_bytes(L);
         slots_.assign(cache_bytes_ / slot_bytes_, {-1, -1});
         cache_staging_ = dev_.alloc_staging(slot_bytes_);
     }
@@ -57,7 +61,7 @@ void HostExperts::run(ForwardCtx& ctx, const MoeWeights& w, const int32_t* ids, 
     STRATA_CHECK(h.contiguous() && routed.contiguous(), "host experts: strided rows are not supported");
     if (w.il == first_) {  // a new window reaches the stage's first host layer
         const bool due = adapt_every_ > 0 ? windows_ > 0 && windows_ % adapt_every_ == 0 : windows_ == 1;
-        if (due && cache_bytes_ > 0) rerank(ctx.ops);
+        if (due && cache_bytes_ > 0) rerank();
         ++windows_;
     }
     Layer& L = layer(w);
@@ -91,16 +95,15 @@ void HostExperts::run(ForwardCtx& ctx, const MoeWeights& w, const int32_t* ids, 
     device_rows_ += on_dev;
 }
 
-void HostExperts::rerank(Ops& dev) {
+void HostExperts::rerank() {
+    Ops& dev = dev_;
     // The hottest experts of every host layer, as many as the cache has slots (ties: the
     // lower layer, then the lower expert, so a ranking is reproducible). Experts that stay
     // hot keep their slot: only the newcomers are copied.
     if (slots_.empty()) return;
     std::vector<std::tuple<double, int64_t, int64_t>> hot;
     for (auto& [il, L] : layers_) {
-        size_t expert = 0;
-        for (int m = 0; m < 3; ++m) expert += aligned(dev.weight_bytes(L.file[m][0]));
-        if (expert > slot_bytes_) continue;
+        if (expert_bytes(L) > slot_bytes_) continue;
         for (size_t e = 0; e < L.count.size(); ++e)
             if (L.count[e] > 0) hot.emplace_back(-L.count[e], il, static_cast<int64_t>(e));
     }

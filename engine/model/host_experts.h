@@ -49,7 +49,8 @@ private:
         bool any_cached = false;
     };
     Layer& layer(const MoeWeights& w);
-    void rerank(Ops& dev);
+    size_t expert_bytes(const Layer& L) const;  // one expert's three matrices on the device, aligned
+    void rerank();  // on the stage's device (dev_), in its queue's order
     void* host_buffer(int i, size_t bytes);
 
     Ops& host_;

@@ -3,6 +3,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #include "engine/quant/types.h"
 
@@ -21,6 +22,13 @@ struct MatView {
 
     const uint8_t* row(int64_t r) const { return static_cast<const uint8_t*>(data) + static_cast<size_t>(r) * row_stride; }
 };
+
+// w's rows, packed one after another (row_bytes apart) at dst: the rows as a device
+// stores them, whatever the stride of the view they come from.
+inline void copy_rows(const MatView& w, void* dst) {
+    const size_t rb = row_bytes(w.type, w.n_in);
+    for (int64_t r = 0; r < w.n_out; ++r) std::memcpy(static_cast<uint8_t*>(dst) + rb * static_cast<size_t>(r), w.row(r), rb);
+}
 
 // One weight of a multi-output product: y [T, w.n_out] with row stride ldy.
 struct MatOut {
