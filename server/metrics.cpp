@@ -71,6 +71,16 @@ std::string Metrics::render(const EngineStats& e, bool ready) const {
         e.pipeline_rolled_back);
     one("strata_prompt_cached_tokens_total", "counter", "prompt tokens reused from a slot's cached prefix",
         e.prompt_cached_tokens);
+    one("strata_prompt_cache_ram_bytes", "gauge", "host memory held by the prompt cache's saved states (--cache-ram)",
+        e.cache_ram_bytes);
+    one("strata_prompt_cache_ram_entries", "gauge", "saved states (prefixes) in host memory", e.cache_ram_entries);
+    one("strata_prompt_cache_ram_saves_total", "counter", "states saved to host memory", e.cache_ram_saves);
+    one("strata_prompt_cache_ram_hits_total", "counter", "prompts whose prefix came back from host memory",
+        e.cache_ram_hits);
+    one("strata_prompt_cache_ram_tokens_total", "counter", "prompt positions put back from host memory",
+        e.cache_ram_tokens);
+    one("strata_prompt_cache_ram_evictions_total", "counter", "saved states dropped (least recently used) for room",
+        e.cache_ram_evictions);
     one("strata_handoff_waits_total", "counter", "stage hand-off waits (layer split)", e.handoff_waits);
     one("strata_handoff_timeouts_total", "counter", "stage hand-off waits that timed out or were aborted", e.handoff_timeouts);
     one("strata_stream_layer_copies_total", "counter", "streamed layers copied into a device slot (--stream-layers)",

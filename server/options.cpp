@@ -25,6 +25,8 @@ Flags server_flags() {
         {"--chat-template", "NAME", "", "chat template to use instead of the model's"},
         {"--grace-ms", "MS", "10000", "on SIGINT/SIGTERM, time requests in flight get to finish before they are cancelled"},
         {"--no-prompt-cache", "", "", "do not reuse the prefix of a prompt that a slot's sequence already holds"},
+        {"--cache-ram", "MIB", "8192", "host memory for slots' states kept after their slot moved on, reused by a prompt that comes back to them (0 = off)"},
+        {"--cache-every", "N", "2048", "models with a recurrent state: keep a state every N prompt tokens in that memory too (0 = only where a prompt ends)"},
         {"--special-in-content", "", "", "let chat messages spell control tokens such as <|im_end|> (trusted clients only; by default they are text)"},
         {"--demo", "", "", "serve the built-in demo model (random weights; made once into ~/.cache/strata)"},
     };
@@ -52,6 +54,8 @@ ServerOptions server_options(const Flags& f) {
     o.demo = f.on("--demo");
     o.special_in_content = f.on("--special-in-content");
     o.engine.prompt_cache = !f.on("--no-prompt-cache");
+    o.engine.cache_ram = static_cast<size_t>(f.integer_in("--cache-ram", 0, int64_t{1} << 24)) << 20;
+    o.engine.cache_every = f.integer_in("--cache-every", 0, int64_t{1} << 30);
     if (f.given("--api-key") && f.given("--api-key-file"))
         throw UsageError("give --api-key or --api-key-file, not both");
     o.api_key = f.str("--api-key");

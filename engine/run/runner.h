@@ -78,6 +78,27 @@ public:
     virtual void restore(int seq) = 0;  // throws when seq has no snapshot
     virtual size_t snapshot_bytes() const = 0;
 
+    // --- Host copies of a sequence's state (the server's prompt cache, --cache-ram) ---
+    // A copy is laid out by stage, then attention layer (the MTP block's included), then
+    // KV head: that head's K rows, then its V rows, each run holding room for `cap`
+    // positions of which the first p1 - p0 are used. So cap positions of every layer take
+    // cap * kv_bytes_per_pos() bytes. The recurrent state (Gated DeltaNet: conv history and
+    // delta-rule state of every stage) is recurrent_bytes() more, 0 for a model without one.
+    struct KvRange {
+        int64_t p0 = 0, p1 = 0;  // positions of the sequence
+        uint8_t* host = nullptr;
+        int64_t cap = 0;         // positions each run has room for (>= p1 - p0)
+    };
+    virtual size_t kv_bytes_per_pos() const = 0;
+    virtual size_t recurrent_bytes() const = 0;
+    // Copies KV rows of the ranges (below n_past) and, when recurrent is not null, the
+    // recurrent state into host memory. The sequence is not changed.
+    virtual void save_state(int seq, std::span<const KvRange> kv, uint8_t* recurrent) = 0;
+    // Writes KV rows of the ranges and the recurrent state (required when the model has
+    // one) into the sequence, which then holds n_past positions: the ranges must cover
+    // every position below n_past. A snapshot the sequence had is dropped.
+    virtual void load_state(int seq, std::span<const KvRange> kv, const uint8_t* recurrent, int64_t n_past) = 0;
+
     // One line describing the placement ("cpu:0 layers 0-7", "cpu:0 0-3 | cpu:1 4-7").
     virtual std::string describe() const = 0;
 

@@ -124,6 +124,11 @@ struct EngineOptions {
     // A request starts in the free slot whose sequence already holds the longest prefix
     // of its prompt, and skips that prefix (--no-prompt-cache: off).
     bool prompt_cache = true;
+    // The prompt cache's host-RAM level (engine/serve/prompt_store.h): copies of slots'
+    // states kept within this many bytes (0: none), and, for models with a recurrent
+    // state, a checkpoint every cache_every prompt tokens (0: only where a prompt ends).
+    size_t cache_ram = 0;
+    int64_t cache_every = 0;
     // Test seam (SpecOptions::edit_draft): called with the request's prompt, the verify
     // window's first position, the round's k and the drafts, which it may rewrite.
     std::function<void(std::span<const int32_t> prompt, int64_t pos, int k, Draft&)> spec_edit_draft = {};
@@ -144,6 +149,10 @@ struct EngineStats {
     int64_t pipeline_early = 0, pipeline_kept = 0, pipeline_rolled_back = 0;
     // Prompt tokens taken from a slot's cached prefix instead of evaluated.
     int64_t prompt_cached_tokens = 0;
+    // The host-RAM level (--cache-ram): bytes held, entries, states saved, prompts that
+    // took their prefix from it (and its tokens), entries dropped for room.
+    int64_t cache_ram_bytes = 0, cache_ram_entries = 0, cache_ram_saves = 0, cache_ram_hits = 0,
+            cache_ram_tokens = 0, cache_ram_evictions = 0;
     // Streamed layers and device memory (Runner::Stats).
     int64_t stream_copies = 0, stream_bytes = 0, prefetch_hits = 0, sync_loads = 0;
     double stream_wait_ms = 0;

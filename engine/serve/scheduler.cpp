@@ -24,6 +24,15 @@ Scheduler::Scheduler(Runner& runner, const Tokenizer& tok, EngineOptions opt)
     // memory of every slot is reserved up front and never reallocated while serving.
     slots_.resize(static_cast<size_t>(opt_.n_parallel));
     for (Slot& s : slots_) s.seq = runner_.new_sequence();
+    STRATA_CHECK(opt_.cache_every >= 0, "cache_every must be >= 0, got {}", opt_.cache_every);
+    if (opt_.prompt_cache && opt_.cache_ram > 0) {
+        store_ = std::make_unique<PromptStore>(opt_.cache_ram, runner_.kv_bytes_per_pos(), runner_.recurrent_bytes());
+        spdlog::info("prompt cache: slots' states kept in up to {:.0f} MiB of host memory{}",
+                     static_cast<double>(opt_.cache_ram) / (1 << 20),
+                     runner_.model().hp().hybrid() && opt_.cache_every > 0
+                         ? fmt::format(", a recurrent checkpoint every {} prompt tokens", opt_.cache_every)
+                         : std::string());
+    }
     const SpecChoice dflt = choose_spec(-1, opt_.spec_draft, runner_.has_mtp(), SamplingParams{});
     if (dflt.off == SpecOff::NoMtp) {
         spdlog::info("speculative decoding is off: the model has no MTP head");
@@ -93,6 +102,15 @@ EngineStats Scheduler::stats() const {
     s.sync_loads = rs.sync_loads;
     s.stream_wait_ms = rs.stream_wait_ms;
     s.device_peak_bytes = rs.device_peak_bytes;
+    if (store_) {  // the scheduler thread changes it: read under mu_ (it locks it to write)
+        const PromptStore::Stats c = store_stats_;
+        s.cache_ram_bytes = static_cast<int64_t>(c.bytes);
+        s.cache_ram_entries = c.entries;
+        s.cache_ram_saves = c.saves;
+        s.cache_ram_hits = c.loads;
+        s.cache_ram_tokens = c.loaded_tokens;
+        s.cache_ram_evictions = c.evictions;
+    }
     s.expert_rows_host = rs.expert_rows_host;
     s.expert_rows_device = rs.expert_rows_device;
     s.queued = static_cast<int64_t>(queue_.size());
@@ -111,7 +129,11 @@ void Scheduler::loop() {
             admit(fresh);
             cancel_all = cancel_active_;
         }
-        for (Queued& q : fresh) start_slot(pick_slot(q.req.prompt), q);
+        for (Queued& q : fresh) {
+            PromptStore::Match hit;
+            Slot& s = pick_slot(q.req.prompt, &hit);
+            start_slot(s, q, hit);
+        }
         if (cancel_all)
             for (Slot& s : slots_)
                 if (s.busy()) s.stream->cancel();
@@ -133,19 +155,50 @@ size_t Scheduler::reusable(const Slot& s, const std::vector<int32_t>& prompt) co
 }
 
 void Scheduler::checkpoint(Slot& s) {
-    // The prompt is in: a hybrid model's recurrent state is saved here for the next turn
-    // (the speculative decoder owns the snapshot when it runs).
-    if (!opt_.prompt_cache || s.spec || !runner_.model().hp().hybrid()) return;
-    try {
-        runner_.snapshot(s.seq);
-        s.checkpoint = s.req.prompt.size();
-    } catch (const std::exception& ex) {
-        spdlog::warn("engine: saving the prompt's state of sequence {} failed: {}", s.seq, ex.what());
-        s.checkpoint = 0;
+    if (!opt_.prompt_cache || !runner_.model().hp().hybrid()) return;
+    const std::span<const int32_t> done(s.req.prompt.data(), s.prompt_done);
+    if (s.in_prompt()) {  // every cache_every tokens: the host store only
+        save_to_store(s, done);
+        return;
     }
+    // The prompt is in: the state is saved here for the next turn, on the device (the
+    // speculative decoder owns the snapshot when it runs) and in the host store.
+    if (!s.spec) {
+        try {
+            runner_.snapshot(s.seq);
+            s.checkpoint = s.req.prompt.size();
+        } catch (const std::exception& ex) {
+            spdlog::warn("engine: saving the prompt's state of sequence {} failed: {}", s.seq, ex.what());
+            s.checkpoint = 0;
+        }
+    }
+    save_to_store(s, done);
 }
 
-Slot& Scheduler::pick_slot(const std::vector<int32_t>& prompt) {
+void Scheduler::save_to_store(Slot& s, std::span<const int32_t> tokens) {
+    if (!store_) return;
+    try {
+        store_->save(runner_, s.seq, tokens);
+    } catch (const std::exception& ex) {
+        spdlog::warn("engine: keeping the state of sequence {} in host memory failed: {}", s.seq, ex.what());
+    }
+    std::lock_guard lk(mu_);
+    store_stats_ = store_->stats();
+}
+
+size_t Scheduler::chunk_room(const Slot& s, size_t room) const {
+    const size_t left = s.req.prompt.size() - s.prompt_done;
+    size_t n = std::min(left, room);
+    if (store_ && opt_.cache_every > 0 && runner_.model().hp().hybrid()) {
+        // Chunks end at the checkpoints, so the recurrent state passes through them.
+        const auto every = static_cast<size_t>(opt_.cache_every);
+        const size_t next = (s.prompt_done / every + 1) * every;
+        if (next < s.req.prompt.size()) n = std::min(n, next - s.prompt_done);
+    }
+    return n;
+}
+
+Slot& Scheduler::pick_slot(const std::vector<int32_t>& prompt, PromptStore::Match* hit) {
     Slot* best = nullptr;
     size_t best_reuse = 0;
     for (Slot& s : slots_) {
@@ -157,10 +210,19 @@ Slot& Scheduler::pick_slot(const std::vector<int32_t>& prompt) {
         }
     }
     STRATA_CHECK(best != nullptr, "no free slot for an admitted request");
+    *hit = {};
+    if (!store_ || !opt_.prompt_cache || prompt.empty()) return *best;
+    // The host store, when it holds more of the prompt than any free slot: the least
+    // recently used free slot takes it (its own state goes to the store first).
+    PromptStore::Match m = store_->match(prompt, static_cast<int64_t>(prompt.size()) - 1);
+    if (m.n <= static_cast<int64_t>(best_reuse)) return *best;
+    *hit = std::move(m);
+    for (Slot& s : slots_)
+        if (!s.busy() && s.last_used < best->last_used) best = &s;
     return *best;
 }
 
-void Scheduler::start_slot(Slot& s, Queued& q) {
+void Scheduler::start_slot(Slot& s, Queued& q, const PromptStore::Match& hit) {
     s.spec.reset();  // it refers to the sampler replaced below
     s.policy.reset();
     s.stream = std::move(q.stream);
@@ -182,12 +244,23 @@ void Scheduler::start_slot(Slot& s, Queued& q) {
     s.started = clock::now();
     s.last_used = ++slot_clock_;
 
-    start_spec(s);
-    // The prefix of the prompt the sequence already holds is skipped. Not with
-    // speculation: its drafter's state would have to match the prefix too.
-    s.reused = s.spec ? 0 : reusable(s, s.req.prompt);
+    // The prefix of the prompt the sequence already holds is skipped, or the one the
+    // host store puts back. What the slot holds goes to the store first, unless the new
+    // prompt goes on from all of it.
+    s.reused = reusable(s, s.req.prompt);
+    const bool from_store = hit.n > static_cast<int64_t>(s.reused);
+    if (store_ && !s.cached.empty() && runner_.n_past(s.seq) == static_cast<int64_t>(s.cached.size()) &&
+        (from_store || s.reused < s.cached.size()))
+        save_to_store(s, s.cached);
     try {
-        if (s.reused > 0 && s.reused < s.cached.size() && runner_.model().hp().hybrid())
+        if (from_store) {
+            s.reused = 0;
+            store_->load(runner_, s.seq, hit);  // resets the sequence when it fails
+            s.reused = static_cast<size_t>(hit.n);
+            s.checkpoint = 0;  // the slot's device snapshot belonged to its earlier history
+            std::lock_guard lk(mu_);
+            store_stats_ = store_->stats();
+        } else if (s.reused > 0 && s.reused < s.cached.size() && runner_.model().hp().hybrid())
             runner_.restore(s.seq);  // back to the checkpoint: n_past = s.checkpoint
         else if (s.reused > 0)
             runner_.truncate_sequence(s.seq, static_cast<int64_t>(s.reused));
@@ -203,6 +276,7 @@ void Scheduler::start_slot(Slot& s, Queued& q) {
     if (s.reused == 0) s.checkpoint = 0;  // a reset drops the snapshot too
     s.prompt_done = s.reused;
     s.cached = s.req.prompt;
+    start_spec(s);  // after the reuse: its prompt rows start there
     {
         std::lock_guard lk(mu_);
         stats_.prompt_cached_tokens += static_cast<int64_t>(s.reused);
@@ -257,14 +331,27 @@ void Scheduler::finish(Slot& s, FinishReason why, std::string error, Event::Erro
     }
     s.stream->push(std::move(e));
     s.stream.reset();
-    const bool had_spec = s.spec != nullptr;
+    // A speculative request's state is plain decoding's once its decoder finished (a
+    // pipelined one undoes a window run ahead); its rollbacks used the device snapshot.
+    bool plain = true;
+    if (s.spec) {
+        if (s.spec_open) {
+            try {
+                s.spec->finish();
+            } catch (const std::exception& ex) {
+                spdlog::error("engine: finishing the speculative decoder of sequence {} failed: {}", s.seq, ex.what());
+                plain = false;
+            }
+        }
+        s.checkpoint = 0;
+    }
     s.spec.reset();  // a pipelined decoder waits for its stages' ops first
     s.spec_open = false;
     s.policy.reset();
     std::vector<float>().swap(s.prompt_hidden);
     // A request that ended normally leaves its state for the next one to reuse a prefix
-    // of; anything else (a failure, a cancellation, speculation's drafter) is dropped.
-    const bool keep = opt_.prompt_cache && !had_spec && (why == FinishReason::Stop || why == FinishReason::Length);
+    // of; anything else (a failure, a cancellation) is dropped.
+    const bool keep = opt_.prompt_cache && plain && (why == FinishReason::Stop || why == FinishReason::Length);
     try {
         if (keep) s.cached.resize(std::min(s.cached.size(), static_cast<size_t>(runner_.n_past(s.seq))));
         else runner_.reset_sequence(s.seq);
@@ -343,9 +430,9 @@ void Scheduler::batch_window(const Slot* skip) {
         const int64_t room = any_prompt ? budget : std::max<int64_t>(budget, 1);
         if (room <= 0) break;
         any_prompt = true;
-        const size_t n = std::min(s.req.prompt.size() - s.prompt_done, static_cast<size_t>(room));
+        const size_t n = chunk_room(s, static_cast<size_t>(room));
         items.push_back({s.seq, std::span<const int32_t>(s.req.prompt).subspan(s.prompt_done, n), false,
-                         s.spec ? s.prompt_hidden.data() + s.prompt_done * E : nullptr});
+                         s.spec ? s.prompt_hidden.data() + (s.prompt_done - s.reused) * E : nullptr});
         owner.push_back(&s);
         budget -= static_cast<int64_t>(n);
     }
@@ -367,7 +454,11 @@ void Scheduler::batch_window(const Slot* skip) {
         const bool first = s.in_prompt();
         if (first) {
             s.prompt_done += items[i].tokens.size();
-            if (s.in_prompt()) continue;
+            const bool at_mark = opt_.cache_every > 0 && s.prompt_done % static_cast<size_t>(opt_.cache_every) == 0;
+            if (s.in_prompt()) {
+                if (at_mark) checkpoint(s);
+                continue;
+            }
             checkpoint(s);
         }
         ++sampled;
@@ -390,7 +481,7 @@ void Scheduler::batch_window(const Slot* skip) {
         if (!commit(s, t, row, runner_.n_past(s.seq)) || !s.spec) continue;
         try {
             if (first) {
-                s.spec->start(s.prompt_hidden.data(), s.req.prompt, t);
+                s.spec->start(s.prompt_hidden.data(), s.req.prompt, t, static_cast<int64_t>(s.reused));
                 std::vector<float>().swap(s.prompt_hidden);  // the decoder has its own copy
             } else {
                 // Paused (the default's drafts were not kept): the drafter keeps only the

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "engine/run/runner.h"
+#include "engine/serve/prompt_store.h"
 #include "engine/serve/request.h"
 #include "engine/text/tokenizer.h"
 #include "engine/serve/slot.h"
@@ -36,11 +37,18 @@ private:
 
     void loop();
     void admit(std::vector<Queued>& fresh);  // queue -> free slots (under mu_)
-    void start_slot(Slot& s, Queued& q);  // a request takes a free slot
-    // The free slot for a prompt: the longest reusable prefix, else the least recently used.
-    Slot& pick_slot(const std::vector<int32_t>& prompt);
+    void start_slot(Slot& s, Queued& q, const PromptStore::Match& hit);  // a request takes a free slot
+    // The free slot for a prompt: the longest reusable prefix, else the least recently
+    // used; *hit: what the host store can put back instead, when that is longer.
+    Slot& pick_slot(const std::vector<int32_t>& prompt, PromptStore::Match* hit);
     size_t reusable(const Slot& s, const std::vector<int32_t>& prompt) const;
-    void checkpoint(Slot& s);  // the prompt is in: save a hybrid model's state for the next turn
+    // Positions [0, s.prompt_done) are in: a hybrid model's state is saved there, for a
+    // next turn (the end of the prompt) or a request that leaves this one's history
+    // there (every cache_every tokens, into the host store).
+    void checkpoint(Slot& s);
+    void save_to_store(Slot& s, std::span<const int32_t> tokens);  // a failure is logged
+    // Prompt tokens s may take in its next chunk: up to its next checkpoint.
+    size_t chunk_room(const Slot& s, size_t room) const;
     void start_spec(Slot& s);  // its speculative decoder, if it speculates (scheduler_spec.cpp)
     void run_window();
     // One window over the decode tokens of every decoding slot but `skip`, then prompt
@@ -70,6 +78,8 @@ private:
     std::vector<Runner::Item> items_;  // a batched window's items and the slot of each
     std::vector<Slot*> owner_;
     std::shared_ptr<const TokenVocab> vocab_;
+    std::unique_ptr<PromptStore> store_;  // --cache-ram (null: off)
+    PromptStore::Stats store_stats_;      // its counters as of its last change (under mu_)
     uint64_t slot_clock_ = 0;  // Slot::last_used  // the tokenizer's pieces for grammars, made at the first one
     bool said_no_mtp_ = false, said_penalties_ = false, said_spec_stopped_ = false;  // each logged once
 

@@ -43,7 +43,7 @@ void Scheduler::start_spec(Slot& s) {
         // Only the default K adapts (SpecPolicy); a K from the request or --spec-draft is honoured.
         s.policy.emplace(k, choice.adaptive);
         const size_t E = static_cast<size_t>(runner_.model().hp().n_embd);
-        s.prompt_hidden.resize(s.req.prompt.size() * E);
+        s.prompt_hidden.resize((s.req.prompt.size() - s.prompt_done) * E);  // from the reused prefix on
         s.hidden_row.resize(E);
     }
 }

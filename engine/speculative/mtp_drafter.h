@@ -34,12 +34,14 @@ struct MtpPairs {
     int64_t pos0 = 0;
 
     int64_t size() const { return static_cast<int64_t>(tokens.size()); }
-    // After the prompt pass: every prompt position, the last followed by `first`.
-    void from_prompt(const float* prompt_hidden, std::span<const int32_t> prompt, int32_t first, int64_t n_embd) {
-        hidden.assign(prompt_hidden, prompt_hidden + static_cast<int64_t>(prompt.size()) * n_embd);
-        tokens.assign(prompt.begin() + 1, prompt.end());
+    // After the prompt pass: every prompt position from `from` on (prompt_hidden holds
+    // their rows), the last followed by `first`.
+    void from_prompt(const float* prompt_hidden, std::span<const int32_t> prompt, int32_t first, int64_t n_embd,
+                     int64_t from = 0) {
+        hidden.assign(prompt_hidden, prompt_hidden + (static_cast<int64_t>(prompt.size()) - from) * n_embd);
+        tokens.assign(prompt.begin() + from + 1, prompt.end());
         tokens.push_back(first);
-        pos0 = 0;
+        pos0 = from;
     }
     // Empty, the next pair at position pos.
     void reset(int64_t pos) {

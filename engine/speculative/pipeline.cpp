@@ -40,10 +40,11 @@ PipelinedDecoder::PipelinedDecoder(Runner& runner, int seq, const Sampler& sampl
 
 PipelinedDecoder::~PipelinedDecoder() { drain(); }
 
-void PipelinedDecoder::start(const float* prompt_hidden, std::span<const int32_t> prompt, int32_t first) {
+void PipelinedDecoder::start(const float* prompt_hidden, std::span<const int32_t> prompt, int32_t first,
+                             int64_t from) {
     const int64_t E = runner_.model().hp().n_embd, n = static_cast<int64_t>(prompt.size());
-    STRATA_CHECK(n > 0, "empty prompt");
-    pend_.from_prompt(prompt_hidden, prompt, first, E);
+    STRATA_CHECK(n > 0 && from >= 0 && from < n, "start: prompt of {} tokens from {}", n, from);
+    pend_.from_prompt(prompt_hidden, prompt, first, E, from);
     n_ = n;
     last_ = first;
 }

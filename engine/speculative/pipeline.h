@@ -57,7 +57,7 @@ public:
                      const PipelineOptions& popt);
     ~PipelinedDecoder();  // waits for every op still queued (they point into this object)
 
-    void start(const float* prompt_hidden, std::span<const int32_t> prompt, int32_t first) override;
+    void start(const float* prompt_hidden, std::span<const int32_t> prompt, int32_t first, int64_t from = 0) override;
     // One window: at most max_emit tokens appended to out (as SpecDecoder::step; k: drafts
     // of a newly drafted window, 0 = SpecOptions::k).
     void step(int64_t max_emit, std::vector<int32_t>& out, int k = 0) override;

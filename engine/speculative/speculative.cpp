@@ -20,11 +20,11 @@ SpecDecoder::SpecDecoder(Runner& runner, int seq, const Sampler& sampler, const 
     stats_.accepted_at.assign(static_cast<size_t>(opt.k), 0);
 }
 
-void SpecDecoder::start(const float* prompt_hidden, std::span<const int32_t> prompt, int32_t first) {
+void SpecDecoder::start(const float* prompt_hidden, std::span<const int32_t> prompt, int32_t first, int64_t from) {
     const int64_t E = runner_.model().hp().n_embd, n = static_cast<int64_t>(prompt.size());
-    STRATA_CHECK(n > 0, "empty prompt");
-    // Pairs (H[p], x_{p+1}) for p < n: x_{p+1} is the next prompt token, then `first`.
-    pend_.from_prompt(prompt_hidden, prompt, first, E);
+    STRATA_CHECK(n > 0 && from >= 0 && from < n, "start: prompt of {} tokens from {}", n, from);
+    // Pairs (H[p], x_{p+1}) for from <= p < n: x_{p+1} is the next prompt token, then `first`.
+    pend_.from_prompt(prompt_hidden, prompt, first, E, from);
     last_ = first;
 }
 

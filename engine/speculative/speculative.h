@@ -66,7 +66,7 @@ public:
     // After the prompt pass: hidden rows [n_prompt, n_embd] of every prompt token
     // (Runner::Item::hidden_out), the prompt, and the first token sampled from its
     // logits (emitted, not yet evaluated).
-    void start(const float* prompt_hidden, std::span<const int32_t> prompt, int32_t first) override;
+    void start(const float* prompt_hidden, std::span<const int32_t> prompt, int32_t first, int64_t from = 0) override;
 
     // One round: at most max_emit (>= 1) tokens are committed and appended to out (the
     // accepted drafts, then the target's correction or bonus token). The sequence's

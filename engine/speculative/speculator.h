@@ -16,9 +16,13 @@ class Speculator {
 public:
     virtual ~Speculator() = default;
 
-    // After the prompt pass: hidden rows of every prompt token, the prompt, and the first
-    // token sampled from its logits (emitted, not yet evaluated).
-    virtual void start(const float* prompt_hidden, std::span<const int32_t> prompt, int32_t first) = 0;
+    // After the prompt pass: hidden rows of the prompt tokens from `from` on, the prompt,
+    // and the first token sampled from its logits (emitted, not yet evaluated). from > 0:
+    // the sequence already held the first `from` prompt tokens (a prompt cache hit), and
+    // the MTP's KV for them is whatever the sequence's earlier request left there (its
+    // pairs up to from - 1, where it fed the earlier request's next token): drafts may
+    // differ from a cold start's, the verified tokens do not.
+    virtual void start(const float* prompt_hidden, std::span<const int32_t> prompt, int32_t first, int64_t from) = 0;
     // One round: at most max_emit tokens committed and appended to out; k drafts (0: the
     // decoder's own K).
     virtual void step(int64_t max_emit, std::vector<int32_t>& out, int k) = 0;

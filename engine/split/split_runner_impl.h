@@ -239,6 +239,12 @@ public:
         return n;
     }
 
+    // Host copies of a sequence's state (state_copy.cpp), queued on every stage's device.
+    size_t kv_bytes_per_pos() const override;
+    size_t recurrent_bytes() const override;
+    void save_state(int seq, std::span<const KvRange> kv, uint8_t* recurrent) override;
+    void load_state(int seq, std::span<const KvRange> kv, const uint8_t* recurrent, int64_t n_past) override;
+
 private:
     friend class Pipe;
 

@@ -5,6 +5,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 
 #include "engine/core/buffer.h"
 #include "engine/quant/types.h"
@@ -18,6 +19,7 @@ public:
     // device that runs the sequence's layers (alloc: its Ops::alloc).
     KvCache(const Allocator& alloc, int64_t n_layers, int64_t n_ctx, int64_t n_head_kv, int64_t head_dim_k, int64_t head_dim_v, GgmlType type);
 
+    int64_t n_layers() const { return n_layers_; }
     int64_t n_ctx() const { return n_ctx_; }
     int64_t n_head_kv() const { return n_head_kv_; }
     int64_t head_dim_k() const { return hd_k_; }
@@ -32,6 +34,8 @@ public:
     // bytes further.
     const uint8_t* k_head(int64_t l, int64_t h) const;
     const uint8_t* v_head(int64_t l, int64_t h) const;
+    uint8_t* k_head(int64_t l, int64_t h) { return const_cast<uint8_t*>(std::as_const(*this).k_head(l, h)); }
+    uint8_t* v_head(int64_t l, int64_t h) { return const_cast<uint8_t*>(std::as_const(*this).v_head(l, h)); }
     size_t k_stride() const { return row_k_; }
     size_t v_stride() const { return row_v_; }
 
