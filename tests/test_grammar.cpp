@@ -224,3 +224,30 @@ TEST_CASE("grammar: a constrained draw follows the restricted distribution exact
     CHECK(count[1] / double(n) == Approx(0.5).margin(0.015));
     CHECK(count[2] / double(n) == Approx(0.5).margin(0.015));
 }
+
+TEST_CASE("grammar: constrained greedy over whole 64-token words picks what a plain masked scan picks", "[grammar]") {
+    // 300 one-letter tokens a..z (repeated) and "!" tokens: the grammar takes letters, so
+    // most mask words are full and some are partial; the model prefers a refused "!".
+    std::vector<std::string> pieces;
+    for (int i = 0; i < 300; ++i) pieces.push_back(i % 37 == 5 ? "!" : std::string(1, static_cast<char>('a' + i % 26)));
+    pieces.emplace_back();
+    std::vector<TokenVocab::Kind> kinds(pieces.size(), TokenVocab::Kind::Text);
+    kinds.back() = TokenVocab::Kind::Eog;
+    const auto vocab = std::make_shared<const TokenVocab>(pieces, kinds);
+    const auto grammar = CompiledGrammar::compile(Grammar::parse(R"(root ::= [a-z]+)"));
+    uint64_t z = 99;
+    for (int trial = 0; trial < 50; ++trial) {
+        std::vector<float> logits(pieces.size());
+        for (float& v : logits) {
+            z = z * 6364136223846793005ull + 1442695040888963407ull;
+            v = static_cast<float>(static_cast<int>(z >> 60));  // 0..15: many ties
+        }
+        logits[5] = 100.0f;  // "!": refused
+        int32_t want = -1;
+        for (size_t i = 0; i + 1 < pieces.size(); ++i)
+            if (pieces[i] != "!" && (want < 0 || logits[i] > logits[static_cast<size_t>(want)])) want = static_cast<int32_t>(i);
+        GrammarMatcher m(grammar, vocab);
+        Sampler s(SamplingParams{});
+        CHECK(sample_constrained(s, m, logits) == want);
+    }
+}

@@ -89,3 +89,49 @@ TEST_CASE("sampler: bad parameters are refused by name", "[sample]") {
     sp.penalty_last_n = -5;
     CHECK_THROWS_WITH(Sampler(sp), Catch::Contains("penalty_last_n"));
 }
+
+TEST_CASE("sampler: argmax, max_value and top_k_ids match plain scans and a partial sort", "[sample]") {
+    // Values from a small set, so ties are common; lengths around the 16-lane blocks.
+    uint64_t z = 12345;
+    auto next = [&z] {
+        z = z * 6364136223846793005ull + 1442695040888963407ull;
+        return static_cast<int>(z >> 59);  // 0..31
+    };
+    for (int trial = 0; trial < 300; ++trial) {
+        const size_t n = 1 + static_cast<size_t>(trial) % 97 + (trial % 3 == 0 ? 160 : 0);
+        std::vector<float> l(n);
+        for (float& v : l) {
+            const int r = next();
+            v = r == 0 ? -INFINITY : r == 1 ? (trial % 2 ? -0.0f : 0.0f) : static_cast<float>(r % 9) - 4.0f;
+        }
+        INFO("trial " << trial << " n " << n);
+        int32_t plain = 0;
+        for (size_t i = 1; i < n; ++i)
+            if (l[i] > l[static_cast<size_t>(plain)]) plain = static_cast<int32_t>(i);
+        CHECK(argmax(l) == plain);
+        CHECK(max_value(l) == l[static_cast<size_t>(plain)]);
+        for (size_t k : {size_t{1}, size_t{2}, size_t{7}, size_t{40}}) {
+            if (k >= n) continue;
+            std::vector<int32_t> ref(n), got;
+            for (size_t i = 0; i < n; ++i) ref[i] = static_cast<int32_t>(i);
+            std::partial_sort(ref.begin(), ref.begin() + static_cast<long>(k), ref.end(), [&](int32_t a, int32_t b) {
+                return l[a] > l[b] || (l[a] == l[b] && a < b);
+            });
+            ref.resize(k);
+            top_k_ids(l, k, got);
+            CHECK(got == ref);
+        }
+    }
+    // NaNs never win; every value NaN still gives an id.
+    std::vector<float> nan = {NAN, 1.0f, NAN, 3.0f, 3.0f};
+    CHECK(argmax(nan) == 3);
+    std::vector<int32_t> top;
+    top_k_ids(nan, 2, top);
+    CHECK(top == std::vector<int32_t>{3, 4});
+    SamplingParams k;
+    k.temperature = 1.0f;
+    k.top_k = 2;
+    std::vector<float> all_nan(5, NAN), p;
+    Sampler(k).probabilities(all_nan, p);  // must not crash
+    CHECK(p.size() == 5);
+}
