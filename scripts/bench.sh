@@ -6,7 +6,8 @@
 # serial and overlap, speculation off / serial / pipelined at MTP acceptance 0.3, 0.6,
 # 0.9; SKIP_SPEC=1 skips it) and the plot docs/benchmarks.png; then layer streaming
 # under a budget (scripts/bench-streaming.sh: depth 0 vs 1 against the copies alone and
-# the compute alone; SKIP_STREAM=1 skips it). Whatever
+# the compute alone; SKIP_STREAM=1 skips it), and structured output against free decoding
+# at a 150k vocabulary (scripts/bench-constrained.sh; SKIP_CONSTRAINED=1 skips it). Whatever
 # follows the line "<!-- end of the generated part -->" in docs/benchmarks.md (notes
 # written by hand) is kept.
 #
@@ -74,6 +75,12 @@ if [[ "${SKIP_STREAM:-0}" != 1 ]]; then
     echo "$stream_table"
 fi
 
+constrained_table=""
+if [[ "${SKIP_CONSTRAINED:-0}" != 1 ]]; then
+    constrained_table="$(REPS="$reps" "$root/scripts/bench-constrained.sh" "$build")"
+    echo "$constrained_table"
+fi
+
 # The tree's state, leaving out the two files this script writes (the redirection below
 # has already emptied the first when its commands run).
 tree="with local changes"
@@ -113,6 +120,14 @@ if git -C "$root" diff --quiet HEAD -- . ':!docs/benchmarks.md' ':!docs/benchmar
         echo "\`REPS=$reps scripts/bench-streaming.sh ${build/#$root\//}\` (docs/streaming.md)."
         echo
         echo "$stream_table"
+        echo
+    fi
+    if [[ -n "$constrained_table" ]]; then
+        echo "### Structured output against free decoding"
+        echo
+        echo "\`REPS=$reps scripts/bench-constrained.sh ${build/#$root\//}\` (docs/server.md, structured output)."
+        echo
+        echo "$constrained_table"
         echo
     fi
     if [[ -f "$root/docs/benchmarks.png" && -n "$spec_table" ]]; then

@@ -129,6 +129,14 @@ TEST_CASE("server structured output: json_object and json_schema", "[server][gra
     REQUIRE(g.status == 200);
     const std::string text = g.j["choices"][0]["text"];
     CHECK((text == "yes" || text == "no"));
+    // ignore_eos does not run past the grammar's end: the text is complete, and stops.
+    const Reply ie = post(s, "/v1/completions",
+                          R"({"prompt":"x","max_tokens":50,"ignore_eos":true,"grammar":"root ::= \"yes\" | \"no\""})");
+    INFO(ie.body);
+    REQUIRE(ie.status == 200);
+    CHECK(ie.j["choices"][0]["finish_reason"] == "stop");
+    const std::string ie_text = ie.j["choices"][0]["text"];
+    CHECK((ie_text == "yes" || ie_text == "no"));
 }
 
 TEST_CASE("server structured output: what cannot be enforced is a 400 naming it", "[server][grammar]") {

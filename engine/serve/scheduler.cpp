@@ -504,7 +504,9 @@ bool Scheduler::commit(Slot& s, int32_t t, std::span<const float> row, int64_t n
     s.sampler->accept(t);
     s.cached.push_back(t);  // fed next unless the request ends here (finish trims to n_past)
     if (++s.n_gen == 1) s.first_token = clock::now();
-    if (!s.req.ignore_eos && tok_.is_eog(t)) {
+    // ignore_eos does not reach past a grammar's end: once it took the end of generation
+    // (the structured text is complete), no token can follow.
+    if (tok_.is_eog(t) && (!s.req.ignore_eos || (s.matcher && s.matcher->finished()))) {
         finish(s, FinishReason::Stop);
         return false;
     }
