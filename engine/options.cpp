@@ -37,10 +37,11 @@ std::vector<FlagSpec> runner_flags() {
         {"--n-cpu-moe", "N", "0", "keep the experts of the first N MoE layers in host memory (computed on the CPU)"},
         {"--moe-cache-mib", "N", "0",
          "with experts in host memory: MiB of each device for a cache of the hot experts, computed there"},
-        {"--spec-draft-vocab", "N", "0",
+        {"--spec-draft-vocab", "N|auto", "auto",
          "speculative decoding: the MTP head drafts from the first N token ids only (rounded up to 256; a "
          "tokenizer's lower ids are its more frequent tokens), so each draft step reads N rows of the LM head "
-         "instead of all; verification keeps the whole vocabulary (0 = all)"},
+         "instead of all; verification keeps the whole vocabulary (0 = all; auto = 32768 for vocabularies "
+         "over 65536 tokens, else all)"},
         {"--adapt-every", "W", "0",
          "re-rank the cache of hot experts every W windows from the routing counts (0 = rank once, after the first)"},
     };
@@ -74,7 +75,7 @@ RunnerOptions runner_options(const Flags& f) {
     o.n_cpu_moe = f.on("--cpu-moe") ? -1 : f.integer_in("--n-cpu-moe", 0, 1 << 20);
     o.moe_cache_bytes = static_cast<size_t>(f.integer_in("--moe-cache-mib", 0, int64_t{1} << 24)) << 20;
     o.adapt_every = static_cast<int>(f.integer_in("--adapt-every", 0, 1 << 20));
-    o.draft_vocab = f.integer_in("--spec-draft-vocab", 0, int64_t{1} << 24);
+    o.draft_vocab = f.str("--spec-draft-vocab") == "auto" ? -1 : f.integer_in("--spec-draft-vocab", 0, int64_t{1} << 24);
     if (o.n_cpu_moe == 0 && (o.moe_cache_bytes > 0 || f.given("--adapt-every")))
         throw UsageError("--moe-cache-mib and --adapt-every need --cpu-moe or --n-cpu-moe");
     return o;

@@ -153,7 +153,12 @@ public:
     // draft_vocab (> 0): the MTP block drafts from the first draft_vocab token ids only
     // (rounded up to a multiple of 256; the rest never drafted): every draft step then
     // reads that share of the LM head. Verification keeps the whole head, so greedy
-    // output is unchanged and sampling keeps the target distribution.
+    // output is unchanged and sampling keeps the target distribution. -1 (auto):
+    // kAutoDraftVocab when the vocabulary is over twice that, else all of it.
+    // BPE vocabularies number their tokens by merge order, so the first 32k ids hold the
+    // bulk of running text (FR-Spec's frequency-ranked subsets make the same bet); a
+    // 150k vocabulary's head is then read at a fifth of the cost per draft step.
+    static constexpr int64_t kAutoDraftVocab = 32768;
     std::unique_ptr<StageWeights> bind(Ops& ops, int64_t l0 = 0, int64_t l1 = -1, bool embed = true,
                                        bool head = true, const StagePlacement* placement = nullptr,
                                        int64_t draft_vocab = 0) const;
