@@ -493,6 +493,17 @@ TEST_CASE("streaming: the slots always hold the layer that runs, whatever order 
         CHECK(st->stats().copies == 2);
         CHECK(st->stats().reused == 6);
     }
+    SECTION("a prefetch that cannot start: prefetch goes off, every layer is copied at its turn, nothing else changes") {
+        auto st = byte_stream(ops, 4, 2, bytes);
+        st->fail_prefetch(3);  // the third prefetch (layer 13's, in the first window) fails to start
+        for (int w = 0; w < 3; ++w)
+            for (int64_t il = 10; il < 14; ++il) CHECK(holds(*st, ops, il, bytes));
+        CHECK_FALSE(st->prefetching());
+        const LayerStream::Stats s = st->stats();
+        CHECK(s.prefetch_hits == 2);        // 11 and 12, before the failure
+        CHECK(s.sync_loads == 1 + 1 + 8);   // the first layer, 13 (its prefetch failed), then every layer
+        CHECK(s.copies == s.prefetch_hits + s.sync_loads);
+    }
     SECTION("destroyed with a prefetch in flight: it is awaited first") {
         auto st = byte_stream(ops, 3, 2, size_t{64} << 20);
         st->enter(ops, 10);  // starts 11's copy of 64 MiB

@@ -40,11 +40,12 @@ void LayerStream::settle(Ops& ops, int s) {
     st.ticket = 0;
 }
 
-void LayerStream::copy_into(Ops& ops, int s, int64_t j) {
+void LayerStream::copy_into(Ops& ops, int s, int64_t j, bool prefetch) {
     settle(ops, s);  // a copy still landing there (a stale prefetch) goes first
     Slot& st = state_[static_cast<size_t>(s)];
     const Layer& l = layers_[static_cast<size_t>(j)];
     st.layer = -1;  // if the copy cannot start, the slot holds nothing known
+    if (prefetch && ++prefetches_ == fail_prefetch_at_) fail("injected prefetch failure (LayerStream::fail_prefetch)");
     st.ticket = ops.copy_in_async(slot(s), l.host.data(), l.bytes);
     st.layer = j;
     copies_ += 1;
@@ -77,7 +78,7 @@ void LayerStream::enter(Ops& ops, int64_t il) {
     const int t = (s + 1) % n_slots();
     if (!prefetch_) return;
     try {
-        copy_into(ops, t, next);
+        copy_into(ops, t, next, /*prefetch=*/true);
     } catch (const std::exception& e) {
         // A prefetch that cannot start (its copy queue failed): every layer is copied at
         // its turn from now on, which needs nothing the plan did not already hold.

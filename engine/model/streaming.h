@@ -56,10 +56,14 @@ public:
         double wait_ms = 0;         // host time spent waiting for copies
     };
     Stats stats() const;
+    bool prefetching() const { return prefetch_; }
+    // Test seam: the n-th prefetch (1-based) fails to start, as a copy queue that throws
+    // would make it (0: none).
+    void fail_prefetch(int n) { fail_prefetch_at_ = n; }
 
 private:
     int64_t index(int64_t il) const;
-    void copy_into(Ops& ops, int s, int64_t j);
+    void copy_into(Ops& ops, int s, int64_t j, bool prefetch = false);
     void settle(Ops& ops, int s);  // the copy in flight into slot s (if any) awaited
 
     struct Slot {
@@ -72,6 +76,7 @@ private:
     std::vector<Slot> state_;
     int active_ = -1;            // the slot of the layer that ran last
     bool prefetch_ = true;       // off once a prefetch could not start
+    int fail_prefetch_at_ = 0, prefetches_ = 0;  // fail_prefetch
     std::atomic<int64_t> copies_{0}, bytes_{0}, hits_{0}, sync_{0}, reused_{0};
     std::atomic<int64_t> wait_ns_{0};
 };
