@@ -365,3 +365,69 @@ TEST_CASE("spec: plain steps between speculative rounds keep the greedy output",
         r->free_sequence(seq);
     }
 }
+
+namespace {
+
+// Token ids of a request's output (each token's logprob entry carries its id).
+std::vector<int32_t> output_ids(Engine& e, const std::vector<int32_t>& prompt, int64_t n, bool sampled,
+                                std::shared_ptr<const CompiledGrammar> g, int spec) {
+    Request r;
+    r.prompt = prompt;
+    r.max_tokens = n;
+    r.top_logprobs = 0;
+    r.grammar = std::move(g);
+    r.spec_draft = spec;
+    if (sampled) {
+        r.sampling.temperature = 1.0f;
+        r.sampling.seed = 7;
+    }
+    auto s = e.submit(std::move(r));
+    std::vector<int32_t> ids;
+    for (;;) {
+        auto ev = s->next(std::chrono::seconds(60));
+        REQUIRE(ev);
+        for (const TokenLogprob& lp : ev->logprobs) ids.push_back(lp.token);
+        if (ev->kind == Event::Kind::Done) {
+            INFO(ev->error);
+            REQUIRE(ev->finish != FinishReason::Error);
+            return ids;
+        }
+    }
+}
+
+}  // namespace
+
+TEST_CASE("server spec: under a grammar, speculation gives the tokens plain constrained decoding gives", "[server][spec][grammar]") {
+    auto model = mtp_model();
+    const auto prompt = ids("Once upon a time there was");
+    // Letters and spaces, then a period: the random model's own picks are refused often.
+    const auto g = CompiledGrammar::compile(Grammar::parse(R"(root ::= [a-z ]+ "." )"));
+    auto o = std::make_shared<Oracle>();
+    o->wrong_every = 5;
+    o->n_vocab = static_cast<int32_t>(model->hp().n_vocab);
+    const int64_t L = model->hp().n_layer;
+    SplitConfig pipe_cfg;
+    pipe_cfg.pipeline_windows = 2;
+    for (bool pipelined : {false, true})
+    for (bool sampled : {false, true}) {
+        INFO((sampled ? "seeded draw" : "greedy") << (pipelined ? ", pipelined windows on two stages" : ", one device"));
+        std::unique_ptr<Runner> runner =
+            pipelined ? make_split_runner(model, plan_split("cpu:0,cpu:1", "auto", L, layer_weight_bytes(model->file(), L),
+                                                            head_weight_bytes(model->file())),
+                                          1, kCtx, GgmlType::F16, pipe_cfg)
+                      : make_local_runner(model, 2, kCtx, GgmlType::F16);
+        Engine e(model, Tokenizer::from_gguf(model->file()), std::move(runner),
+                 EngineOptions{.spec_draft = 0, .spec_edit_draft = edit(o)});
+        const std::vector<int32_t> plain = output_ids(e, prompt, 40, sampled, g, 0);
+        REQUIRE(plain.size() > 4);
+        o->want[prompt] = plain;  // the drafts: this continuation, every fifth position wrong
+        for (int k : {1, 3}) {
+            INFO("k " << k);
+            CHECK(output_ids(e, prompt, 40, sampled, g, k) == plain);
+        }
+        const EngineStats st = e.stats();
+        CHECK(st.spec_accepted > 0);
+        CHECK(st.spec_accepted < st.spec_drafted);
+        o->want.clear();
+    }
+}

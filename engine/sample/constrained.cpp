@@ -53,6 +53,10 @@ bool any_allowed(const TokenMask& mask) {
 
 int32_t sample_constrained(Sampler& sampler, GrammarMatcher& matcher, std::span<float> logits) {
     sampler.apply_penalties(logits);
+    return pick_constrained(sampler, matcher, logits, 0);
+}
+
+int32_t pick_constrained(const Sampler& sampler, GrammarMatcher& matcher, std::span<float> logits, int64_t ahead) {
     const bool greedy = sampler.params().greedy();
     std::vector<float> probs;
     std::vector<int32_t> kept;  // ids with mass, increasing (sampled only)
@@ -61,7 +65,7 @@ int32_t sample_constrained(Sampler& sampler, GrammarMatcher& matcher, std::span<
         pick = argmax(logits);
     } else {
         sampler.probabilities(logits, probs, kept);
-        pick = sample_index(probs, sampler.uniform());
+        pick = sample_index(probs, sampler.uniform(ahead));
     }
     if (matcher.accepts_token(pick)) return pick;
 
@@ -95,7 +99,7 @@ int32_t sample_constrained(Sampler& sampler, GrammarMatcher& matcher, std::span<
             if (!mask_allows(mask, static_cast<int32_t>(i))) logits[i] = -std::numeric_limits<float>::infinity();
         sampler.probabilities(logits, probs);
     }
-    return sample_index(probs, sampler.uniform(0, kRetryStream));
+    return sample_index(probs, sampler.uniform(ahead, kRetryStream));
 }
 
 }  // namespace strata

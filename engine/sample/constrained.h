@@ -29,5 +29,9 @@
 namespace strata {
 
 int32_t sample_constrained(Sampler& sampler, GrammarMatcher& matcher, std::span<float> logits);
+// The same pick on logits whose penalties are already applied, for the position `ahead`
+// tokens after the sampler's (its uniforms Sampler::uniform(ahead) and (ahead, 1)): what a
+// verify window asks at each of its positions.
+int32_t pick_constrained(const Sampler& sampler, GrammarMatcher& matcher, std::span<float> logits, int64_t ahead);
 
 }  // namespace strata

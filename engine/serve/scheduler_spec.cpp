@@ -16,8 +16,9 @@ using clock = std::chrono::steady_clock;
 void Scheduler::start_spec(Slot& s) {
     // Speculative decoding, by the rule generate() follows (choose_spec).
     const SpecChoice choice = choose_spec(s.req.spec_draft, opt_.spec_draft, runner_.has_mtp(), s.req.sampling);
-    // A grammar decides token by token; drafts would need its state rolled back too.
-    int k = s.req.grammar ? 0 : choice.k;
+    // Under a grammar, verification picks each position's token under it and advances it
+    // through the kept drafts (verify_window), so drafts need no rollback of it.
+    int k = choice.k;
     if (choice.off == SpecOff::NoMtp && !std::exchange(said_no_mtp_, true))
         spdlog::info("speculative decoding is off: the model has no MTP head (spec_draft ignored)");
     if (choice.off == SpecOff::Penalties && !std::exchange(said_penalties_, true))
@@ -29,6 +30,7 @@ void Scheduler::start_spec(Slot& s) {
         SpecOptions so;
         so.k = k;
         so.draft_min_p = opt_.spec_draft_min_p;
+        so.matcher = s.matcher ? &*s.matcher : nullptr;
         if (opt_.spec_edit_draft) {
             auto edit = opt_.spec_edit_draft;
             std::vector<int32_t> prompt = s.req.prompt;
@@ -92,6 +94,15 @@ void Scheduler::spec_window(Slot& s) {
     int64_t used = 0;
     for (size_t i = 0; i < spec_out_.size(); ++i) {
         ++used;
+        // The kept drafts are in the grammar already (verify_window); the final token not.
+        if (s.matcher && i + 1 == spec_out_.size()) {
+            try {
+                s.matcher->accept_token(spec_out_[i]);
+            } catch (const std::exception& ex) {
+                finish(s, FinishReason::Error, fmt::format("constrained decoding: {}", ex.what()));
+                break;
+            }
+        }
         if (!commit(s, spec_out_[i], s.spec->logits(i), n0 + static_cast<int64_t>(i) + 1)) break;
     }
     if (s.busy() && s.policy->on_window(drafted, accepted)) log_pause(s);

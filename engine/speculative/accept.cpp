@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "engine/core/error.h"
+#include "engine/sample/constrained.h"
 
 namespace strata {
 
@@ -39,12 +40,19 @@ SlotOutcome verify_slot(std::span<const float> p, std::span<const float> q, int3
 }
 
 WindowOutcome verify_window(const Sampler& sampler, float* logits, int64_t n_vocab, std::span<const int32_t> drafts,
-                            std::vector<float>& probs) {
+                            std::vector<float>& probs, GrammarMatcher* matcher) {
     const int64_t kd = static_cast<int64_t>(drafts.size());
     for (int64_t i = 0; i <= kd; ++i) {
         std::span<float> row(logits + i * n_vocab, static_cast<size_t>(n_vocab));
         sampler.apply_penalties(row);
         int32_t t;
+        if (matcher) {
+            t = pick_constrained(sampler, *matcher, row, i);
+            if (i == kd || t != drafts[static_cast<size_t>(i)] || matcher->vocab().kind(t) == TokenVocab::Kind::Eog)
+                return {i, t};
+            matcher->accept_token(t);
+            continue;
+        }
         if (sampler.params().greedy()) {
             t = argmax(row);
         } else {

@@ -8,6 +8,7 @@
 #include <span>
 #include <vector>
 
+#include "engine/sample/grammar_matcher.h"
 #include "engine/sample/sampler.h"
 
 namespace strata {
@@ -41,7 +42,12 @@ struct WindowOutcome {
     int64_t accepted;
     int32_t token;
 };
+// matcher (not null): the request's grammar. Each position's token is then the one
+// sample_constrained would pick there (pick_constrained), and the matcher takes each kept
+// draft as it is kept, so that it stands after them when this returns; the final token is
+// the caller's to accept. A kept end of generation ends the window (returned as the
+// final token): nothing follows it.
 WindowOutcome verify_window(const Sampler& sampler, float* logits, int64_t n_vocab, std::span<const int32_t> drafts,
-                            std::vector<float>& probs);
+                            std::vector<float>& probs, GrammarMatcher* matcher = nullptr);
 
 }  // namespace strata

@@ -219,7 +219,8 @@ void PipelinedDecoder::run_step(int64_t max_emit, std::vector<int32_t>& out, int
     // --- W's verdict.
     pipe_.wait(ev_verify, 1);
     const WindowOutcome o = verify_window(sampler_, pipe_.logits(buf), V,
-                                          std::span<const int32_t>(wtok.data() + 1, static_cast<size_t>(kd)), probs_);
+                                          std::span<const int32_t>(wtok.data() + 1, static_cast<size_t>(kd)), probs_,
+                                          opt_.matcher);
     const int64_t m = o.accepted;
     const int32_t y = o.token;
     stats_.add_window(kd, m);

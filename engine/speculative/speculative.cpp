@@ -51,7 +51,7 @@ void SpecDecoder::step(int64_t max_emit, std::vector<int32_t>& out, int k_round)
 
     // Slot i's target distribution comes from row i (verify_window: the sampler's own
     // greedy rule, or MODEL_SPEC 6.3 with q a point mass at the greedy draft).
-    const WindowOutcome o = verify_window(sampler_, target_.logits(0).data(), V, draft_.tokens, probs_);
+    const WindowOutcome o = verify_window(sampler_, target_.logits(0).data(), V, draft_.tokens, probs_, opt_.matcher);
     const int64_t m = o.accepted;
     const int32_t y = o.token;
 

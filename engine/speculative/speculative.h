@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/run/runner.h"
+#include "engine/sample/grammar_matcher.h"
 #include "engine/sample/sampler.h"
 #include "engine/speculative/mtp_drafter.h"
 #include "engine/speculative/spec_policy.h"
@@ -25,6 +26,10 @@ struct SpecOptions {
     // chain's drafts, which it may rewrite (at most k; tests force acceptances and
     // rejections with it: random test models accept almost nothing on their own).
     std::function<void(int64_t pos, int k, Draft&)> edit_draft;
+    // The request's grammar (null: none): verification picks each position's token under
+    // it and advances it through the kept drafts (verify_window); the caller accepts the
+    // tokens of plain steps and each round's final token. It must outlive the decoder.
+    GrammarMatcher* matcher = nullptr;
 };
 
 struct SpecStats {
