@@ -10,6 +10,8 @@
 #   split+spec   the same with --spec-draft K (serial windows)
 #   split+pipe   the same with --spec-draft K --pipeline-windows 2 (skipped, with a
 #                message, when this strata does not accept the flag)
+#   local+spec/whole-head  only with VOCAB over 65536: local+spec with --spec-draft-vocab 0,
+#                the whole LM head per draft step, against the default (auto: 32768 rows)
 # Prints a markdown table and writes JSON (OUT_JSON). Greedy decoding: every mode must
 # print the same text for one model; a difference is reported as an error.
 #
@@ -18,7 +20,9 @@
 #
 # Environment: BUILD_DIR (default build-bench; built unless NO_BUILD=1), MODELS_DIR
 # (~/.cache/strata/models), AGREES ("0.3 0.6 0.9"), REPS (3), N_PREDICT (128),
-# THREADS (2), K (3), CTX (512), PROMPT, OUT_JSON ($BUILD_DIR/bench-spec.json).
+# THREADS (2), K (3), CTX (512), PROMPT, OUT_JSON ($BUILD_DIR/bench-spec.json), VOCAB
+# (make-model's --vocab-size; default its own, 32000: set 151936 for a model whose LM
+# head is most of its bytes, where the draft vocabulary matters).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${BUILD_DIR:-$root/build-bench}"
@@ -31,6 +35,7 @@ k="${K:-3}"
 ctx="${CTX:-512}"
 prompt="${PROMPT:-The quick brown fox jumps over the lazy dog}"
 out_json="${OUT_JSON:-$build/bench-spec.json}"
+vocab="${VOCAB:-}"
 
 if [[ "${NO_BUILD:-0}" != 1 ]]; then
     cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DSTRATA_CUDA=OFF >/dev/null
@@ -41,11 +46,13 @@ strata="$build/bin/strata"
 mkdir -p "$models" "$(dirname "$out_json")"
 
 modes=(local local+spec split split+overlap split+spec split+pipe)
+if [[ -n "$vocab" && "$vocab" -gt 65536 ]]; then modes=(local local+spec local+spec/whole-head split split+overlap split+spec split+pipe); fi
 split_flags=(--devices "cpu:0,cpu:1" --threads-per-device 1)
 mode_flags() {  # the flags of one mode, one per line
     case "$1" in
         local) printf '%s\n' -t "$threads" --spec-draft 0 ;;
         local+spec) printf '%s\n' -t "$threads" --spec-draft "$k" ;;
+        local+spec/whole-head) printf '%s\n' -t "$threads" --spec-draft "$k" --spec-draft-vocab 0 ;;
         split | split+overlap) printf '%s\n' "${split_flags[@]}" --spec-draft 0 ;;
         split+spec) printf '%s\n' "${split_flags[@]}" --spec-draft "$k" ;;
         split+pipe) printf '%s\n' "${split_flags[@]}" --spec-draft "$k" --pipeline-windows 2 ;;
@@ -66,9 +73,10 @@ status=0  # 1 when a mode printed different text (greedy output must not depend 
 rows=()   # markdown rows
 json=()   # JSON objects
 for a in $agrees; do
-    file="$models/qwen3next-small-q8_0-mtp-agree-$a.gguf"
+    file="$models/qwen3next-small-q8_0-mtp-agree-$a${vocab:+-v$vocab}.gguf"
     if [[ ! -f "$file" ]]; then
-        "$strata" make-model --arch qwen3next --preset small --type q8_0 --seed 1 --mtp-agree "$a" --out "$file" >&2
+        "$strata" make-model --arch qwen3next --preset small --type q8_0 --seed 1 --mtp-agree "$a" \
+            ${vocab:+--vocab-size "$vocab"} --out "$file" >&2
     fi
     base_tps=""
     ref_md5=""
@@ -125,7 +133,7 @@ for a in $agrees; do
 done
 
 {
-    echo "Speculative decoding, qwen3next small q8_0 predictable models (make-model --mtp-agree A, seed 1),"
+    echo "Speculative decoding, qwen3next small q8_0 predictable models (make-model --mtp-agree A, seed 1${vocab:+, --vocab-size $vocab}),"
     echo "$n_predict tokens, prompt \"$prompt\", K=$k, median (min-max) of $reps runs; local uses -t $threads,"
     echo "split uses ${split_flags[*]}. Load average before: $load_before."
     echo
