@@ -12,6 +12,7 @@
 #include "engine/engine.h"
 #include "engine/serve/prompt_store.h"
 #include "engine/split/split_runner.h"
+#include "server/options.h"
 #include "tests/server_helpers.h"
 
 using namespace strata;
@@ -249,4 +250,24 @@ TEST_CASE("prompt store: a speculative request reuses a cached prefix with the s
     CHECK(c.cached == static_cast<int64_t>(p2.size() + b.ids.size() - 1));
     CHECK(c.ids == ask(*plain, p3, 8).ids);
     CHECK(spec->stats().spec_windows > 0);
+}
+
+TEST_CASE("prompt store: the server's flags", "[prompt_store][server]") {
+    auto opts = [](std::vector<const char*> args) {
+        Flags f = server::server_flags();
+        args.insert(args.begin(), {"strata-server", "--demo"});
+        f.parse(static_cast<int>(args.size()), const_cast<char**>(args.data()));
+        return server::server_options(f);
+    };
+    const auto dflt = opts({});
+    CHECK(dflt.engine.cache_ram == size_t{8192} << 20);
+    CHECK(dflt.engine.cache_every == 2048);
+    CHECK(dflt.runner.draft_vocab == -1);  // --spec-draft-vocab auto
+    const auto set = opts({"--cache-ram", "16", "--cache-every", "0", "--spec-draft-vocab", "4096"});
+    CHECK(set.engine.cache_ram == size_t{16} << 20);
+    CHECK(set.engine.cache_every == 0);
+    CHECK(set.runner.draft_vocab == 4096);
+    CHECK(opts({"--cache-ram", "0"}).engine.cache_ram == 0);
+    CHECK_THROWS(opts({"--cache-ram", "-1"}));
+    CHECK_THROWS(opts({"--spec-draft-vocab", "most"}));
 }
