@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "engine/core/error.h"
 #include "engine/sample/sampler.h"
@@ -9,11 +10,13 @@
 namespace strata {
 
 namespace {
-// softmax(logits)[id] at temperature 1, in double.
+// softmax(logits)[id] at temperature 1, in double. Logits of -infinity (the ids past a
+// draft vocabulary: most of a 150k one) add exactly 0 and skip the exp.
 float probability(const std::vector<float>& logits, int32_t id) {
     const double top = logits[static_cast<size_t>(id)];
     double sum = 0;
-    for (float l : logits) sum += std::exp(static_cast<double>(l) - top);
+    for (float l : logits)
+        if (l != -std::numeric_limits<float>::infinity()) sum += std::exp(static_cast<double>(l) - top);
     return static_cast<float>(1.0 / sum);
 }
 }  // namespace
