@@ -118,12 +118,6 @@ void PromptStore::load(Runner& runner, int seq, const Match& m) {
     counts_.loaded_tokens += m.n;
 }
 
-bool PromptStore::has(std::span<const int32_t> tokens) const {
-    for (const auto& e : entries_)
-        if (std::equal(e->tokens.begin(), e->tokens.end(), tokens.begin(), tokens.end())) return true;
-    return false;
-}
-
 void PromptStore::evict_one() {
     STRATA_CHECK(!entries_.empty(), "prompt store: nothing to evict");
     bytes_ -= entries_.front()->own_bytes;

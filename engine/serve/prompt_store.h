@@ -51,8 +51,6 @@ public:
     // holds nothing worth keeping); an attention-only entry that a longer one covers is
     // not saved again, and replaces the shorter entries it covers.
     bool save(Runner& runner, int seq, std::span<const int32_t> tokens);
-    // Whether an entry ends exactly at tokens (a checkpoint there exists).
-    bool has(std::span<const int32_t> tokens) const;
 
     struct Stats {
         size_t bytes = 0, budget = 0;
