@@ -90,7 +90,7 @@ TEST_CASE("sampler: bad parameters are refused by name", "[sample]") {
     CHECK_THROWS_WITH(Sampler(sp), Catch::Contains("penalty_last_n"));
 }
 
-TEST_CASE("sampler: argmax, max_value and top_k_ids match plain scans and a partial sort", "[sample]") {
+TEST_CASE("sampler: argmax, max_value, top_k_ids and sort_by_logit match plain scans and comparison sorts", "[sample]") {
     // Values from a small set, so ties are common; lengths around the 16-lane blocks.
     uint64_t z = 12345;
     auto next = [&z] {
@@ -110,6 +110,13 @@ TEST_CASE("sampler: argmax, max_value and top_k_ids match plain scans and a part
             if (l[i] > l[static_cast<size_t>(plain)]) plain = static_cast<int32_t>(i);
         CHECK(argmax(l) == plain);
         CHECK(max_value(l) == l[static_cast<size_t>(plain)]);
+        {
+            std::vector<int32_t> ref(n), got;
+            for (size_t i = 0; i < n; ++i) ref[i] = static_cast<int32_t>(i);
+            std::sort(ref.begin(), ref.end(), [&](int32_t a, int32_t b) { return l[a] > l[b] || (l[a] == l[b] && a < b); });
+            sort_by_logit(l, got);
+            CHECK(got == ref);
+        }
         for (size_t k : {size_t{1}, size_t{2}, size_t{7}, size_t{40}}) {
             if (k >= n) continue;
             std::vector<int32_t> ref(n), got;

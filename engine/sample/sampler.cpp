@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <numeric>
 #include <unordered_map>
@@ -107,6 +108,35 @@ void top_k_ids(std::span<const float> logits, size_t k, std::vector<int32_t>& ou
     for (const auto& e : best) out.push_back(e.second);
 }
 
+void sort_by_logit(std::span<const float> logits, std::vector<int32_t>& out) {
+    // A stable radix sort on the logits' bits mapped to descending order, over ids that
+    // start in increasing order: equal logits stay in id order, exactly the order of a
+    // comparison sort by (logit descending, id ascending), in four linear passes instead
+    // of n log n comparisons through the ids (a 150k vocabulary took ~45 ms per token).
+    // Every pass keeps the order of equal digits, so two passes' worth of equal keys stay
+    // in id order too.
+    const size_t n = logits.size();
+    std::vector<uint64_t> a(n), b(n);
+    for (size_t i = 0; i < n; ++i) {
+        uint32_t bits;
+        std::memcpy(&bits, &logits[i], sizeof bits);
+        if (bits == 0x80000000u) bits = 0;  // -0 equals +0
+        const uint32_t ascending = (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);
+        a[i] = (uint64_t{~ascending} << 32) | static_cast<uint32_t>(i);
+    }
+    constexpr int kBits = 11, kBuckets = 1 << kBits;  // three passes over the 32 key bits
+    std::vector<size_t> count(kBuckets + 1);
+    for (int shift = 32; shift < 64; shift += kBits) {
+        std::fill(count.begin(), count.end(), 0);
+        for (uint64_t k : a) ++count[((k >> shift) & (kBuckets - 1)) + 1];
+        for (int d = 0; d < kBuckets; ++d) count[d + 1] += count[d];
+        for (uint64_t k : a) b[count[(k >> shift) & (kBuckets - 1)]++] = k;
+        a.swap(b);
+    }
+    out.resize(n);
+    for (size_t i = 0; i < n; ++i) out[i] = static_cast<int32_t>(a[i] & 0xFFFFFFFFu);
+}
+
 void Sampler::accept(int32_t token) {
     ++n_seen_;
     if (p_.penalty_last_n == 0) return;
@@ -127,12 +157,15 @@ void Sampler::apply_penalties(std::span<float> logits) const {
     }
 }
 
-void Sampler::probabilities(std::span<const float> logits, std::vector<float>& probs) const {
-    std::vector<int32_t> kept;
-    probabilities(logits, probs, kept);
+void Sampler::probabilities(std::span<const float> logits, std::vector<float>& probs, std::vector<int32_t>& kept_ids) const {
+    probabilities(logits, probs);
+    // In id order; without a truncation that is every id, so a scan beats sorting them.
+    kept_ids.clear();
+    for (size_t i = 0; i < probs.size(); ++i)
+        if (probs[i] > 0) kept_ids.push_back(static_cast<int32_t>(i));
 }
 
-void Sampler::probabilities(std::span<const float> logits, std::vector<float>& probs, std::vector<int32_t>& kept_ids) const {
+void Sampler::probabilities(std::span<const float> logits, std::vector<float>& probs) const {
     const size_t n = logits.size();
     probs.assign(n, 0.0f);
     std::vector<int32_t> idx;
@@ -142,11 +175,7 @@ void Sampler::probabilities(std::span<const float> logits, std::vector<float>& p
         if (idx.empty()) idx.push_back(0);  // every logit NaN: nothing to rank
         keep = idx.size();
     } else {
-        // Sort by logit, ties by id: the kept set never depends on sort stability.
-        idx.resize(n);
-        std::iota(idx.begin(), idx.end(), 0);
-        auto by_logit = [&](int32_t a, int32_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); };
-        std::sort(idx.begin(), idx.end(), by_logit);
+        sort_by_logit(logits, idx);
     }
     const float t = p_.temperature > 0 ? p_.temperature : 1.0f;
     const float mx = logits[idx[0]];
@@ -170,12 +199,7 @@ void Sampler::probabilities(std::span<const float> logits, std::vector<float>& p
     }
     double kept = 0;
     for (size_t i = 0; i < keep; ++i) kept += p[i];
-    kept_ids.clear();
-    for (size_t i = 0; i < keep; ++i) {
-        probs[static_cast<size_t>(idx[i])] = static_cast<float>(p[i] / kept);
-        kept_ids.push_back(idx[i]);
-    }
-    std::sort(kept_ids.begin(), kept_ids.end());
+    for (size_t i = 0; i < keep; ++i) probs[static_cast<size_t>(idx[i])] = static_cast<float>(p[i] / kept);
 }
 
 int32_t Sampler::sample(std::span<float> logits) {

@@ -51,8 +51,8 @@ public:
     // Probabilities after penalties, temperature and the truncations (top-k/p, min-p):
     // the distribution sample() draws from; zeros outside the kept set.
     void probabilities(std::span<const float> logits, std::vector<float>& probs) const;
-    // The same, and the ids left with mass > 0 (at most the kept set), in increasing order:
-    // what a caller that edits the distribution needs to visit instead of the vocabulary.
+    // The same, and the ids left with mass > 0, in increasing order: what a caller that
+    // edits the distribution needs to visit (a top-k's few, instead of the vocabulary).
     void probabilities(std::span<const float> logits, std::vector<float>& probs, std::vector<int32_t>& kept) const;
 
     const SamplingParams& params() const { return p_; }
@@ -68,6 +68,8 @@ int32_t argmax(std::span<const float> logits);
 float max_value(std::span<const float> x);
 // The ids of the k largest logits (ties: the lower id first), largest first; NaNs are skipped.
 void top_k_ids(std::span<const float> logits, size_t k, std::vector<int32_t>& out);
+// Every id, ordered by (logit descending, id ascending).
+void sort_by_logit(std::span<const float> logits, std::vector<int32_t>& out);
 
 // A draw from p by one uniform u in [0, 1) against the cumulative sum in id order, as
 // Sampler::sample draws (reproducible for a seed; the speculative acceptance uses it too).
