@@ -30,6 +30,36 @@ inline std::shared_ptr<const Model> server_model(synth::Arch arch, bool mtp = fa
     return m;
 }
 
+// What one request put out, read from its event stream without HTTP: each token's id and
+// logprob (the request must set top_logprobs >= 0: each token's entry carries its id),
+// the prompt tokens it reused, how it finished.
+struct EngineRun {
+    std::vector<int32_t> ids;
+    std::vector<float> logprobs;
+    int64_t cached = -1;
+    FinishReason finish = FinishReason::Error;
+    std::string error;
+};
+
+inline EngineRun run_request(Engine& e, Request r) {
+    auto s = e.submit(std::move(r));
+    EngineRun out;
+    for (;;) {
+        auto ev = s->next(std::chrono::seconds(60));
+        REQUIRE(ev);
+        for (const TokenLogprob& lp : ev->logprobs) {
+            out.ids.push_back(lp.token);
+            out.logprobs.push_back(lp.logprob);
+        }
+        if (ev->kind == Event::Kind::Done) {
+            out.cached = ev->usage.cached_tokens;
+            out.finish = ev->finish;
+            out.error = ev->error;
+            return out;
+        }
+    }
+}
+
 struct ServerConfig {
     synth::Arch arch = synth::Arch::Qwen3Next;
     int parallel = 1;

@@ -12,32 +12,16 @@ using namespace strata;
 
 namespace {
 
-struct Run {
-    std::vector<int32_t> ids;
-    std::vector<float> logprobs;
-    int64_t cached = -1;
-};
+using Run = test::EngineRun;
 
 Run run(Engine& e, std::vector<int32_t> prompt, int64_t n) {
     Request r;
     r.prompt = std::move(prompt);
     r.max_tokens = n;
     r.top_logprobs = 0;  // each token's entry carries its id and logprob
-    auto s = e.submit(std::move(r));
-    Run out;
-    for (;;) {
-        auto ev = s->next(std::chrono::seconds(30));
-        REQUIRE(ev);
-        for (const TokenLogprob& lp : ev->logprobs) {
-            out.ids.push_back(lp.token);
-            out.logprobs.push_back(lp.logprob);
-        }
-        if (ev->kind == Event::Kind::Done) {
-            REQUIRE(ev->finish == FinishReason::Length);
-            out.cached = ev->usage.cached_tokens;
-            return out;
-        }
-    }
+    Run out = test::run_request(e, std::move(r));
+    REQUIRE(out.finish == FinishReason::Length);
+    return out;
 }
 
 std::unique_ptr<Engine> engine(std::shared_ptr<const Model> m, int slots, bool cache) {

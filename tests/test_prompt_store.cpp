@@ -144,32 +144,16 @@ TEST_CASE("prompt store: least recently used entries make room; what cannot fit 
 
 namespace {
 
-struct Turn {
-    std::vector<int32_t> ids;
-    std::vector<float> logprobs;
-    int64_t cached = -1;
-};
+using Turn = test::EngineRun;
 
 Turn ask(Engine& e, std::vector<int32_t> prompt, int64_t n) {
     Request r;
     r.prompt = std::move(prompt);
     r.max_tokens = n;
     r.top_logprobs = 0;
-    auto s = e.submit(std::move(r));
-    Turn out;
-    for (;;) {
-        auto ev = s->next(std::chrono::seconds(60));
-        REQUIRE(ev);
-        for (const TokenLogprob& lp : ev->logprobs) {
-            out.ids.push_back(lp.token);
-            out.logprobs.push_back(lp.logprob);
-        }
-        if (ev->kind == Event::Kind::Done) {
-            REQUIRE(ev->finish == FinishReason::Length);
-            out.cached = ev->usage.cached_tokens;
-            return out;
-        }
-    }
+    Turn out = test::run_request(e, std::move(r));
+    REQUIRE(out.finish == FinishReason::Length);
+    return out;
 }
 
 std::unique_ptr<Engine> engine(std::shared_ptr<const Model> m, size_t cache_ram, int64_t every = 0, int spec = 0,

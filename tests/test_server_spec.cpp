@@ -381,18 +381,10 @@ std::vector<int32_t> output_ids(Engine& e, const std::vector<int32_t>& prompt, i
         r.sampling.temperature = 1.0f;
         r.sampling.seed = 7;
     }
-    auto s = e.submit(std::move(r));
-    std::vector<int32_t> ids;
-    for (;;) {
-        auto ev = s->next(std::chrono::seconds(60));
-        REQUIRE(ev);
-        for (const TokenLogprob& lp : ev->logprobs) ids.push_back(lp.token);
-        if (ev->kind == Event::Kind::Done) {
-            INFO(ev->error);
-            REQUIRE(ev->finish != FinishReason::Error);
-            return ids;
-        }
-    }
+    const EngineRun out = run_request(e, std::move(r));
+    INFO(out.error);
+    REQUIRE(out.finish != FinishReason::Error);
+    return out.ids;
 }
 
 }  // namespace
