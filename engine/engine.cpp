@@ -19,7 +19,7 @@ std::unique_ptr<Engine> Engine::load(const RunnerOptions& ro, const EngineOption
     using clock = std::chrono::steady_clock;
     const auto t0 = clock::now();
     progress(fmt::format("mapping {} and binding its tensors", ro.model_path));
-    std::shared_ptr<const Model> model = Model::load(ro.model_path);
+    std::shared_ptr<const Model> model = Model::load(ro.model_path, ro.mtp_path);
     const HParams& hp = model->hp();
     progress(fmt::format("model: {} layers, {} embd, vocab {}", hp.n_layer, hp.n_embd, hp.n_vocab));
     progress("reading the tokenizer");

@@ -14,6 +14,9 @@ namespace strata {
 std::vector<FlagSpec> runner_flags() {
     return {
         {"--model", "FILE", "", "GGUF model to load", "-m"},
+        {"--mtp-model", "FILE", "",
+         "the MTP block of a qwen3next / qwen35 / qwen35moe model written apart from it (an MTP-only file, as "
+         "llama.cpp's converter writes with --mtp), for speculative decoding"},
         {"--threads", "N", "0", "CPU threads (0 = all cores)", "-t"},
         {"--ctx-size", "N", "0", "context length per sequence (0 = the model's, capped by memory)", "-c"},
         {"--cache-type", "TYPE", "f16", "KV cache type: f16, q8_0 or q4_0"},
@@ -50,6 +53,7 @@ std::vector<FlagSpec> runner_flags() {
 RunnerOptions runner_options(const Flags& f) {
     RunnerOptions o;
     o.model_path = f.str("--model");
+    o.mtp_path = f.str("--mtp-model");
     const int64_t t = f.integer_in("--threads", 0, 1024);
     o.threads = t == 0 ? static_cast<int>(std::max(1u, std::thread::hardware_concurrency())) : static_cast<int>(t);
     o.n_ctx = f.integer_in("--ctx-size", 0, int64_t{1} << 32);

@@ -16,6 +16,7 @@ namespace strata {
 
 struct RunnerOptions {
     std::string model_path;
+    std::string mtp_path;  // --mtp-model: an MTP-only sidecar (empty: none)
     int threads = 0;       // 0 = all cores
     int64_t n_ctx = 0;     // 0 = the model's, capped by memory
     GgmlType cache_type = GgmlType::F16;

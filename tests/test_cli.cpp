@@ -188,3 +188,33 @@ TEST_CASE("cli: docs/flags.md is what the code declares", "[cli]") {
     INFO("regenerate with: build/bin/strata flags-doc > docs/flags.md");
     CHECK(ss.str() == r.out);
 }
+
+TEST_CASE("cli: an MTP block written apart drafts as the one-file model (make-model --mtp-out, --mtp-model)",
+          "[cli][mtp]") {
+    const std::string whole = (tmp_dir() / "q35.gguf").string(), main = (tmp_dir() / "q35-main.gguf").string(),
+                      side = (tmp_dir() / "mtp-q35-main.gguf").string();
+    const std::string make = "make-model --arch qwen35 --preset tiny --type q8_0 --seed 3 --mtp-agree 0.9 --out ";
+    REQUIRE(run(make + whole).code == 0);
+    REQUIRE(run(make + main + " --mtp-out " + side).code == 0);
+    CHECK(run("make-model --arch qwen35 --out " + main + ".x --mtp-out " + side + ".x").code == 2);
+    // Text and speculation statistics, without the timings.
+    const auto spec_run = [](const std::string& files, const std::string& more = "") {
+        const Result r = run("run -m " + files + " -p 'Hello' -n 24 -t 2 --temp 0 --spec-draft 3 " + more);
+        INFO(r.out);
+        REQUIRE(r.code == 0);
+        const size_t spec = r.out.find("speculative:");
+        REQUIRE(spec != std::string::npos);
+        return r.out.substr(0, r.out.find("prompt:")) + r.out.substr(spec, r.out.find(" tokens/window", spec) - spec);
+    };
+    const std::string expect = spec_run(whole);
+    CHECK_THAT(expect, Catch::Contains("accepted") && !Catch::Contains(" 0 accepted"));
+    CHECK(spec_run(main + " --mtp-model " + side) == expect);
+    CHECK(spec_run(main + " --mtp-model " + side, "--devices cpu:0,cpu:1") == expect);
+    // Without its MTP file the model decodes plainly; with one it already has, exit 1 naming why.
+    const Result plain = run("run -m " + main + " -p 'Hello' -n 24 -t 2 --temp 0 --spec-draft 3");
+    CHECK_THAT(plain.out, Catch::Contains("the model has no MTP head") &&
+                              Catch::Contains(expect.substr(0, expect.find("speculative:"))));
+    const Result twice = run("run -m " + whole + " --mtp-model " + side + " -p 'Hello' -n 4");
+    CHECK(twice.code == 1);
+    CHECK_THAT(twice.out, Catch::Contains("already holds an MTP block"));
+}

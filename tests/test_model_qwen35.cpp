@@ -126,3 +126,96 @@ TEST_CASE("qwen35 refuses malformed files clearly", "[model][qwen35]") {
         }
     }
 }
+
+namespace {
+
+// The pair of files llama.cpp's converter writes with --no-mtp and --mtp.
+std::pair<GgufFile, std::unique_ptr<GgufFile>> apart(synth::SynthModel&& sm, const char* name = "main.gguf") {
+    auto [main, side] = synth::make_writers_mtp_apart(std::move(sm));
+    const auto mb = main.to_bytes(), sb = side.to_bytes();
+    return {GgufFile::from_bytes(mb.data(), mb.size(), name),
+            std::make_unique<GgufFile>(GgufFile::from_bytes(sb.data(), sb.size(), "mtp-main.gguf"))};
+}
+
+// MTP logits and chained hidden rows of five pairs.
+std::pair<std::vector<float>, std::vector<float>> mtp_rows(const Model& m) {
+    const int64_t T = 5, E = m.hp().n_embd, V = m.hp().n_vocab;
+    const std::vector<int32_t> next = {5, 900, 17, 3, 640};
+    std::mt19937 rng(9);
+    std::normal_distribution<float> n01;
+    std::vector<float> hidden(static_cast<size_t>(T * E));
+    for (float& x : hidden) x = n01(rng);
+    ThreadPool pool(2);
+    CpuOps cpu_ops(pool);
+    ForwardCtx ctx(cpu_ops, m);
+    SeqState s = m.new_state(ctx.ops, 16, GgmlType::F16);
+    std::vector<float> logits(static_cast<size_t>(T * V)), hout(static_cast<size_t>(T * E));
+    m.mtp_forward(ctx, s, hidden.data(), next.data(), T, 0, logits.data(), hout.data());
+    return {logits, hout};
+}
+
+}  // namespace
+
+TEST_CASE("an MTP block in its own file (llama.cpp's --mtp sidecar) computes as the one-file model",
+          "[model][qwen35][mtp]") {
+    for (auto arch : {synth::Arch::Qwen3Next, synth::Arch::Qwen35, synth::Arch::Qwen35Moe}) {
+        INFO(synth::arch_name(arch));
+        auto whole = Model::load(tiny(arch, GgmlType::Q8_0, true));
+        {
+            // The main file alone is a model without MTP, with the same main stack.
+            auto [main, side] = apart(tiny_model(arch, GgmlType::Q8_0, true));
+            auto alone = Model::load(std::move(main));
+            CHECK_FALSE(alone->has_mtp());
+            CHECK(alone->hp().n_layer == whole->hp().n_layer);
+            CHECK(eval_all(*alone, 2, kPrompt, 4) == eval_all(*whole, 2, kPrompt, 4));
+        }
+        auto [main, side] = apart(tiny_model(arch, GgmlType::Q8_0, true));
+        auto both = Model::load(std::move(main), std::move(side));
+        REQUIRE(both->has_mtp());
+        CHECK(both->hp().n_nextn == 1);
+        CHECK(both->hp().n_layer == whole->hp().n_layer);
+        CHECK(eval_all(*both, 2, kPrompt, 4) == eval_all(*whole, 2, kPrompt, 4));
+        const auto [lw, hw] = mtp_rows(*whole);
+        const auto [lb, hb] = mtp_rows(*both);
+        CHECK(lb == lw);
+        CHECK(hb == hw);
+    }
+}
+
+TEST_CASE("an MTP file that does not fit the model is refused naming why", "[model][qwen35][mtp]") {
+    const auto refused = [](std::pair<GgufFile, std::unique_ptr<GgufFile>> files, const char* why) {
+        INFO(why);
+        CHECK_THROWS_WITH(Model::load(std::move(files.first), std::move(files.second)), Catch::Contains(why));
+    };
+    const auto sidecar = [](synth::SynthModel sm) { return std::move(apart(std::move(sm)).second); };
+    // A whole model given as the MTP file, or an MTP file beside a model that has its own.
+    refused({tiny(synth::Arch::Qwen35, GgmlType::F32), std::make_unique<GgufFile>(tiny(synth::Arch::Qwen35, GgmlType::F32, true))},
+            "not an MTP-only file");
+    refused({tiny(synth::Arch::Qwen35, GgmlType::F32, true), sidecar(tiny_model(synth::Arch::Qwen35, GgmlType::F32, true))},
+            "already holds an MTP block");
+    // Another architecture, another size.
+    refused({tiny(synth::Arch::Qwen35, GgmlType::F32), sidecar(tiny_model(synth::Arch::Qwen35Moe, GgmlType::F32, true))},
+            "architecture");
+    {
+        auto sm = tiny_model(synth::Arch::Qwen35, GgmlType::F32, true);
+        for (auto& [k, v] : sm.metadata)
+            if (k == "qwen35.attention.head_count_kv") v = GgufValue::u32(static_cast<uint32_t>(v.as_int() * 2));
+        refused({tiny(synth::Arch::Qwen35, GgmlType::F32), sidecar(std::move(sm))}, "head_count_kv");
+    }
+    // A missing tensor, one the model would not read, and a head of another type.
+    {
+        auto sm = tiny_model(synth::Arch::Qwen35, GgmlType::F32, true);
+        const std::string layer = "blk." + std::to_string(sm.config.n_layer) + ".";
+        sm.tensors[find(sm, layer + "nextn.eh_proj.weight")].name = layer + "nextn.eh_proj_typo.weight";
+        refused({tiny(synth::Arch::Qwen35, GgmlType::F32), sidecar(std::move(sm))}, "nextn.eh_proj.weight");
+    }
+    {
+        auto [main, side] = apart(tiny_model(synth::Arch::Qwen35, GgmlType::F32, true));
+        auto sm = tiny_model(synth::Arch::Qwen35, GgmlType::F16, true);
+        refused({std::move(main), sidecar(std::move(sm))}, "differs from the model's");
+    }
+    // Dense architectures have no MTP block.
+    refused({test::to_file(test::tiny_model(synth::Arch::Llama, GgmlType::F32, 1)),
+             sidecar(tiny_model(synth::Arch::Qwen35, GgmlType::F32, true))},
+            "has no MTP block");
+}

@@ -57,7 +57,7 @@ int cmd_eval(int argc, char** argv) {
     const int64_t top = f.integer("--top");
     if (top < 1) throw UsageError("eval: --top must be >= 1");
     RunnerOptions ro = runner_options(f);
-    std::shared_ptr<const Model> model = Model::load(ro.model_path);
+    std::shared_ptr<const Model> model = Model::load(ro.model_path, ro.mtp_path);
     const HParams& hp = model->hp();
     std::vector<int32_t> toks;
     if (f.given("--tokens")) {

@@ -30,8 +30,14 @@ int cmd_make_model(int argc, char** argv) {
     const size_t n_tensors = m.tensors.size();
     const synth::ModelConfig cfg = m.config;
     const auto t1 = clock::now();
-    const GgufWriter w = synth::make_writer(std::move(m));
-    w.write(out);
+    const std::string mtp_out = flags.str("--mtp-out");
+    if (mtp_out.empty()) {
+        synth::make_writer(std::move(m)).write(out);
+    } else {
+        const auto [main, side] = synth::make_writers_mtp_apart(std::move(m));
+        main.write(out);
+        side.write(mtp_out);
+    }
     const auto t2 = clock::now();
 
     std::FILE* f = std::fopen(out.c_str(), "rb");
@@ -51,6 +57,7 @@ int cmd_make_model(int argc, char** argv) {
                out, synth::arch_name(cfg.arch), synth::preset_name(cfg.preset), type_info(o.type).name,
                mtp, n_params, static_cast<double>(n_params) / 1e6, n_tensors, cfg.n_vocab,
                n_learned, static_cast<double>(size) / (1024.0 * 1024.0), gen_s, write_s);
+    if (!mtp_out.empty()) fmt::print("wrote {}: the MTP block, apart\n", mtp_out);
     return 0;
 }
 

@@ -43,7 +43,7 @@ int cmd_run(int argc, char** argv) {
     opt.spec_draft_min_p = sf.draft_min_p;
     std::string text = cli::prompt_from(f);
 
-    std::shared_ptr<const Model> model = Model::load(f.str("--model"));
+    std::shared_ptr<const Model> model = Model::load(ro.model_path, ro.mtp_path);
     const Tokenizer tok = Tokenizer::from_gguf(model->file());
     bool special = false;
     if (f.on("--chat") || f.given("--chat-template")) {

@@ -18,7 +18,7 @@ struct DenseLayer final : LayerWeights {
 
 class DenseModel final : public Model {
 public:
-    explicit DenseModel(GgufFile f) : Model(std::move(f)) {
+    explicit DenseModel(GgufFile f) : Model(std::move(f), nullptr) {
         WeightBinder b(file_, bound_);
         const HParams& h = hp_;
         for (int64_t il = 0; il < h.n_layer; ++il) {

@@ -9,9 +9,43 @@
 namespace strata {
 
 std::unique_ptr<Model> make_dense_model(GgufFile file);      // engine/model/llama.cpp
-std::unique_ptr<Model> make_qwen3next_model(GgufFile file);  // engine/model/qwen3next.cpp
+std::unique_ptr<Model> make_qwen3next_model(GgufFile file, std::unique_ptr<GgufFile> mtp);  // engine/model/qwen3next.cpp
 
-Model::Model(GgufFile file) : file_(std::move(file)), hp_(HParams::from_gguf(file_)) {
+namespace {
+
+// An MTP-only sidecar describes the same model as the main file: its hyperparameters
+// must be the main file's, with its MTP blocks counted after the same main stack.
+void check_sidecar(const HParams& main, const HParams& side, const GgufFile& f) {
+    const auto same = [&](const char* what, auto a, auto b) {
+        if (a != b) fail("{}: {} is {} in this MTP file and {} in the model", f.path(), what, b, a);
+    };
+    same("the architecture", main.arch_name, side.arch_name);
+    if (side.n_nextn <= 0) fail("{}: not an MTP file (nextn_predict_layers is 0)", f.path());
+    if (f.find_tensor("blk.0.attn_norm.weight"))
+        fail("{}: not an MTP-only file (it holds main layers); load it as the model instead", f.path());
+    if (main.n_nextn > 0) fail("{}: the model already holds an MTP block; drop the MTP file", f.path());
+    same("the main layer count", main.n_layer, side.n_layer);
+    same("embedding_length", main.n_embd, side.n_embd);
+    same("the vocabulary size", main.n_vocab, side.n_vocab);
+    same("attention.head_count", main.n_head, side.n_head);
+    same("attention.head_count_kv", main.n_head_kv, side.n_head_kv);
+    same("attention.key_length", main.head_dim, side.head_dim);
+    same("attention.value_length", main.head_dim_v, side.head_dim_v);
+    same("rope.dimension_count", main.n_rot, side.n_rot);
+    same("rope.freq_base", main.rope_freq_base, side.rope_freq_base);
+    same("the rope scale", main.rope_freq_scale, side.rope_freq_scale);
+    same("the rms epsilon", main.rms_eps, side.rms_eps);
+    same("feed_forward_length", main.n_ff, side.n_ff);
+    same("expert_count", main.n_expert, side.n_expert);
+    same("expert_used_count", main.n_expert_used, side.n_expert_used);
+    same("expert_feed_forward_length", main.n_ff_exp, side.n_ff_exp);
+    same("expert_shared_feed_forward_length", main.n_ff_shexp, side.n_ff_shexp);
+}
+
+}  // namespace
+
+Model::Model(GgufFile file, std::unique_ptr<GgufFile> mtp_file)
+    : file_(std::move(file)), hp_(HParams::from_gguf(file_)), mtp_file_(std::move(mtp_file)) {
     WeightBinder b(file_, bound_);
     tok_embd_ = b.mat("token_embd.weight", hp_.n_embd, hp_.n_vocab);
     output_ = b.has("output.weight") ? b.mat("output.weight", hp_.n_embd, hp_.n_vocab) : tok_embd_;  // tied
@@ -19,6 +53,21 @@ Model::Model(GgufFile file) : file_(std::move(file)), hp_(HParams::from_gguf(fil
     // Llama 3.1+: the llama3 frequency factors as a tensor (the converter writes no
     // scaling keys for them); each rotated pair's angle is divided by its factor.
     if (b.has("rope_freqs.weight")) rope_freqs_ = b.vec("rope_freqs.weight", hp_.n_rot / 2);
+    if (!mtp_file_) return;
+    const HParams side = HParams::from_gguf(*mtp_file_);
+    check_sidecar(hp_, side, *mtp_file_);
+    hp_.n_nextn = side.n_nextn;
+    // The converter copies the embedding table, the output norm and the head into the
+    // sidecar; the MTP block reads the main file's (the same tensors), so these must be
+    // the main file's in type and shape.
+    for (const char* name : {"token_embd.weight", "output.weight", "output_norm.weight"}) {
+        const GgufTensorInfo* t = mtp_file_->find_tensor(name);
+        if (!t) continue;
+        const GgufTensorInfo* m = file_.find_tensor(name);
+        if (!m || m->type != t->type || m->ne != t->ne)
+            fail("{}: its {} differs from the model's in type or shape", mtp_file_->path(), name);
+        mtp_bound_.insert(name);
+    }
 }
 
 void* Scratch::alloc(size_t bytes) {
@@ -62,28 +111,40 @@ void ForwardCtx::out_done(float* host, const float* dev, size_t floats) {
 
 ForwardCtx::ForwardCtx(Ops& o, const Model& m) : ops(o), owned_(m.bind(o)), weights(owned_.get()), scratch(o.allocator()) {}
 
-std::unique_ptr<Model> Model::load(const std::string& path) { return load(GgufFile::open(path)); }
+std::unique_ptr<Model> Model::load(const std::string& path, const std::string& mtp_path) {
+    GgufFile f = GgufFile::open(path);
+    return load(std::move(f), mtp_path.empty() ? nullptr : std::make_unique<GgufFile>(GgufFile::open(mtp_path)));
+}
 
-std::unique_ptr<Model> Model::load(GgufFile file) {
+std::unique_ptr<Model> Model::load(GgufFile file, std::unique_ptr<GgufFile> mtp_file) {
     const HParams hp = HParams::from_gguf(file);
     std::unique_ptr<Model> m;
     switch (hp.arch) {
         case Arch::Llama:
         case Arch::Qwen3:
-        case Arch::Qwen3Moe: m = make_dense_model(std::move(file)); break;
+        case Arch::Qwen3Moe:
+            if (mtp_file)
+                fail("{}: an MTP file was given, but Strata's {} model has no MTP block (qwen3next, qwen35 and "
+                     "qwen35moe have)", mtp_file->path(), arch_name(hp.arch));
+            m = make_dense_model(std::move(file));
+            break;
         case Arch::Qwen3Next:
         case Arch::Qwen35:
-        case Arch::Qwen35Moe: m = make_qwen3next_model(std::move(file)); break;
+        case Arch::Qwen35Moe: m = make_qwen3next_model(std::move(file), std::move(mtp_file)); break;
     }
     m->check_bound();
     return m;
 }
 
 void Model::check_bound() const {
-    for (const GgufTensorInfo& t : file_.tensors())
-        if (!bound_.count(t.name))
-            fail("{}: tensor '{}' is not used by Strata's {} model; computing without it would give wrong results",
-                 file_.path(), t.name, arch_name(hp_.arch));
+    const auto check = [&](const GgufFile& f, const std::set<std::string>& bound) {
+        for (const GgufTensorInfo& t : f.tensors())
+            if (!bound.count(t.name))
+                fail("{}: tensor '{}' is not used by Strata's {} model; computing without it would give wrong "
+                     "results", f.path(), t.name, arch_name(hp_.arch));
+    };
+    check(file_, bound_);
+    if (mtp_file_) check(*mtp_file_, mtp_bound_);
 }
 
 SeqState Model::new_state(Ops& ops, int64_t n_ctx, GgmlType cache_type, int64_t l0, int64_t l1, bool with_mtp) const {

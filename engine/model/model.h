@@ -137,11 +137,16 @@ public:
     virtual ~Model() = default;
     // Maps the file, reads its hyperparameters and binds every tensor; a missing tensor,
     // a wrong shape or an unsupported type is a strata::Error naming it.
-    static std::unique_ptr<Model> load(const std::string& path);
-    static std::unique_ptr<Model> load(GgufFile file);
+    // mtp_path (empty: none): an MTP-only sidecar (docs/qwen35.md 2.10, what llama.cpp's
+    // converter writes with --mtp) holding the MTP block of a main file written without
+    // one; its hyperparameters must be the main file's.
+    static std::unique_ptr<Model> load(const std::string& path, const std::string& mtp_path = "");
+    static std::unique_ptr<Model> load(GgufFile file, std::unique_ptr<GgufFile> mtp_file = nullptr);
 
     const HParams& hp() const { return hp_; }
     const GgufFile& file() const { return file_; }
+    // Where the MTP block's tensors are: the sidecar when one was given, else the file.
+    const GgufFile& mtp_file() const { return mtp_file_ ? *mtp_file_ : file_; }
 
     // The weights a stage on `ops`'s device runs with: layers [l0, l1) (l1 = -1: to the
     // last), the embedding table when embed, the LM head and the MTP block when head.
@@ -229,7 +234,7 @@ public:
                              bool last_logits_only = false) const;
 
 protected:
-    explicit Model(GgufFile file);
+    Model(GgufFile file, std::unique_ptr<GgufFile> mtp_file);
     virtual void layer(ForwardCtx& ctx, const Batch& batch, int64_t il, float* x) const = 0;
     // The architecture's part of bind(): layer il's weights (its MTP block's), every one
     // walked through p in an order fixed by the architecture.
@@ -246,6 +251,10 @@ protected:
     WeightVec output_norm_;  // [n_embd], as read (StageWeights::output_norm: prepared)
     WeightVec rope_freqs_;   // [n_rot / 2] when the file has rope_freqs.weight
     std::set<std::string> bound_;  // every tensor the model reads (WeightBinder)
+    std::unique_ptr<GgufFile> mtp_file_;  // the MTP sidecar (null: none)
+    std::set<std::string> mtp_bound_;     // the sidecar's tensors read, as bound_
+    // The binder of the MTP block's tensors (in the sidecar when there is one).
+    WeightBinder mtp_binder() { return mtp_file_ ? WeightBinder(*mtp_file_, mtp_bound_) : WeightBinder(file_, bound_); }
 
 private:
     std::unique_ptr<StageWeights> bind_weights(Ops& ops, int64_t l0, int64_t l1, bool embed, bool head,

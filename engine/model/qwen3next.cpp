@@ -36,23 +36,24 @@ struct MtpBlock final : LayerWeights {
 
 class Qwen3NextModel final : public Model {
 public:
-    explicit Qwen3NextModel(GgufFile f) : Model(std::move(f)), gdn_dims_(gdn_dims(hp_)) {
+    Qwen3NextModel(GgufFile f, std::unique_ptr<GgufFile> mtp) : Model(std::move(f), std::move(mtp)), gdn_dims_(gdn_dims(hp_)) {
         const GdnDims& d = gdn_dims_;
         STRATA_CHECK(d.dv * d.nv == hp_.ssm_d_inner, "{}: ssm.inner_size {} is not a multiple of time_step_rank {}",
                      file_.path(), hp_.ssm_d_inner, d.nv);
         WeightBinder b(file_, bound_);
         for (int64_t il = 0; il < hp_.n_layer; ++il) layers_.push_back(bind_layer(b, il, hp_.is_recurrent(il)));
+        const WeightBinder mb = mtp_binder();
         for (int64_t i = 0; i < hp_.n_nextn; ++i) {
             const std::string p = "blk." + std::to_string(hp_.n_layer + i) + ".nextn.";
             const int64_t E = hp_.n_embd;
             MtpBlock m;
-            m.eh_proj = b.mat(p + "eh_proj.weight", 2 * E, E);
-            m.enorm = b.vec(p + "enorm.weight", E);
-            m.hnorm = b.vec(p + "hnorm.weight", E);
-            m.head_norm = b.has(p + "shared_head_norm.weight") ? b.vec(p + "shared_head_norm.weight", E) : output_norm_;
-            m.embd = b.has(p + "embed_tokens.weight") ? b.mat(p + "embed_tokens.weight", E, hp_.n_vocab) : tok_embd_;
-            m.head = b.has(p + "shared_head_head.weight") ? b.mat(p + "shared_head_head.weight", E, hp_.n_vocab) : output_;
-            m.layer = bind_layer(b, hp_.n_layer + i, false);
+            m.eh_proj = mb.mat(p + "eh_proj.weight", 2 * E, E);
+            m.enorm = mb.vec(p + "enorm.weight", E);
+            m.hnorm = mb.vec(p + "hnorm.weight", E);
+            m.head_norm = mb.has(p + "shared_head_norm.weight") ? mb.vec(p + "shared_head_norm.weight", E) : output_norm_;
+            m.embd = mb.has(p + "embed_tokens.weight") ? mb.mat(p + "embed_tokens.weight", E, hp_.n_vocab) : tok_embd_;
+            m.head = mb.has(p + "shared_head_head.weight") ? mb.mat(p + "shared_head_head.weight", E, hp_.n_vocab) : output_;
+            m.layer = bind_layer(mb, hp_.n_layer + i, false);
             mtp_.push_back(std::move(m));
         }
     }
@@ -212,8 +213,8 @@ void Qwen3NextModel::mtp_forward(ForwardCtx& ctx, SeqState& s, const float* hidd
 
 }  // namespace
 
-std::unique_ptr<Model> make_qwen3next_model(GgufFile file) {
-    return std::make_unique<Qwen3NextModel>(std::move(file));
+std::unique_ptr<Model> make_qwen3next_model(GgufFile file, std::unique_ptr<GgufFile> mtp) {
+    return std::make_unique<Qwen3NextModel>(std::move(file), std::move(mtp));
 }
 
 }  // namespace strata

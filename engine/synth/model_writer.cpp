@@ -152,4 +152,26 @@ GgufWriter make_writer(SynthModel&& m) {
     return w;
 }
 
+std::pair<GgufWriter, GgufWriter> make_writers_mtp_apart(SynthModel&& m) {
+    STRATA_CHECK(m.config.mtp, "the model has no MTP block to write apart");
+    const std::string A = std::string(arch_name(m.config.arch)) + ".";
+    const std::string block = "blk." + std::to_string(m.config.n_layer) + ".";
+    GgufWriter main, side;
+    for (auto& [k, v] : m.metadata) {
+        side.set(k, v);
+        if (k == A + "nextn_predict_layers") continue;
+        if (k == A + "block_count") main.set(k, GgufValue::u32(static_cast<uint32_t>(m.config.n_layer)));
+        else main.set(k, std::move(v));
+    }
+    for (size_t i = 0; i < m.tensors.size(); ++i) {
+        const auto& t = m.tensors[i];
+        const bool mtp = t.name.rfind(block, 0) == 0;
+        const bool shared = t.name == "token_embd.weight" || t.name == "output.weight" || t.name == "output_norm.weight";
+        if (mtp || shared) side.add_tensor(t.name, t.type, t.ne, m.data[i]);
+        if (!mtp) main.add_tensor(t.name, t.type, t.ne, std::move(m.data[i]));
+    }
+    m.data.clear();
+    return {std::move(main), std::move(side)};
+}
+
 }  // namespace strata::synth

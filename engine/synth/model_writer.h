@@ -65,5 +65,10 @@ std::vector<std::pair<std::string, GgufValue>> model_metadata(const ModelConfig&
 
 // Move the model into a writer (no copy of the tensor data).
 GgufWriter make_writer(SynthModel&& m);
+// A model with an MTP block as two files, as llama.cpp's converter writes them with
+// --no-mtp and --mtp (docs/qwen35.md 2.10): the main file without the block (block_count
+// of the main stack, no nextn key), and an MTP-only sidecar with the full metadata, the
+// embedding table, the output norm, the head and the block.
+std::pair<GgufWriter, GgufWriter> make_writers_mtp_apart(SynthModel&& m);
 
 }  // namespace strata::synth

@@ -9,7 +9,7 @@ namespace strata::synth {
 Flags make_model_flags() {
     return Flags("make-model",
                  "strata make-model --arch llama|qwen3|qwen3next|qwen3moe|qwen35|qwen35moe --out FILE [--preset tiny|small|1b] "
-                 "[--type TYPE] [--seed N] [--mtp] [--mtp-agree A] [--rope-freqs] [--yarn FACTOR] [--gdn-layout split|fused] [--vocab-size N]",
+                 "[--type TYPE] [--seed N] [--mtp] [--mtp-agree A] [--mtp-out FILE] [--rope-freqs] [--yarn FACTOR] [--gdn-layout split|fused] [--vocab-size N]",
                  {
                      {"--arch", "NAME", "", "architecture: llama, qwen3, qwen3next, qwen3moe, qwen35 or qwen35moe (required)"},
                      {"--preset", "NAME", "tiny", "size: tiny (2-7M params), small (~100M) or 1b (~1.0-1.1B)"},
@@ -17,6 +17,9 @@ Flags make_model_flags() {
                      {"--seed", "N", "0", "random seed; the same seed gives the same bytes"},
                      {"--out", "FILE", "", "output GGUF file (required)"},
                      {"--mtp", "", "", "qwen3next, qwen35, qwen35moe: add one MTP (nextn) block after the main layers"},
+                     {"--mtp-out", "FILE", "",
+                      "with --mtp: write the MTP block to FILE (an MTP-only file, as llama.cpp's converter writes with "
+                      "--mtp) and --out without it (as with --no-mtp); load them with --mtp-model"},
                      {"--rope-freqs", "", "", "add a rope_freqs.weight tensor (llama 3.1+ rope scaling factors)"},
                      {"--yarn", "FACTOR", "", "YaRN rope scaling by FACTOR over an original context of 256 (Qwen's long-context config)"},
                      {"--mtp-agree", "A", "",
@@ -97,6 +100,8 @@ SynthOptions options_from_flags(const Flags& f) {
         o.mtp_agree = a;
         o.mtp = true;  // the agreement is the MTP head's
     }
+    if (f.given("--mtp-out") && (!o.mtp || f.str("--mtp-out").empty()))
+        throw UsageError("make-model: --mtp-out FILE needs --mtp (or --mtp-agree)");
     if (o.arch != Arch::Qwen3Next && f.given("--gdn-layout"))
         throw UsageError("make-model: --gdn-layout needs --arch qwen3next");
     return o;
