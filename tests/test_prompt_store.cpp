@@ -7,6 +7,7 @@
 // there, and a speculative request reuses a prefix with the same greedy tokens.
 #include <catch2/catch.hpp>
 
+#include <map>
 #include <numeric>
 
 #include "engine/engine.h"
@@ -156,11 +157,17 @@ Turn ask(Engine& e, std::vector<int32_t> prompt, int64_t n) {
     return out;
 }
 
+// pipelined: on a two-stage split with --pipeline-windows 2.
 std::unique_ptr<Engine> engine(std::shared_ptr<const Model> m, size_t cache_ram, int64_t every = 0, int spec = 0,
-                               std::function<void(std::span<const int32_t>, int64_t, int, Draft&)> edit = {}) {
+                               std::function<void(std::span<const int32_t>, int64_t, int, Draft&)> edit = {},
+                               bool pipelined = false) {
     EngineOptions o{.n_parallel = 1, .n_batch = 64, .spec_draft = spec, .cache_ram = cache_ram, .cache_every = every};
     o.spec_edit_draft = std::move(edit);
-    return std::make_unique<Engine>(m, Tokenizer::from_gguf(m->file()), make_local_runner(m, 2, 1024, GgmlType::F16), o);
+    test::ServerConfig c;
+    c.n_ctx = 1024;
+    c.split = pipelined;
+    c.pipeline_windows = pipelined ? 2 : 0;
+    return std::make_unique<Engine>(m, Tokenizer::from_gguf(m->file()), test::test_runner(m, c), o);
 }
 
 }  // namespace
@@ -234,6 +241,116 @@ TEST_CASE("prompt store: a speculative request reuses a cached prefix with the s
     CHECK(c.cached == static_cast<int64_t>(p2.size() + b.ids.size() - 1));
     CHECK(c.ids == ask(*plain, p3, 8).ids);
     CHECK(spec->stats().spec_windows > 0);
+}
+
+namespace {
+
+// Every draft chain a speculative engine makes (before any edit), for one request.
+struct DraftLog {
+    struct Chain {
+        int64_t pos;
+        std::vector<int32_t> tokens;
+        std::vector<float> probs;
+        bool operator==(const Chain&) const = default;
+    };
+    std::vector<Chain> chains;
+};
+
+// Greedy continuations of the prompts a test asks, for an oracle drafter.
+using Continuations = std::map<std::vector<int32_t>, std::vector<int32_t>>;
+
+// A speculative engine that logs every chain, then verifies the oracle's drafts (the
+// greedy continuation) in most windows, so windows keep all their drafts, and the MTP's
+// own (rejected almost always by a random model) in the others, so they roll back.
+std::unique_ptr<Engine> logging_engine(std::shared_ptr<const Model> m, size_t cache_ram, int64_t every,
+                                       std::shared_ptr<DraftLog> log, std::shared_ptr<const Continuations> oracle,
+                                       bool pipelined = false) {
+    return engine(m, cache_ram, every, /*spec=*/3,
+                  [log, oracle](std::span<const int32_t> prompt, int64_t pos, int k, Draft& d) {
+                      log->chains.push_back({pos, d.tokens, d.probs});
+                      const auto it = oracle->find(std::vector<int32_t>(prompt.begin(), prompt.end()));
+                      if (pos % 3 == 0 || it == oracle->end()) return;
+                      const std::vector<int32_t>& full = it->second;  // prompt, then its continuation
+                      d.tokens.clear();
+                      for (int64_t p = pos + 1; p <= pos + k && p < static_cast<int64_t>(full.size()); ++p)
+                          d.tokens.push_back(full[static_cast<size_t>(p)]);
+                      d.probs.assign(d.tokens.size(), 1.0f);
+                  },
+                  pipelined);
+}
+
+// The drafts of a request on an engine that starts cold.
+std::vector<DraftLog::Chain> cold_drafts(std::shared_ptr<const Model> m, std::shared_ptr<const Continuations> oracle,
+                                         const std::vector<int32_t>& prompt, int64_t n, bool pipelined = false) {
+    auto log = std::make_shared<DraftLog>();
+    auto e = logging_engine(m, 0, 0, log, oracle, pipelined);
+    ask(*e, prompt, n);
+    return log->chains;
+}
+
+}  // namespace
+
+TEST_CASE("prompt store: after a cache hit the MTP drafts exactly as from a cold start",
+          "[prompt_store][server][engine][spec]") {
+    // The MTP's KV below the reused prefix is whole, and the pair at its last position is
+    // made from the row kept with the state: from the slot, from host memory, and from a
+    // checkpoint in the middle of a prompt.
+    auto m = test::server_model(synth::Arch::Qwen3Next, /*mtp=*/true);
+    auto plain = engine(m, 0);
+    auto oracle = std::make_shared<Continuations>();
+    const auto greedy = [&](const std::vector<int32_t>& prompt, int64_t n) {
+        const Turn t = ask(*plain, prompt, n);
+        (*oracle)[prompt] = cat(prompt, t.ids);
+        return t.ids;
+    };
+    auto log = std::make_shared<DraftLog>();
+    auto warm = logging_engine(m, 256u << 20, /*every=*/64, log, oracle);
+    const std::vector<int32_t> p1 = range_tokens(6, 40);
+    const std::vector<int32_t> a = greedy(p1, 8);
+    CHECK(ask(*warm, p1, 8).ids == a);
+    SECTION("the slot's own sequence") {
+        const std::vector<int32_t> p2 = cat(cat(p1, a), {310, 311});
+        const std::vector<int32_t> b = greedy(p2, 8);
+        log->chains.clear();
+        const Turn t2 = ask(*warm, p2, 8);
+        CHECK(t2.ids == b);
+        CHECK(t2.cached == static_cast<int64_t>(p1.size() + a.size() - 1));
+        REQUIRE(log->chains.size() >= 2);
+        CHECK(log->chains == cold_drafts(m, oracle, p2, 8));
+        // The same conversation back from host memory after another one.
+        const std::vector<int32_t> other = range_tokens(8, 30, 77);
+        greedy(other, 4);
+        ask(*warm, other, 4);
+        const std::vector<int32_t> p3 = cat(cat(p2, b), {320});
+        greedy(p3, 8);
+        log->chains.clear();
+        const Turn t3 = ask(*warm, p3, 8);
+        CHECK(t3.cached == static_cast<int64_t>(p2.size() + b.size() - 1));
+        CHECK(warm->stats().cache_ram_hits == 1);
+        CHECK(log->chains == cold_drafts(m, oracle, p3, 8));
+    }
+    SECTION("a checkpoint in the middle of a prompt") {
+        const std::vector<int32_t> x = range_tokens(4, 200);
+        greedy(x, 3);
+        ask(*warm, x, 3);
+        const std::vector<int32_t> y = cat(std::vector<int32_t>(x.begin(), x.begin() + 150), range_tokens(9, 20, 31));
+        greedy(y, 8);
+        log->chains.clear();
+        CHECK(ask(*warm, y, 8).cached == 128);
+        CHECK(log->chains == cold_drafts(m, oracle, y, 8));
+    }
+    SECTION("pipelined windows on a split") {
+        auto piped = logging_engine(m, 256u << 20, 64, log, oracle, /*pipelined=*/true);
+        CHECK(ask(*piped, p1, 8).ids == a);
+        const std::vector<int32_t> p2 = cat(cat(p1, a), {310, 311});
+        greedy(p2, 8);
+        log->chains.clear();
+        CHECK(ask(*piped, p2, 8).cached == static_cast<int64_t>(p1.size() + a.size() - 1));
+        REQUIRE(log->chains.size() >= 2);
+        CHECK(log->chains == cold_drafts(m, oracle, p2, 8, true));
+        CHECK(piped->stats().pipeline_kept > 0);
+    }
+    CHECK(warm->stats().spec_accepted > 0);
 }
 
 TEST_CASE("prompt store: the server's flags", "[prompt_store][server]") {

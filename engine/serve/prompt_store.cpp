@@ -20,6 +20,7 @@ struct PromptStore::Entry {
     std::vector<std::shared_ptr<Block>> chain;  // tokens' whole blocks
     std::vector<uint8_t> tail_kv;               // the rest (cap = its length)
     std::vector<uint8_t> recurrent;             // the state at tokens.size() (empty: none)
+    std::vector<float> mtp_row;                 // the hidden row of the last position (empty: none)
     size_t own_bytes = 0;                       // tail and recurrent state
     uint64_t used = 0;                          // LRU clock
     int64_t n() const { return static_cast<int64_t>(tokens.size()); }
@@ -125,7 +126,12 @@ void PromptStore::evict_one() {
     ++counts_.evictions;
 }
 
-bool PromptStore::save(Runner& runner, int seq, std::span<const int32_t> tokens) {
+std::span<const float> PromptStore::mtp_row(const Match& m) const {
+    if (!m.entry || m.n != m.entry->n()) return {};
+    return m.entry->mtp_row;
+}
+
+bool PromptStore::save(Runner& runner, int seq, std::span<const int32_t> tokens, std::span<const float> mtp_row) {
     const auto n = static_cast<int64_t>(tokens.size());
     if (n == 0) return false;
     STRATA_CHECK(runner.n_past(seq) == n, "prompt store: sequence {} holds {} positions, not {}", seq, runner.n_past(seq), n);
@@ -159,7 +165,7 @@ bool PromptStore::save(Runner& runner, int seq, std::span<const int32_t> tokens)
     }
     const int64_t tail = n - whole * block_;
     const size_t block_bytes = static_cast<size_t>(block_) * kv_pos_;
-    const size_t own = static_cast<size_t>(tail) * kv_pos_ + recurrent_;
+    const size_t own = static_cast<size_t>(tail) * kv_pos_ + recurrent_ + mtp_row.size_bytes();
     const size_t need = fresh.size() * block_bytes + own;
     if (need > budget_) return false;
     while (bytes_ + need > budget_ && !entries_.empty()) evict_one();
@@ -182,6 +188,7 @@ bool PromptStore::save(Runner& runner, int seq, std::span<const int32_t> tokens)
     entry->tail_kv.resize(static_cast<size_t>(tail) * kv_pos_);
     if (tail > 0) kv.push_back({whole * block_, n, entry->tail_kv.data(), tail});
     entry->recurrent.resize(recurrent_);
+    entry->mtp_row.assign(mtp_row.begin(), mtp_row.end());
     runner.save_state(seq, kv, recurrent_ > 0 ? entry->recurrent.data() : nullptr);  // a throw frees the new blocks
     for (size_t i : fresh) index_.emplace(entry->chain[i]->hash, entry->chain[i].get());
     entry->own_bytes = own;

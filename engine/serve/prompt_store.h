@@ -50,7 +50,13 @@ public:
     // are copied out, shared blocks are not. False when it cannot fit in the budget (or
     // holds nothing worth keeping); an attention-only entry that a longer one covers is
     // not saved again, and replaces the shorter entries it covers.
-    bool save(Runner& runner, int seq, std::span<const int32_t> tokens);
+    // mtp_row (empty: none): the target's hidden row of the last position, kept with the
+    // entry for the MTP drafter, whose pairs below that position the state holds (the
+    // scheduler's MTP catch-up, docs/server.md).
+    bool save(Runner& runner, int seq, std::span<const int32_t> tokens, std::span<const float> mtp_row = {});
+    // The hidden row saved with m's entry, when m goes back to the entry's whole length
+    // (empty otherwise).
+    std::span<const float> mtp_row(const Match& m) const;
 
     struct Stats {
         size_t bytes = 0, budget = 0;

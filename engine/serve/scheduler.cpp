@@ -170,12 +170,18 @@ void Scheduler::start_slot(Slot& s, Queued& q, const PromptStore::Match& hit) {
     const bool from_store = hit.n > static_cast<int64_t>(s.reused);
     if (store_ && !s.cached.empty() && runner_.n_past(s.seq) == static_cast<int64_t>(s.cached.size()) &&
         (from_store || s.reused < s.cached.size()))
-        save_to_store(s, s.cached);
+        save_to_store(s, s.cached, s.end_row);
+    // The MTP's row at the end of the reused prefix, where the state came with one.
+    std::vector<float> carry;
+    if (!from_store && s.reused > 0 && s.reused == s.cached.size()) carry = std::move(s.end_row);
+    s.end_row.clear();
     try {
         if (from_store) {
             s.reused = 0;
             store_->load(runner_, s.seq, hit);  // resets the sequence when it fails
             s.reused = static_cast<size_t>(hit.n);
+            const std::span<const float> row = store_->mtp_row(hit);
+            carry.assign(row.begin(), row.end());
             s.checkpoint = 0;  // the slot's device snapshot belonged to its earlier history
             std::lock_guard lk(mu_);
             store_stats_ = store_->stats();
@@ -195,7 +201,7 @@ void Scheduler::start_slot(Slot& s, Queued& q, const PromptStore::Match& hit) {
     if (s.reused == 0) s.checkpoint = 0;  // a reset drops the snapshot too
     s.prompt_done = s.reused;
     s.cached = s.req.prompt;
-    start_spec(s);  // after the reuse: its prompt rows start there
+    start_spec(s, s.reused > 0 ? carry : std::vector<float>{});  // after the reuse: its prompt rows start there
     {
         std::lock_guard lk(mu_);
         stats_.prompt_cached_tokens += static_cast<int64_t>(s.reused);
@@ -264,19 +270,25 @@ void Scheduler::finish(Slot& s, FinishReason why, std::string error, Event::Erro
         }
         s.checkpoint = 0;
     }
+    // A request that ended normally leaves its state for the next one to reuse a prefix
+    // of; anything else (a failure, a cancellation) is dropped.
+    const bool keep = opt_.prompt_cache && plain && (why == FinishReason::Stop || why == FinishReason::Length);
+    s.end_row.clear();
+    try {
+        if (keep) s.cached.resize(std::min(s.cached.size(), static_cast<size_t>(runner_.n_past(s.seq))));
+        else runner_.reset_sequence(s.seq);
+        // The MTP catch-up: its pairs up to the end, for a next request that goes on from it.
+        if (keep && s.spec && runner_.n_past(s.seq) == static_cast<int64_t>(s.cached.size()) &&
+            !s.spec->settle(s.end_row))
+            s.end_row.clear();
+    } catch (const std::exception& ex) {
+        spdlog::error("engine: resetting sequence {} failed: {}", s.seq, ex.what());
+        s.end_row.clear();
+    }
     s.spec.reset();  // a pipelined decoder waits for its stages' ops first
     s.spec_open = false;
     s.policy.reset();
     std::vector<float>().swap(s.prompt_hidden);
-    // A request that ended normally leaves its state for the next one to reuse a prefix
-    // of; anything else (a failure, a cancellation) is dropped.
-    const bool keep = opt_.prompt_cache && plain && (why == FinishReason::Stop || why == FinishReason::Length);
-    try {
-        if (keep) s.cached.resize(std::min(s.cached.size(), static_cast<size_t>(runner_.n_past(s.seq))));
-        else runner_.reset_sequence(s.seq);
-    } catch (const std::exception& ex) {
-        spdlog::error("engine: resetting sequence {} failed: {}", s.seq, ex.what());
-    }
     if (!keep) {
         s.cached.clear();
         s.checkpoint = 0;
@@ -351,7 +363,7 @@ void Scheduler::batch_window(const Slot* skip) {
         any_prompt = true;
         const size_t n = chunk_room(s, static_cast<size_t>(room));
         items.push_back({s.seq, std::span<const int32_t>(s.req.prompt).subspan(s.prompt_done, n), false,
-                         s.spec ? s.prompt_hidden.data() + (s.prompt_done - s.reused) * E : nullptr});
+                         s.spec ? s.prompt_hidden.data() + (static_cast<int64_t>(s.prompt_done) - s.mtp_base) * E : nullptr});
         owner.push_back(&s);
         budget -= static_cast<int64_t>(n);
     }
@@ -397,20 +409,26 @@ void Scheduler::batch_window(const Slot* skip) {
             s.policy->on_plain();
             if (s.probe_guess && s.policy->on_probe(*s.probe_guess == t)) log_pause(s);
         }
-        if (!commit(s, t, row, runner_.n_past(s.seq)) || !s.spec) continue;
-        try {
-            if (first) {
-                s.spec->start(s.prompt_hidden.data(), s.req.prompt, t, static_cast<int64_t>(s.reused));
-                std::vector<float>().swap(s.prompt_hidden);  // the decoder has its own copy
-            } else {
-                // Paused (the default's drafts were not kept): the drafter keeps only the
-                // newest pairs, and the plain step counts toward the pause.
-                s.spec->advance(s.hidden_row.data(), t, /*paused=*/policy_step);
+        // The decoder learns the token before commit may end the request: the pair it
+        // makes is the one a finished request's MTP catch-up holds back (settle).
+        if (s.spec) {
+            try {
+                if (first) {
+                    s.spec->start(s.prompt_hidden.data() + (s.mtp_from - s.mtp_base) * static_cast<int64_t>(E),
+                                  s.req.prompt, t, s.mtp_from);
+                    std::vector<float>().swap(s.prompt_hidden);  // the decoder has its own copy
+                } else {
+                    // Paused (the default's drafts were not kept): the drafter keeps only the
+                    // newest pairs, and the plain step counts toward the pause.
+                    s.spec->advance(s.hidden_row.data(), t, /*paused=*/policy_step);
+                }
+            } catch (const std::exception& ex) {  // advance may run the MTP
+                Slot* one[1] = {&s};
+                fail_window(ex, one);
+                continue;
             }
-        } catch (const std::exception& ex) {  // advance may run the MTP
-            Slot* one[1] = {&s};
-            fail_window(ex, one);
         }
+        commit(s, t, row, runner_.n_past(s.seq));
     }
     std::lock_guard lk(mu_);
     ++stats_.windows;

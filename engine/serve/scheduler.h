@@ -46,10 +46,17 @@ private:
     // next turn (the end of the prompt) or a request that leaves this one's history
     // there (every cache_every tokens, into the host store).
     void checkpoint(Slot& s);
-    void save_to_store(Slot& s, std::span<const int32_t> tokens);  // a failure is logged
+    // A failure is logged. mtp_row: PromptStore::save's.
+    void save_to_store(Slot& s, std::span<const int32_t> tokens, std::span<const float> mtp_row = {});
+    // The MTP catch-up: the pairs of the prompt read so far, below its last position, to
+    // the MTP's KV (a speculative slot's state is then whole where it is saved).
+    void feed_mtp(Slot& s);
     // Prompt tokens s may take in its next chunk: up to its next checkpoint.
     size_t chunk_room(const Slot& s, size_t room) const;
-    void start_spec(Slot& s);  // its speculative decoder, if it speculates (scheduler_spec.cpp)
+    // Its speculative decoder, if it speculates (scheduler_spec.cpp). carry: the hidden
+    // row of the position before the prompt's reused prefix ends, with the MTP's pairs
+    // below it (empty: none).
+    void start_spec(Slot& s, std::span<const float> carry);
     void run_window();
     // One window over the decode tokens of every decoding slot but `skip`, then prompt
     // chunks.

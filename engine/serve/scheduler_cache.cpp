@@ -25,8 +25,20 @@ size_t Scheduler::reusable(const Slot& s, const std::vector<int32_t>& prompt) co
 void Scheduler::checkpoint(Slot& s) {
     if (!opt_.prompt_cache || !runner_.model().hp().hybrid()) return;
     const std::span<const int32_t> done(s.req.prompt.data(), s.prompt_done);
+    // A speculative slot's saved state holds the MTP's pairs below its last position, and
+    // that position's hidden row goes with it.
+    std::span<const float> row;
+    if (store_ && s.spec) {
+        try {
+            feed_mtp(s);
+            const size_t E = static_cast<size_t>(runner_.model().hp().n_embd);
+            row = std::span<const float>(s.prompt_hidden).subspan((s.prompt_done - 1 - s.mtp_base) * E, E);
+        } catch (const std::exception& ex) {
+            spdlog::warn("engine: feeding the MTP the prompt of sequence {} failed: {}", s.seq, ex.what());
+        }
+    }
     if (s.in_prompt()) {  // every cache_every tokens: the host store only
-        save_to_store(s, done);
+        save_to_store(s, done, row);
         return;
     }
     // The prompt is in: the state is saved here for the next turn, on the device (the
@@ -40,13 +52,24 @@ void Scheduler::checkpoint(Slot& s) {
             s.checkpoint = 0;
         }
     }
-    save_to_store(s, done);
+    save_to_store(s, done, row);
 }
 
-void Scheduler::save_to_store(Slot& s, std::span<const int32_t> tokens) {
+void Scheduler::feed_mtp(Slot& s) {
+    const int64_t last = static_cast<int64_t>(s.prompt_done) - 1, E = runner_.model().hp().n_embd;
+    for (int64_t p0 = s.mtp_from; p0 < last;) {
+        const int64_t n = std::min<int64_t>(last - p0, opt_.n_batch);
+        runner_.mtp(s.seq, s.prompt_hidden.data() + (p0 - s.mtp_base) * E, s.req.prompt.data() + p0 + 1, n, p0,
+                    nullptr, nullptr);
+        p0 += n;
+        s.mtp_from = p0;
+    }
+}
+
+void Scheduler::save_to_store(Slot& s, std::span<const int32_t> tokens, std::span<const float> mtp_row) {
     if (!store_) return;
     try {
-        store_->save(runner_, s.seq, tokens);
+        store_->save(runner_, s.seq, tokens, mtp_row);
     } catch (const std::exception& ex) {
         spdlog::warn("engine: keeping the state of sequence {} in host memory failed: {}", s.seq, ex.what());
     }

@@ -13,7 +13,7 @@ namespace strata {
 
 using clock = std::chrono::steady_clock;
 
-void Scheduler::start_spec(Slot& s) {
+void Scheduler::start_spec(Slot& s, std::span<const float> carry) {
     // Speculative decoding, by the rule generate() follows (choose_spec).
     const SpecChoice choice = choose_spec(s.req.spec_draft, opt_.spec_draft, runner_.has_mtp(), s.req.sampling);
     // Under a grammar, verification picks each position's token under it and advances it
@@ -45,7 +45,13 @@ void Scheduler::start_spec(Slot& s) {
         // Only the default K adapts (SpecPolicy); a K from the request or --spec-draft is honoured.
         s.policy.emplace(k, choice.adaptive);
         const size_t E = static_cast<size_t>(runner_.model().hp().n_embd);
-        s.prompt_hidden.resize((s.req.prompt.size() - s.prompt_done) * E);  // from the reused prefix on
+        // The rows from the reused prefix on, and the carried one before them: its pair
+        // (with the prompt's next token) is the MTP's first.
+        const bool carried = s.prompt_done > 0 && carry.size() == E;
+        s.mtp_base = static_cast<int64_t>(s.prompt_done) - (carried ? 1 : 0);
+        s.mtp_from = s.mtp_base;
+        s.prompt_hidden.resize((s.req.prompt.size() - static_cast<size_t>(s.mtp_base)) * E);
+        if (carried) std::copy(carry.begin(), carry.end(), s.prompt_hidden.begin());
         s.hidden_row.resize(E);
     }
 }

@@ -50,7 +50,14 @@ struct Slot {
     bool spec_open = false;
     std::optional<SpecPolicy> policy;  // with spec: K per round, and the default's probes and pauses
     std::optional<int32_t> probe_guess;  // the drafter's guess for this plain window's token (a probe)
-    std::vector<float> prompt_hidden;  // [prompt, n_embd] hidden rows of the prompt (spec, prompt phase)
+    // The MTP catch-up (docs/server.md "Prompt cache"): the MTP's KV holds the pairs of
+    // the sequence below mtp_from; prompt_hidden holds the hidden rows of the positions
+    // from mtp_base on (spec, prompt phase).
+    std::vector<float> prompt_hidden;
+    int64_t mtp_base = 0, mtp_from = 0;
+    // When free: the hidden row of the last position the sequence holds (`cached`), every
+    // pair below it in the MTP's KV (empty: not so, or unknown).
+    std::vector<float> end_row;
     std::vector<float> hidden_row;     // [n_embd] hidden row of the token fed in a plain window (spec)
     clock::time_point submitted, started, first_token;
 

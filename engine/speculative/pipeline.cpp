@@ -282,8 +282,12 @@ void PipelinedDecoder::advance(const float* hidden, int32_t next, bool paused) {
         return;
     }
     constexpr int64_t kMaxPending = 256;  // as SpecDecoder::advance: feed all but the newest
+    if (pend_.size() > kMaxPending) feed_but_newest();
+}
+
+void PipelinedDecoder::feed_but_newest() {
     const int64_t T = pend_.size();
-    if (T <= kMaxPending) return;
+    if (T <= 1) return;
     const DeviceEvent ev = on(1, [this, T] {
         chain_.feed(call_, pend_.hidden.data(), pend_.tokens.data(), T - 1, pend_.pos0);
     });
@@ -293,9 +297,16 @@ void PipelinedDecoder::advance(const float* hidden, int32_t next, bool paused) {
         fail_cleanup();
         throw;
     }
-    pend_.hidden.erase(pend_.hidden.begin(), pend_.hidden.begin() + (T - 1) * E);
-    pend_.tokens.erase(pend_.tokens.begin(), pend_.tokens.begin() + (T - 1));
-    pend_.pos0 += T - 1;
+    pend_.keep_last(1, runner_.model().hp().n_embd);
+}
+
+bool PipelinedDecoder::settle(std::vector<float>& row) {
+    STRATA_CHECK(!broken_, "the pipelined decoder failed earlier; the sequence must be reset");
+    STRATA_CHECK(!ready_, "settle: call finish() first");
+    if (pend_.size() == 0 || pend_.pos0 + pend_.size() != n_) return false;
+    feed_but_newest();
+    row = pend_.hidden;
+    return true;
 }
 
 int32_t PipelinedDecoder::guess() {

@@ -71,6 +71,7 @@ public:
     void advance(const float* hidden, int32_t next, bool paused) override;
     // A shadow probe after finish() (SpecDecoder::guess), on the last stage.
     int32_t guess() override;
+    bool settle(std::vector<float>& row) override;  // after finish(), on the last stage
 
     // The target's logits row of the i-th token the last step() appended: row i of the
     // verified window's buffer set, which nothing writes again before the next step()
@@ -154,6 +155,7 @@ private:
     int64_t n_ = 0;     // positions both stages hold (committed)
     int verified_buf_ = -1;  // buffer set of the last verified window (logits)
     MtpPairs pend_;  // committed pairs the MTP has not seen
+    void feed_but_newest();  // all pending pairs but the newest to the MTP, on the last stage
 
     // The window to verify next when the previous verdict kept an early window.
     Early* ready_ = nullptr;

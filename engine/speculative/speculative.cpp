@@ -81,13 +81,23 @@ void SpecDecoder::advance(const float* hidden, int32_t next, bool paused) {
         return;
     }
     constexpr int64_t kMaxPending = 256;
-    const int64_t T = pend_.size();
-    if (T <= kMaxPending) return;
+    if (pend_.size() > kMaxPending) feed_but_newest();
+}
+
+void SpecDecoder::feed_but_newest() {
     // Keep the newest pair: the next chain starts from its MTP output.
+    const int64_t T = pend_.size();
+    if (T <= 1) return;
     drafter_.draft(pend_.hidden.data(), pend_.tokens.data(), T - 1, pend_.pos0, 0, draft_);
-    pend_.hidden.erase(pend_.hidden.begin(), pend_.hidden.begin() + (T - 1) * E);
-    pend_.tokens.erase(pend_.tokens.begin(), pend_.tokens.begin() + (T - 1));
-    pend_.pos0 += T - 1;
+    pend_.keep_last(1, runner_.model().hp().n_embd);
+}
+
+bool SpecDecoder::settle(std::vector<float>& row) {
+    // The newest pending pair must be the sequence's last position's.
+    if (pend_.size() == 0 || pend_.pos0 + pend_.size() != runner_.n_past(seq_)) return false;
+    feed_but_newest();
+    row = pend_.hidden;
+    return true;
 }
 
 int32_t SpecDecoder::guess() {

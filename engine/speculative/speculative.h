@@ -99,6 +99,7 @@ public:
     // chain gives none (--spec-draft-min-p). The caller then decodes the last committed
     // token plainly and compares the token it gets; the state is not touched.
     int32_t guess() override;
+    bool settle(std::vector<float>& row) override;
 
     // The target's logits row [n_vocab] (post-penalty: penalties are off here) of the
     // i-th token the last step() appended, i.e. the distribution it was chosen from
@@ -106,6 +107,7 @@ public:
     std::span<const float> logits(size_t i) const override;
 
 private:
+    void feed_but_newest();  // all pending pairs but the newest to the MTP
     Runner& runner_;
     int seq_;
     const Sampler& sampler_;
