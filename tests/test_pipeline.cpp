@@ -1,5 +1,6 @@
 // Pipelined verify windows (--pipeline-windows 2, engine/speculative/pipeline.*, docs/spec.md):
-// greedy output is byte-identical across the whole matrix of execution modes (no
+// greedy output is byte-identical across the whole matrix of execution modes, on every
+// hybrid architecture (no
 // speculation, K = 1..4, 1/2/3 stages, serial and overlap, pipelined with every
 // STRATA_PIPELINE_* variable flipped), with drafts forced so that early windows are
 // both kept and rolled back; and the pipeline turns itself off where it does not apply.
@@ -13,8 +14,8 @@ using namespace strata;
 
 namespace {
 
-std::shared_ptr<const Model> mtp_model() {
-    return Model::load(test::to_file(test::tiny_model(synth::Arch::Qwen3Next, GgmlType::Q8_0, 7,
+std::shared_ptr<const Model> mtp_model(synth::Arch arch = synth::Arch::Qwen3Next) {
+    return Model::load(test::to_file(test::tiny_model(arch, GgmlType::Q8_0, 7,
                                                       synth::GdnLayout::Split, /*mtp=*/true)));
 }
 
@@ -67,7 +68,11 @@ Run gen(Runner& r, const Tokenizer& tok, const std::vector<int32_t>& prompt, int
 }  // namespace
 
 TEST_CASE("pipeline: greedy output is identical across every execution mode", "[spec][pipeline][greedy]") {
-    auto m = mtp_model();
+    // Every hybrid architecture with an MTP block: qwen35's tiled heads and dense FFN and
+    // qwen35moe's router go through the same rollbacks and replays as qwen3next's.
+    const auto arch = GENERATE(synth::Arch::Qwen3Next, synth::Arch::Qwen35, synth::Arch::Qwen35Moe);
+    INFO(synth::arch_name(arch));
+    auto m = mtp_model(arch);
     const Tokenizer tok = Tokenizer::from_gguf(m->file());
     const std::vector<int32_t> prompt = tok.encode("The quick brown fox jumps over the lazy dog", false);
     auto local = make_local_runner(m, 2, 160, GgmlType::F16);
