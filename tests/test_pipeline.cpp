@@ -1,9 +1,9 @@
 // Pipelined verify windows (--pipeline-windows 2, engine/speculative/pipeline.*, docs/spec.md):
-// greedy output is byte-identical across the whole matrix of execution modes, on every
-// hybrid architecture (no
+// greedy output is byte-identical across the whole matrix of execution modes (no
 // speculation, K = 1..4, 1/2/3 stages, serial and overlap, pipelined with every
-// STRATA_PIPELINE_* variable flipped), with drafts forced so that early windows are
-// both kept and rolled back; and the pipeline turns itself off where it does not apply.
+// STRATA_PIPELINE_* variable flipped) on every hybrid architecture, with drafts forced so
+// that early windows are both kept and rolled back; and the pipeline turns itself off
+// where it does not apply.
 #include <catch2/catch.hpp>
 
 #include "engine/generate.h"
