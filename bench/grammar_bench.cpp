@@ -4,7 +4,8 @@
 // random subwords (letters with and without a leading space, digits, punctuation runs,
 // JSON-ish pieces, CJK characters). The grammar is a JSON schema's. For several parse
 // states it times, per step:
-//   free       Sampler::sample (greedy: argmax; and temperature 0.8 with top-k 40);
+//   free       Sampler::sample (greedy: argmax; temperature 0.8 with top-k 40, with
+//              top-p 0.95, and alone: the OpenAI default's full-vocabulary draw);
 //   hit        sample_constrained when the model's own pick is allowed (one token check);
 //   miss       sample_constrained when it is refused: the full mask, walked over the
 //              vocabulary trie (a fresh matcher each time, so no cached mask), then the
@@ -122,9 +123,17 @@ int main(int argc, char** argv) {
     for (float& x : base) x = gauss(rng);
     std::vector<float> logits;
 
-    SamplingParams greedy_params, temp_params;
+    SamplingParams greedy_params, temp_params, topp_params, full_params;
     temp_params.temperature = 0.8f;
     temp_params.top_k = 40;
+    topp_params.temperature = 0.8f;
+    topp_params.top_p = 0.95f;
+    full_params.temperature = 0.8f;
+    const auto name = [](const SamplingParams& sp) -> const char* {
+        if (sp.greedy()) return "greedy";
+        if (sp.top_k > 0) return "T=0.8 top-k 40";
+        return sp.top_p < 1.0f ? "T=0.8 top-p 0.95" : "T=0.8";
+    };
     const State states[] = {
         {"in a string", "{\"name\": \"J", "e", "\x01"},
         {"after '{'", "{", "\"", "x"},
@@ -134,7 +143,7 @@ int main(int argc, char** argv) {
     std::printf("|---|---|---:|---:|---:|---:|---:|---:|---:|\n");
     for (const State& st : states) {
         const int32_t good = find_piece(*vocab, st.allowed), bad = find_piece(*vocab, st.refused);
-        for (const SamplingParams& sp : {greedy_params, temp_params}) {
+        for (const SamplingParams& sp : {greedy_params, temp_params, topp_params, full_params}) {
             Sampler sampler(sp);
             GrammarMatcher m(grammar, vocab);
             m.accept_bytes(st.prefix);
@@ -160,7 +169,7 @@ int main(int argc, char** argv) {
             size_t allowed = 0;
             for (uint64_t w : mask) allowed += static_cast<size_t>(__builtin_popcountll(w));
             std::printf("| %s | %s | %.1f | %.1f | %.3f | %.0f | %.1f | %.1f | %zu |\n", st.name,
-                        sp.greedy() ? "greedy" : "T=0.8 top-k 40", free_us, hit_us, hit_us / free_us, miss_us,
+                        name(sp), free_us, hit_us, hit_us / free_us, miss_us,
                         miss_us / free_us, cached_us, allowed);
             std::fflush(stdout);
         }

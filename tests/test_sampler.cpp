@@ -1,10 +1,14 @@
 // Sampling: greedy ties, truncations, penalties, and seeded reproducibility.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <map>
+#include <random>
 
 #include "engine/sample/sampler.h"
+#include "engine/sample/softmax.h"
 
 using namespace strata;
 
@@ -90,7 +94,7 @@ TEST_CASE("sampler: bad parameters are refused by name", "[sample]") {
     CHECK_THROWS_WITH(Sampler(sp), Catch::Contains("penalty_last_n"));
 }
 
-TEST_CASE("sampler: argmax, max_value, top_k_ids and sort_by_logit match plain scans and comparison sorts", "[sample]") {
+TEST_CASE("sampler: argmax, max_value and top_k_ids match plain scans and comparison sorts", "[sample]") {
     // Values from a small set, so ties are common; lengths around the 16-lane blocks.
     uint64_t z = 12345;
     auto next = [&z] {
@@ -110,13 +114,6 @@ TEST_CASE("sampler: argmax, max_value, top_k_ids and sort_by_logit match plain s
             if (l[i] > l[static_cast<size_t>(plain)]) plain = static_cast<int32_t>(i);
         CHECK(argmax(l) == plain);
         CHECK(max_value(l) == l[static_cast<size_t>(plain)]);
-        {
-            std::vector<int32_t> ref(n), got;
-            for (size_t i = 0; i < n; ++i) ref[i] = static_cast<int32_t>(i);
-            std::sort(ref.begin(), ref.end(), [&](int32_t a, int32_t b) { return l[a] > l[b] || (l[a] == l[b] && a < b); });
-            sort_by_logit(l, got);
-            CHECK(got == ref);
-        }
         for (size_t k : {size_t{1}, size_t{2}, size_t{7}, size_t{40}}) {
             if (k >= n) continue;
             std::vector<int32_t> ref(n), got;
@@ -141,4 +138,172 @@ TEST_CASE("sampler: argmax, max_value, top_k_ids and sort_by_logit match plain s
     std::vector<float> all_nan(5, NAN), p;
     Sampler(k).probabilities(all_nan, p);  // must not crash
     CHECK(p.size() == 5);
+}
+
+namespace {
+
+// Units in the last place between two positive floats.
+int64_t ulps(float a, float b) {
+    int32_t ia, ib;
+    std::memcpy(&ia, &a, 4);
+    std::memcpy(&ib, &b, 4);
+    return std::abs(static_cast<int64_t>(ia) - ib);
+}
+
+// The draw's distribution as defined: every id sorted by logit (descending), double
+// exponentials, min-p then top-p as prefixes of that order (top-p's edge taking a tie
+// whole).
+std::vector<double> reference_probs(const std::vector<float>& l, const SamplingParams& sp) {
+    const size_t n = l.size();
+    std::vector<int32_t> idx(n);
+    for (size_t i = 0; i < n; ++i) idx[i] = static_cast<int32_t>(i);
+    std::stable_sort(idx.begin(), idx.end(), [&](int32_t a, int32_t b) { return l[a] > l[b]; });
+    std::vector<double> p(n);
+    double sum = 0;
+    for (size_t i = 0; i < n; ++i) sum += (p[i] = std::exp((double(l[idx[i]]) - l[idx[0]]) / sp.temperature));
+    size_t keep = n;
+    if (sp.min_p > 0) {
+        keep = 1;
+        while (keep < n && p[keep] >= sp.min_p * p[0]) ++keep;
+    }
+    if (sp.top_p < 1.0f) {
+        double cum = 0;
+        size_t k = 0;
+        while (k < keep) {
+            cum += p[k++] / sum;
+            if (cum >= sp.top_p) break;
+        }
+        while (k < keep && l[idx[k]] == l[idx[k - 1]]) ++k;  // a tie at the edge is kept whole
+        keep = k;
+    }
+    double kept = 0;
+    for (size_t i = 0; i < keep; ++i) kept += p[i];
+    std::vector<double> out(n, 0.0);
+    for (size_t i = 0; i < keep; ++i) out[static_cast<size_t>(idx[i])] = p[i] / kept;
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("sampler: the whole-vocabulary exp is within 2 ulp, and its SIMD and scalar forms agree bit for bit",
+          "[sample]") {
+    std::mt19937 rng(3);
+    std::uniform_real_distribution<float> u(-90.0f, 0.0f);
+    std::vector<float> x(4099), simd(x.size());
+    for (float& v : x) v = u(rng);
+    x[0] = 0.0f;                           // exp(0) is exactly 1
+    x[1] = -std::numeric_limits<float>::infinity();
+    x[2] = std::numeric_limits<float>::quiet_NaN();
+    x[3] = -87.4f;                         // below FLT_MIN: 0
+    for (float t : {1.0f, 0.7f, 1.3f}) {
+        INFO("t " << t);
+        exp_shifted(x, 0.0f, t, simd.data());
+        CHECK(simd[0] == 1.0f);
+        CHECK(simd[1] == 0.0f);
+        CHECK(simd[2] == 0.0f);
+        int64_t worst = 0;
+        for (size_t i = 0; i < x.size(); ++i) {
+            float one;  // the scalar form: a span shorter than a vector
+            exp_shifted(std::span<const float>(&x[i], 1), 0.0f, t, &one);
+            REQUIRE(std::memcmp(&one, &simd[i], 4) == 0);
+            const double want = std::exp(static_cast<double>(x[i] * (1.0f / t)));
+            if (simd[i] == 0.0f) {
+                CHECK((!(x[i] * (1.0f / t) >= -87.33654f)));
+                continue;
+            }
+            worst = std::max(worst, ulps(simd[i], static_cast<float>(want)));
+        }
+        CHECK(worst <= 2);
+    }
+    // The fixed-order sum: four interleaved partial sums.
+    std::vector<float> v(1001);
+    for (float& a : v) a = std::abs(u(rng));
+    double s4[4] = {0, 0, 0, 0};
+    for (size_t i = 0; i < v.size(); ++i) s4[i % 4] += v[i];
+    CHECK(sum_fixed(v) == (s4[0] + s4[1]) + (s4[2] + s4[3]));
+    size_t count = 0;
+    double above = 0;
+    for (size_t i = 0; i < v.size(); ++i) s4[i % 4] = 0;
+    for (size_t i = 0; i < v.size(); ++i)
+        if (v[i] >= 40.0f) {
+            s4[i % 4] += v[i];
+            ++count;
+        }
+    above = (s4[0] + s4[1]) + (s4[2] + s4[3]);
+    size_t got = 0;
+    CHECK(sum_at_least(v, 40.0f, &got) == above);
+    CHECK(got == count);
+}
+
+TEST_CASE("sampler: a draw over the whole vocabulary keeps the defined distribution and truncations", "[sample]") {
+    std::mt19937 rng(11);
+    std::normal_distribution<float> g(0.0f, 3.0f);
+    for (int trial = 0; trial < 60; ++trial) {
+        const size_t n = 1 + static_cast<size_t>(trial) * 211;
+        std::vector<float> l(n);
+        for (float& v : l) v = trial % 3 == 0 ? std::round(g(rng)) : g(rng);  // ties, or none
+        SamplingParams sp;
+        sp.temperature = trial % 2 ? 0.8f : 1.5f;
+        if (trial % 4 == 1) sp.top_p = 0.9f;
+        if (trial % 4 == 2) sp.min_p = 0.05f;
+        if (trial % 4 == 3) {
+            sp.top_p = 0.5f;
+            sp.min_p = 0.01f;
+        }
+        INFO("trial " << trial << " n " << n << " T " << sp.temperature << " top_p " << sp.top_p << " min_p " << sp.min_p);
+        const std::vector<double> ref = reference_probs(l, sp);
+        std::vector<float> p;
+        std::vector<int32_t> kept;
+        Sampler(sp).probabilities(l, p, kept);
+        REQUIRE(p.size() == n);
+        double sum = 0;
+        for (size_t i = 0; i < n; ++i) {
+            sum += p[i];
+            CHECK((p[i] > 0) == (ref[i] > 0));
+            CHECK(std::abs(p[i] - ref[i]) <= 1e-6 * ref[i] + 1e-12);
+        }
+        CHECK(sum == Approx(1.0).epsilon(1e-6));
+        for (size_t j = 0; j < kept.size(); ++j) CHECK(p[static_cast<size_t>(kept[j])] > 0);
+        CHECK(kept.size() == static_cast<size_t>(std::count_if(p.begin(), p.end(), [](float v) { return v > 0; })));
+    }
+    // +inf logits share the mass; only -inf and NaN: the first of them takes it.
+    SamplingParams sp;
+    sp.temperature = 1.0f;
+    std::vector<float> p;
+    const float inf = std::numeric_limits<float>::infinity();
+    Sampler(sp).probabilities(std::vector<float>{1.0f, inf, 0.0f, inf}, p);
+    CHECK(p == std::vector<float>{0.0f, 0.5f, 0.0f, 0.5f});
+    Sampler(sp).probabilities(std::vector<float>{-inf, NAN, -inf}, p);
+    CHECK(p == std::vector<float>{1.0f, 0.0f, 0.0f});
+}
+
+TEST_CASE("sampler: the draw by blocks picks what a plain cumulative scan picks", "[sample]") {
+    std::mt19937 rng(5);
+    std::uniform_real_distribution<double> u01(0.0, 1.0);
+    std::exponential_distribution<float> ex(1.0f);
+    for (int trial = 0; trial < 200; ++trial) {
+        const size_t n = 1 + static_cast<size_t>(trial) * 37;
+        std::vector<float> p(n);
+        double total = 0;
+        for (size_t i = 0; i < n; ++i) {
+            // Runs of zeros (whole blocks of them too), as truncations leave.
+            p[i] = (i / 16 + static_cast<size_t>(trial)) % 3 == 0 || i % 5 == 0 ? 0.0f : ex(rng);
+            total += p[i];
+        }
+        if (total == 0) continue;
+        for (float& v : p) v = static_cast<float>(v / total);
+        for (int d = 0; d < 50; ++d) {
+            const double x = d == 0 ? 0.0 : d == 1 ? std::nextafter(1.0, 0.0) : u01(rng);
+            double cum = 0;
+            int32_t want = 0;
+            for (size_t i = 0; i < n; ++i) {
+                if (!(p[i] > 0)) continue;
+                want = static_cast<int32_t>(i);
+                cum += p[i];
+                if (x < cum) break;
+            }
+            INFO("trial " << trial << " u " << x);
+            CHECK(sample_index(p, x) == want);
+        }
+    }
 }

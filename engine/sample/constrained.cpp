@@ -58,8 +58,8 @@ int32_t sample_constrained(Sampler& sampler, GrammarMatcher& matcher, std::span<
 
 int32_t pick_constrained(const Sampler& sampler, GrammarMatcher& matcher, std::span<float> logits, int64_t ahead) {
     const bool greedy = sampler.params().greedy();
-    std::vector<float> probs;
-    std::vector<int32_t> kept;  // ids with mass, increasing (sampled only)
+    thread_local std::vector<float> probs;  // kept between draws: a vocabulary's worth
+    thread_local std::vector<int32_t> kept;  // ids with mass, increasing (sampled only)
     int32_t pick;
     if (greedy) {
         pick = argmax(logits);

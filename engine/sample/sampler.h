@@ -58,6 +58,11 @@ public:
     const SamplingParams& params() const { return p_; }
 
 private:
+    void probabilities_top_k(std::span<const float> logits, std::vector<float>& probs) const;
+    // top-p over the whole vocabulary: the e (exp of the shifted logit) of the nucleus's
+    // least likely token, the tokens at or above min-p's floor reaching target mass.
+    float nucleus_floor(std::span<const float> e, float floor, double target) const;
+
     SamplingParams p_;
     uint64_t n_seen_ = 0;  // tokens accepted: the position of the next one
     std::deque<int32_t> recent_;
@@ -68,8 +73,6 @@ int32_t argmax(std::span<const float> logits);
 float max_value(std::span<const float> x);
 // The ids of the k largest logits (ties: the lower id first), largest first; NaNs are skipped.
 void top_k_ids(std::span<const float> logits, size_t k, std::vector<int32_t>& out);
-// Every id, ordered by (logit descending, id ascending).
-void sort_by_logit(std::span<const float> logits, std::vector<int32_t>& out);
 
 // A draw from p by one uniform u in [0, 1) against the cumulative sum in id order, as
 // Sampler::sample draws (reproducible for a seed; the speculative acceptance uses it too).
