@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "engine/backend/device.h"
+#include "engine/serve/prompt_store.h"
 #include "engine/split/plan.h"
 #include "engine/split/split_runner.h"
 #include "engine/split/stage_placement.h"
@@ -152,5 +153,39 @@ TEST_CASE("gpu: experts in host memory with the device's cache of hot ones", "[g
         const Runner::Stats st = r->runner_stats();
         CHECK(st.expert_rows_host > 0);
         CHECK(st.expert_rows_device > 0);  // the cache's experts ran on the GPU
+    }
+}
+
+TEST_CASE("gpu: a state saved to host memory and put back gives the cold run's logits", "[gpu][model][prompt_store]") {
+    // The prompt cache's host level (PromptStore) on the GPU: its copies go through
+    // Ops::to_host / to_device of every stage's device (engine/split/state_copy.cpp).
+    if (!have_gpu()) return;
+    for (auto arch : {synth::Arch::Llama, synth::Arch::Qwen3Next}) {
+        auto m = tiny(arch, GgmlType::Q8_0);
+        for (const std::string& devs : {gpu0(), gpu0() + ",cpu:0"}) {
+            auto r = runner(m, devs, devs == gpu0() ? "auto" : "0-0,1-1");
+            INFO(synth::arch_name(arch) << " " << r->describe());
+            const std::vector<int32_t> a = {5, 9, 2, 77, 31, 8, 14}, b = {40, 41, 3};
+            const auto V = static_cast<size_t>(m->hp().n_vocab);
+            const auto feed = [&](int seq, std::span<const int32_t> toks) {
+                std::vector<float> logits(V);
+                const Runner::Item it{seq, toks, false};
+                r->eval(std::span<const Runner::Item>(&it, 1), logits.data());
+                return logits;
+            };
+            const int cold = r->new_sequence();
+            feed(cold, a);
+            const std::vector<float> want = feed(cold, b);
+            PromptStore store(64u << 20, r->kv_bytes_per_pos(), r->recurrent_bytes(), 4);
+            const int warm = r->new_sequence();
+            feed(warm, a);
+            REQUIRE(store.save(*r, warm, a));
+            r->reset_sequence(warm);
+            const PromptStore::Match hit = store.match(a, static_cast<int64_t>(a.size()));
+            REQUIRE(hit.n == static_cast<int64_t>(a.size()));
+            store.load(*r, warm, hit);
+            CHECK(r->n_past(warm) == static_cast<int64_t>(a.size()));
+            CHECK(feed(warm, b) == want);
+        }
     }
 }
