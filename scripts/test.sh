@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The README's test command: installs what is missing, builds Release, runs the server
+# The README's test command: installs what is missing, builds Release (and the HIP
+# backend's kernels with hipcc), runs the server
 # end to end with the OpenAI client, a bounded HTTP fuzzing run against a live server,
 # the ThreadSanitizer test of the hand-off code, a bounded stress loop of pipelined runs
 # and bounded libFuzzer runs of the GGUF reader and the request parser, then every test
@@ -10,6 +11,10 @@ bash scripts/install-deps.sh
 jobs=${STRATA_JOBS:-2}
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release
 cmake --build build -j"$jobs"
+# The HIP backend for AMD GPUs compiles with hipcc (nothing of it runs without one).
+if [ "${STRATA_SKIP_HIP:-0}" != 1 ]; then
+    bash scripts/hip-build.sh build-hip
+fi
 # strata-server with the official OpenAI client (Node's test runner).
 bash scripts/e2e-server.sh build
 # The documented nginx front end, on loopback.

@@ -1,5 +1,6 @@
 // IEEE binary16 and bfloat16 conversions (exact, round-to-nearest-even on the way in).
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 
@@ -12,8 +13,18 @@
 
 namespace strata {
 
-STRATA_HD inline float bits_to_f32(uint32_t u) { float f; std::memcpy(&f, &u, 4); return f; }
-STRATA_HD inline uint32_t f32_to_bits(float f) { uint32_t u; std::memcpy(&u, &f, 4); return u; }
+// memcpy for host and device code: hip-clang's device side has no std::memcpy (nvcc's and
+// a CPU HIP runtime's have), its builtin does the same.
+STRATA_HD inline void copy_bytes(void* dst, const void* src, std::size_t n) {
+#if defined(__HIP_DEVICE_COMPILE__)
+    __builtin_memcpy(dst, src, n);
+#else
+    std::memcpy(dst, src, n);
+#endif
+}
+
+STRATA_HD inline float bits_to_f32(uint32_t u) { float f; copy_bytes(&f, &u, 4); return f; }
+STRATA_HD inline uint32_t f32_to_bits(float f) { uint32_t u; copy_bytes(&u, &f, 4); return u; }
 
 // fp16 -> f32, exact for every input including subnormals, inf and NaN.
 STRATA_HD inline float fp16_to_f32(uint16_t h) {

@@ -26,7 +26,7 @@ STRATA_DEV float kv_value(GgmlType type, const uint8_t* row, int64_t i) {
     switch (type) {
         case GgmlType::F32: {
             float v;
-            memcpy(&v, row + 4 * i, 4);
+            copy_bytes(&v, row + 4 * i, 4);
             return v;
         }
         case GgmlType::F16:
@@ -97,7 +97,7 @@ __global__ void kv_store_k(SeqTable seqs, GgmlType type, int64_t hd, int64_t hdv
     const float* src = (is_v ? v.p + t * v.ld : k.p + t * k.ld) + h * n;
     uint8_t* dst = is_v ? sr.v + h * sr.v_head + pos * sr.v_pos : sr.k + h * sr.k_head + pos * sr.k_pos;
     if (type == GgmlType::F32) {
-        for (int64_t i = threadIdx.x; i < n; i += blockDim.x) memcpy(dst + 4 * i, src + i, 4);
+        for (int64_t i = threadIdx.x; i < n; i += blockDim.x) copy_bytes(dst + 4 * i, src + i, 4);
     } else if (type == GgmlType::F16) {
         for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
             const uint16_t b = f32_to_fp16(src[i]);

@@ -18,7 +18,7 @@ constexpr int kRows = 4;
 STRATA_DEV float load_float(GgmlType t, const uint8_t* row, int64_t i) {
     if (t == GgmlType::F32) {
         float v;
-        memcpy(&v, row + 4 * i, 4);
+        copy_bytes(&v, row + 4 * i, 4);
         return v;
     }
     const uint16_t h = static_cast<uint16_t>(row[2 * i] | (row[2 * i + 1] << 8));
