@@ -273,22 +273,27 @@ void Scheduler::finish(Slot& s, FinishReason why, std::string error, Event::Erro
     // A request that ended normally leaves its state for the next one to reuse a prefix
     // of; anything else (a failure, a cancellation) is dropped.
     const bool keep = opt_.prompt_cache && plain && (why == FinishReason::Stop || why == FinishReason::Length);
+    // The MTP catch-up: its pairs up to the end of what the slot keeps, for a next request
+    // that goes on from all of it (the sequence holds no more than the committed tokens).
     s.end_row.clear();
-    try {
-        if (keep) s.cached.resize(std::min(s.cached.size(), static_cast<size_t>(runner_.n_past(s.seq))));
-        else runner_.reset_sequence(s.seq);
-        // The MTP catch-up: its pairs up to the end, for a next request that goes on from it.
-        if (keep && s.spec && runner_.n_past(s.seq) == static_cast<int64_t>(s.cached.size()) &&
-            !s.spec->settle(s.end_row))
+    if (keep && s.spec && s.cached.size() >= static_cast<size_t>(runner_.n_past(s.seq))) {
+        try {
+            if (!s.spec->settle(s.end_row)) s.end_row.clear();
+        } catch (const std::exception& ex) {
+            spdlog::warn("engine: feeding the MTP the end of sequence {} failed: {}", s.seq, ex.what());
             s.end_row.clear();
-    } catch (const std::exception& ex) {
-        spdlog::error("engine: resetting sequence {} failed: {}", s.seq, ex.what());
-        s.end_row.clear();
+        }
     }
     s.spec.reset();  // a pipelined decoder waits for its stages' ops first
     s.spec_open = false;
     s.policy.reset();
     std::vector<float>().swap(s.prompt_hidden);
+    try {
+        if (keep) s.cached.resize(std::min(s.cached.size(), static_cast<size_t>(runner_.n_past(s.seq))));
+        else runner_.reset_sequence(s.seq);
+    } catch (const std::exception& ex) {
+        spdlog::error("engine: resetting sequence {} failed: {}", s.seq, ex.what());
+    }
     if (!keep) {
         s.cached.clear();
         s.checkpoint = 0;
