@@ -223,7 +223,7 @@ TEST_CASE("prompt store: a speculative request reuses a cached prefix with the s
     // Random test models reject almost every draft: every other window's chain is cut to
     // one draft, so windows of 1 and of 3 drafts both roll back.
     auto edit = [](std::span<const int32_t>, int64_t pos, int k, Draft& d) {
-        if (pos % 2 == 0 && k > 0 && !d.tokens.empty()) d.tokens.resize(1);
+        if (pos % 2 == 0 && k > 0 && !d.tokens.empty()) d.tokens.erase(d.tokens.begin() + 1, d.tokens.end());
     };
     auto spec = engine(m, 256u << 20, 0, /*spec=*/3, edit), plain = engine(m, 0);
     const std::vector<int32_t> p1 = range_tokens(6, 40);
