@@ -8,18 +8,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build="${1:-build-hip}"
-pkgs=(hipcc libamdhip64-dev)
-missing=()
-for p in "${pkgs[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if ((${#missing[@]})); then
-    echo "hip-build: installing ${missing[*]}"
-    sudo=""; [ "$(id -u)" -ne 0 ] && sudo="sudo"
-    export DEBIAN_FRONTEND=noninteractive
-    $sudo apt-get update -qq
-    $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
-fi
+source scripts/lib/apt.sh
+apt_install_missing hip-build hipcc libamdhip64-dev
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DSTRATA_HIP=ON -DSTRATA_BUILD_TESTS=OFF \
     -DSTRATA_HIP_ARCHITECTURES="${STRATA_HIP_ARCHITECTURES:-gfx1030}" >/dev/null
 # hipcc asks rocm_agent_enumerator for the machine's GPUs, which prints a Python traceback

