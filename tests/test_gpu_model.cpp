@@ -71,6 +71,21 @@ TEST_CASE("gpu: logits of f32 models within 1e-3 of the CPU backend", "[gpu][mod
     }
 }
 
+// Quantized files: both backends quantize the activations to the same two int8 digits
+// (kernels/cpu/act_quant.h, matmul_q.cu) and sum integer products per block, so the
+// logits differ only by the order of float sums.
+TEST_CASE("gpu: logits of quantized models within 1e-3 of the CPU backend", "[gpu][model]") {
+    if (!have_gpu()) return;
+    for (GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::IQ4_XS})
+        for (auto arch : {synth::Arch::Llama, synth::Arch::Qwen35Moe}) {
+            auto m = tiny(arch, type);
+            const auto want = run_windows(*make_local_runner(m, 1, 32, GgmlType::F16));
+            const auto got = run_windows(*runner(m, gpu0(), "auto"));
+            INFO(synth::arch_name(arch) << " " << type_info(type).name);
+            check_close(got, want);
+        }
+}
+
 TEST_CASE("gpu: logits bit-identical across the GPU's placements", "[gpu][model][determinism]") {
     if (!have_gpu()) return;
     for (auto arch : {synth::Arch::Llama, synth::Arch::Qwen3Next}) {

@@ -427,14 +427,14 @@ struct Harness {
         SeqState a, b;
         Batch batch;
     };
-    Seqs seqs(GgmlType cache, int64_t n_head_kv, int64_t hd, int64_t hdv) {
+    Seqs seqs(GgmlType cache, int64_t n_head_kv, int64_t hd, int64_t hdv, int64_t hist = 4) {
         Seqs s;
         for (SeqState* st : {&s.a, &s.b}) {
-            st->n_ctx = 16;
-            st->kv = std::make_unique<KvCache>(be.ops().allocator(), 1, 16, n_head_kv, hd, hdv, cache);
+            st->n_ctx = hist + 12;
+            st->kv = std::make_unique<KvCache>(be.ops().allocator(), 1, hist + 12, n_head_kv, hd, hdv, cache);
             st->kv_slot = {0};
         }
-        s.batch.add(s.a, 4, 3);
+        s.batch.add(s.a, hist, 3);
         s.batch.add(s.b, 0, 2);
         return s;
     }
@@ -492,17 +492,23 @@ struct Harness {
                 EXPECT(d1.out(k1t) == ko);
                 ran("norm_rope");
             }
+        // hist: positions of sequence a before the window (700: a GPU splits them in parts).
+        for (int64_t hist : {4, 700})
         for (GgmlType cache : {GgmlType::F32, GgmlType::F16, GgmlType::Q8_0, GgmlType::Q4_0})
             for (bool gated : {false, true}) {
+                if (hist > 4 && cache != GgmlType::F16 && cache != GgmlType::Q8_0) continue;
                 const AttnDims d{4, 2, 32, 32};
                 const int64_t T = 5, stride = gated ? 2 * d.head_dim : d.head_dim, ldq = d.n_head * stride;
                 const int64_t n_kv = d.n_head_kv * d.head_dim;
-                Seqs s = seqs(cache, d.n_head_kv, d.head_dim, d.head_dim_v);
+                Seqs s = seqs(cache, d.n_head_kv, d.head_dim, d.head_dim_v, hist);
                 Dev dv{ops}, dv1{ops1};
-                // History: positions 0..3 of sequence a from an earlier window.
-                for (int64_t p = 0; p < 4; ++p) {
-                    const Floats k = rng.normal(static_cast<size_t>(n_kv)), v = rng.normal(static_cast<size_t>(n_kv));
-                    ops.kv_store(Batch::single(s.a, p, 1), 0, dv.in(k, n_kv, 1), dv.in(v, n_kv, 1));
+                // History: positions 0..hist-1 of sequence a from earlier windows.
+                for (int64_t p = 0; p < hist;) {
+                    const int64_t n = p < 2 ? 1 : hist - p;
+                    const Floats k = rng.normal(static_cast<size_t>(n * n_kv)),
+                                 v = rng.normal(static_cast<size_t>(n * n_kv));
+                    ops.kv_store(Batch::single(s.a, p, n), 0, dv.in(k, n_kv, n), dv.in(v, n_kv, n));
+                    p += n;
                 }
                 const Floats k = rng.normal(static_cast<size_t>(T * n_kv)), v = rng.normal(static_cast<size_t>(T * n_kv));
                 ops.kv_store(s.batch, 0, dv.in(k, n_kv, T), dv.in(v, n_kv, T));
@@ -537,7 +543,7 @@ struct Harness {
                 ref::Vec want;
                 for (int64_t t = 0; t < T; ++t) {
                     const ref::KvHost& kvh = t < 3 ? kva : kvb;
-                    const int64_t n_pos = (t < 3 ? 4 + t : t - 3) + 1;
+                    const int64_t n_pos = (t < 3 ? hist + t : t - 3) + 1;
                     for (int64_t h = 0; h < d.n_head; ++h) {
                         const float* qh = q.data() + t * ldq + h * stride;
                         const ref::Vec o =
@@ -549,6 +555,13 @@ struct Harness {
                 INFO(type_info(cache).name << (gated ? " gated" : ""));
                 close(out, want, 1e-4, 1e-5);
                 EXPECT(out == out1);
+                // A row alone (a decode step) gives that row of the window: batch invariance.
+                const Tensor solo_t = dv.zeros(d.n_head * d.head_dim_v, 1);
+                ops.attention(Batch::single(s.a, hist + 2, 1), 0, d, dv.in(Floats(q.begin() + 2 * ldq, q.begin() + 3 * ldq), ldq, 1),
+                              stride, gated, solo_t);
+                const Floats solo = dv.out(solo_t);
+                const int64_t w = d.n_head * d.head_dim_v;
+                EXPECT(std::equal(solo.begin(), solo.end(), out.begin() + 2 * w));
                 ran("attention");
             }
     }

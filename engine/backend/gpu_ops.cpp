@@ -252,14 +252,35 @@ void GpuOps::copy(Tensor dst, Tensor src) {
     gpu::copy(rows(dst), rows(src), stream_);
 }
 
+gpu::ActQ GpuOps::quantized(gpu::Rows x, size_t slot) {
+    const size_t bytes = gpu::act_q_bytes(x.cols, x.rows);
+    return gpu::quantize_act(x, scratch(slot, (bytes + sizeof(float) - 1) / sizeof(float)), stream_);
+}
+
+// Quantized weights take the integer dot products (matmul_q.cu) at every row count, so
+// that a row's result never depends on the window it came in; float weights the float
+// kernel.
 void GpuOps::matmul(const MatView& w, Tensor x, Tensor y) {
     bind();
-    gpu::matmul(weight(w), rows(x), rows(y), tab_, stream_);
+    if (gpu::int_dot(w.type))
+        gpu::matmul_q(weight(w), quantized(rows(x), kActSlot), rows(y), tab_, stream_);
+    else
+        gpu::matmul(weight(w), rows(x), rows(y), tab_, stream_);
 }
 
 void GpuOps::matmul_multi(std::span<const MatOut> outs, Tensor x) {
     bind();
-    for (const MatOut& o : outs) gpu::matmul(weight(o.w), rows(x), {o.y, o.w.n_out, x.ne1, o.ldy}, tab_, stream_);
+    gpu::ActQ xq{};
+    bool have_xq = false;  // x is quantized once for all the integer weights
+    for (const MatOut& o : outs) {
+        const gpu::Rows y{o.y, o.w.n_out, x.ne1, o.ldy};
+        if (!gpu::int_dot(o.w.type)) {
+            gpu::matmul(weight(o.w), rows(x), y, tab_, stream_);
+            continue;
+        }
+        if (!have_xq) xq = quantized(rows(x), kActSlot), have_xq = true;
+        gpu::matmul_q(weight(o.w), xq, y, tab_, stream_);
+    }
 }
 
 void GpuOps::norm_rope(const Batch& batch, std::span<const RopeHeads> sets, int64_t head_dim, float eps,
@@ -299,9 +320,10 @@ void GpuOps::attention(const Batch& batch, int64_t il, const AttnDims& d, Tensor
     bind();
     if (batch.seqs.empty()) return;
     const GgmlType type = batch.seqs[0].state->kv->type();
+    float* part = scratch(kAttnSlot, gpu::attention_scratch_floats(q.ne1, d.n_head, d.head_dim_v));
     for_seq_tables(batch, il, true, [&](const gpu::SeqTable& t) {
         gpu::attention(t, type, d.n_head, d.n_head_kv, d.head_dim, d.head_dim_v, rows(q), head_stride, gated,
-                       rows(out), stream_);
+                       rows(out), part, stream_);
     });
 }
 
@@ -361,15 +383,27 @@ const uint8_t* const* GpuOps::expert_table(std::span<const MatView> w) {
 void GpuOps::moe_experts(std::span<const MatView> gate, std::span<const MatView> up, std::span<const MatView> down,
                          const int32_t* ids, int64_t k, Tensor h, Tensor routed) {
     bind();
-    const int64_t n = h.ne1 * k, F = gate[0].n_out, E = h.ne0;
+    const int64_t n = h.ne1 * k, F = gate[0].n_out;
     float* g = scratch(0, static_cast<size_t>(n * F));
     float* u = scratch(1, static_cast<size_t>(n * F));
     const gpu::Rows gr{g, F, n, F}, ur{u, F, n, F};
-    gpu::matmul_ids(gate[0].type, expert_table(gate), E, F, gate[0].row_stride, ids, k, rows(h), gr, tab_, stream_);
-    gpu::matmul_ids(up[0].type, expert_table(up), E, F, up[0].row_stride, ids, k, rows(h), ur, tab_, stream_);
+    // gate, up, down: each with x (h, or the SwiGLU of gate and up) quantized once when its
+    // type takes integer dot products.
+    gpu::ActQ xq{};
+    const float* xq_of = nullptr;  // the rows xq holds
+    const auto product = [&](std::span<const MatView> w, int64_t div, gpu::Rows x, gpu::Rows y) {
+        const MatView& w0 = w[0];
+        if (gpu::int_dot(w0.type)) {
+            if (xq_of != x.p) xq = quantized(x, kActSlot), xq_of = x.p;
+            gpu::matmul_ids_q(w0.type, expert_table(w), w0.n_in, w0.n_out, w0.row_stride, ids, div, xq, y, tab_,
+                              stream_);
+        } else
+            gpu::matmul_ids(w0.type, expert_table(w), w0.n_in, w0.n_out, w0.row_stride, ids, div, x, y, tab_, stream_);
+    };
+    product(gate, k, rows(h), gr);
+    product(up, k, rows(h), ur);
     gpu::swiglu(gr, ur, gr, stream_);
-    gpu::matmul_ids(down[0].type, expert_table(down), F, E, down[0].row_stride, ids, 1, gr, rows(routed), tab_,
-                    stream_);
+    product(down, 1, gr, rows(routed));
 }
 
 void GpuOps::moe_combine(Tensor routed, const float* wt, int64_t k, Tensor shared, const float* shared_gate, Tensor h,

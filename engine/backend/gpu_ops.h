@@ -74,6 +74,10 @@ private:
     void bind() const { gpu::set_device(dev_); }  // the calling thread's current device
     void* keep(size_t bytes);                     // device memory that lives as long as this
     float* scratch(size_t i, size_t floats);      // a reusable device buffer
+    // x quantized for integer dot products into scratch slot `slot` (queued on the stream).
+    gpu::ActQ quantized(gpu::Rows x, size_t slot);
+    static constexpr size_t kActSlot = 2;  // 0 and 1: moe_experts' gate and up rows
+    static constexpr size_t kAttnSlot = 3;  // attention's partial sums
     // The device's table of each expert's weight rows, made once per expert list.
     const uint8_t* const* expert_table(std::span<const MatView> w);
 

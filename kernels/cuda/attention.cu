@@ -14,6 +14,14 @@ namespace {
 
 constexpr int kThreads = 128;
 constexpr int kMaxHead = 512;  // head sizes the kernels keep in shared memory
+constexpr int64_t kAttnScratchFloats = int64_t{4} << 20;  // 16 MiB of partial sums per launch at most
+
+// Parts of a row's positions for attention_part_k: one per 256 positions, at most
+// kAttnMaxSplit (a long context then has ~n_pos / 32 positions per block).
+STRATA_DEV_HOST int attn_splits(int64_t n_pos) {
+    const int64_t n = (n_pos + 255) / 256;
+    return static_cast<int>(n < 1 ? 1 : (n > kAttnMaxSplit ? kAttnMaxSplit : n));
+}
 
 STRATA_DEV int seq_of(const SeqTable& t, int64_t row) {
     for (int i = 0; i < t.n; ++i)
@@ -148,19 +156,28 @@ __global__ void kv_store_k(SeqTable seqs, GgmlType type, int64_t hd, int64_t hdv
     }
 }
 
-// One block per (row, query head): scores over the cache in tiles of blockDim positions,
-// an online softmax, and the weighted sum of V kept in shared memory.
-__global__ void attention_k(SeqTable seqs, GgmlType type, int64_t n_head, int64_t n_head_kv, int64_t hd, int64_t hdv,
-                            Rows q, int64_t head_stride, bool gated, Rows out) {
+// Flash-decoding: the positions of a row are split into attn_splits(n_pos) parts (a
+// function of the row's own position only, so a row's result never depends on the window
+// it came in), one block per (row, query head, part). A block walks its part in tiles of
+// blockDim positions: each warp takes positions in turn and sums q . k over the head with
+// its lanes (one cache row read contiguously), then an online softmax over the tile and
+// the weighted sum of V, threads over the value dimensions. It leaves (max, sum, acc) of
+// its part in `part`; combine_k merges the parts in order.
+__global__ void attention_part_k(SeqTable seqs, GgmlType type, int64_t row0, int64_t n_head, int64_t n_head_kv,
+                                 int64_t hd, int64_t hdv, Rows q, int64_t head_stride, float* part) {
     __shared__ float red[32];
     __shared__ float qs[kMaxHead];
     __shared__ float acc[kMaxHead];
     __shared__ float w[kThreads];
-    const int64_t t = blockIdx.x, h = blockIdx.y;
+    const int64_t t = row0 + blockIdx.x, h = blockIdx.y, sp = blockIdx.z;
     const int si = seq_of(seqs, t);
     if (si < 0) return;
     const SeqRows& sr = seqs.s[si];
     const int64_t n_pos = sr.pos0 + (t - sr.row0) + 1, kvh = h / (n_head / n_head_kv);
+    const int n_split = attn_splits(n_pos);
+    if (sp >= n_split) return;
+    const int64_t chunk = (n_pos + n_split - 1) / n_split, p_begin = sp * chunk;
+    const int64_t p_end = p_begin + chunk < n_pos ? p_begin + chunk : n_pos;
     const float* qh = q.p + t * q.ld + h * head_stride;
     const float scale = 1.0f / sqrtf(static_cast<float>(hd));
     for (int64_t i = threadIdx.x; i < hd; i += blockDim.x) qs[i] = qh[i];
@@ -168,23 +185,31 @@ __global__ void attention_k(SeqTable seqs, GgmlType type, int64_t n_head, int64_
     __syncthreads();
     const uint8_t* kb = sr.k + kvh * sr.k_head;
     const uint8_t* vb = sr.v + kvh * sr.v_head;
+    const int lane = static_cast<int>(threadIdx.x) % warpSize, warp = static_cast<int>(threadIdx.x) / warpSize;
+    const int n_warps = static_cast<int>(blockDim.x) / warpSize;
     float m = -INFINITY, l = 0.0f;
-    for (int64_t p0 = 0; p0 < n_pos; p0 += blockDim.x) {
-        const int64_t p = p0 + threadIdx.x;
-        float s = -INFINITY;
-        if (p < n_pos) {
-            const uint8_t* kr = kb + p * sr.k_pos;
+    for (int64_t p0 = p_begin; p0 < p_end; p0 += blockDim.x) {
+        const int64_t n_tile = p_end - p0 < blockDim.x ? p_end - p0 : static_cast<int64_t>(blockDim.x);
+        // Every warp runs the same number of rounds: a CPU HIP runtime's shuffles wait for
+        // the whole block.
+        for (int64_t j0 = 0; j0 < n_tile; j0 += n_warps) {
+            const int64_t j = j0 + warp;
             float d = 0.0f;
-            for (int64_t i = 0; i < hd; ++i) d += qs[i] * kv_value(type, kr, i);
-            s = d * scale;
+            if (j < n_tile) {
+                const uint8_t* kr = kb + (p0 + j) * sr.k_pos;
+                for (int64_t i = lane; i < hd; i += warpSize) d += qs[i] * kv_value(type, kr, i);
+            }
+            d = warp_sum(d);
+            if (lane == 0 && j < n_tile) w[j] = d * scale;
         }
+        __syncthreads();
+        const float s = threadIdx.x < n_tile ? w[threadIdx.x] : -INFINITY;
         const float m_new = fmaxf(m, block_max(s, red));
-        const float e = p < n_pos ? expf(s - m_new) : 0.0f;
+        const float e = threadIdx.x < n_tile ? expf(s - m_new) : 0.0f;
         const float alpha = expf(m - m_new);  // 0 on the first tile (m = -inf)
-        l = l * alpha + block_sum(e, red);
+        l = l * alpha + block_sum(e, red);    // its barriers order the reads of w before the write
         w[threadIdx.x] = e;
         __syncthreads();
-        const int64_t n_tile = n_pos - p0 < blockDim.x ? n_pos - p0 : static_cast<int64_t>(blockDim.x);
         for (int64_t i = threadIdx.x; i < hdv; i += blockDim.x) {
             float a = acc[i] * alpha;
             for (int64_t j = 0; j < n_tile; ++j) a += w[j] * kv_value(type, vb + (p0 + j) * sr.v_pos, i);
@@ -193,9 +218,30 @@ __global__ void attention_k(SeqTable seqs, GgmlType type, int64_t n_head, int64_
         m = m_new;
         __syncthreads();
     }
+    float* o = part + ((blockIdx.x * n_head + h) * kAttnMaxSplit + sp) * (hdv + 2);
+    if (threadIdx.x == 0) o[0] = m, o[1] = l;
+    for (int64_t i = threadIdx.x; i < hdv; i += blockDim.x) o[2 + i] = acc[i];
+}
+
+// One block per (row, query head): the parts merged in order, normalized, gated.
+__global__ void combine_k(SeqTable seqs, int64_t row0, int64_t n_head, int64_t hd, int64_t hdv, Rows q,
+                          int64_t head_stride, bool gated, const float* part, Rows out) {
+    const int64_t t = row0 + blockIdx.x, h = blockIdx.y;
+    const int si = seq_of(seqs, t);
+    if (si < 0) return;
+    const SeqRows& sr = seqs.s[si];
+    const int n_split = attn_splits(sr.pos0 + (t - sr.row0) + 1);
+    const float* p = part + (blockIdx.x * n_head + h) * kAttnMaxSplit * (hdv + 2);
+    float m = -INFINITY;
+    for (int s = 0; s < n_split; ++s) m = fmaxf(m, p[s * (hdv + 2)]);
+    float l = 0.0f;
+    for (int s = 0; s < n_split; ++s) l += p[s * (hdv + 2) + 1] * expf(p[s * (hdv + 2)] - m);
+    const float* qh = q.p + t * q.ld + h * head_stride;
     float* o = out.p + t * out.ld + h * hdv;
     for (int64_t i = threadIdx.x; i < hdv; i += blockDim.x) {
-        float y = acc[i] / l;
+        float a = 0.0f;
+        for (int s = 0; s < n_split; ++s) a += p[s * (hdv + 2) + 2 + i] * expf(p[s * (hdv + 2)] - m);
+        float y = a / l;
         if (gated) y *= 1.0f / (1.0f + expf(-qh[hd + i]));
         o[i] = y;
     }
@@ -227,15 +273,35 @@ void kv_store(const SeqTable& seqs, GgmlType type, int64_t n_head_kv, int64_t hd
     check_launch("kv_store");
 }
 
+int64_t attention_rows_per_launch(int64_t n_head, int64_t hdv) {
+    const int64_t per_row = n_head * kAttnMaxSplit * (hdv + 2);
+    return std::max<int64_t>(1, kAttnScratchFloats / per_row);
+}
+
+size_t attention_scratch_floats(int64_t rows, int64_t n_head, int64_t hdv) {
+    return static_cast<size_t>(std::min(rows, attention_rows_per_launch(n_head, hdv)) * n_head * kAttnMaxSplit *
+                               (hdv + 2));
+}
+
 void attention(const SeqTable& seqs, GgmlType type, int64_t n_head, int64_t n_head_kv, int64_t hd, int64_t hdv,
-               Rows q, int64_t head_stride, bool gated, Rows out, Stream s) {
+               Rows q, int64_t head_stride, bool gated, Rows out, float* scratch, Stream s) {
     STRATA_CHECK(hd <= kMaxHead && hdv <= kMaxHead, "attention: head sizes {} / {} (the GPU kernel takes up to {})", hd,
                  hdv, kMaxHead);
-    int64_t rows = 0;
-    for (int i = 0; i < seqs.n; ++i) rows = std::max(rows, seqs.s[i].row0 + seqs.s[i].n);
+    int64_t rows = 0, max_pos = 0;
+    for (int i = 0; i < seqs.n; ++i) {
+        rows = std::max(rows, seqs.s[i].row0 + seqs.s[i].n);
+        max_pos = std::max(max_pos, seqs.s[i].pos0 + seqs.s[i].n);
+    }
     if (rows == 0) return;
-    launch(attention_k, dim3(static_cast<unsigned>(rows), static_cast<unsigned>(n_head)), dim3(kThreads), st(s), seqs,
-           type, n_head, n_head_kv, hd, hdv, q, head_stride, gated, out);
+    const unsigned splits = static_cast<unsigned>(attn_splits(max_pos));
+    const int64_t group = attention_rows_per_launch(n_head, hdv);
+    for (int64_t r0 = 0; r0 < rows; r0 += group) {
+        const unsigned n = static_cast<unsigned>(std::min(group, rows - r0)), heads = static_cast<unsigned>(n_head);
+        launch(attention_part_k, dim3(n, heads, splits), dim3(kThreads), st(s), seqs, type, r0, n_head, n_head_kv, hd,
+               hdv, q, head_stride, scratch);
+        launch(combine_k, dim3(n, heads), dim3(kThreads), st(s), seqs, r0, n_head, hd, hdv, q, head_stride, gated,
+               scratch, out);
+    }
     check_launch("attention");
 }
 

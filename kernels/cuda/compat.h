@@ -85,6 +85,7 @@ using gpuEvent_t = cudaEvent_t;
 #else
 #define STRATA_DEV __device__ __forceinline__
 #endif
+#define STRATA_DEV_HOST __host__ __device__ inline  // also called by the launching host code
 
 namespace strata::gpu {
 

@@ -20,6 +20,7 @@ int device_count(std::string* why);        // 0 when there is no driver or devic
 std::string device_name(int dev);
 void device_memory(int dev, int64_t* free_bytes, int64_t* total_bytes);
 void set_device(int dev);                  // the calling thread's current device
+int warp_size();                           // lanes per warp of the current device (32 or 64)
 Stream stream_create();
 void stream_destroy(Stream s);
 void stream_sync(Stream s);                // waits for everything queued; throws a kernel's error
@@ -90,6 +91,24 @@ void matmul(const Weight& w, Rows x, Rows y, const IqTables& tab, Stream s);
 void matmul_ids(GgmlType type, const uint8_t* const* w, int64_t n_in, int64_t n_out, size_t stride,
                 const int32_t* ids, int64_t div, Rows x, Rows y, const IqTables& tab, Stream s);
 
+// --- integer dot products (matmul_q.cu) ---
+// Rows of x as integers: value i of row t is d[t * n / 32 + i / 32] * (128 q + r) at
+// index t * n + i (kernels/cpu/act_quant.h's two digits).
+struct ActQ {
+    int8_t* q;
+    int8_t* r;
+    float* d;
+    int64_t n, rows;
+};
+bool int_dot(GgmlType type);  // matmul_q and matmul_ids_q take it (every quantized type)
+size_t act_q_bytes(int64_t n, int64_t rows);  // the scratch quantize_act needs
+ActQ quantize_act(Rows x, void* scratch, Stream s);  // x.cols a multiple of 32
+// matmul and matmul_ids with x quantized: the same results for a row whatever rows share
+// the call.
+void matmul_q(const Weight& w, const ActQ& x, Rows y, const IqTables& tab, Stream s);
+void matmul_ids_q(GgmlType type, const uint8_t* const* w, int64_t n_in, int64_t n_out, size_t stride,
+                  const int32_t* ids, int64_t div, const ActQ& x, Rows y, const IqTables& tab, Stream s);
+
 // --- attention (attention.cu) ---
 // The rows of up to kMaxSeqs sequences of a window, with their KV cache heads.
 inline constexpr int kMaxSeqs = 8;
@@ -121,8 +140,12 @@ struct RopeArgs {
 void norm_rope(const SeqTable& seqs, const RopeArgs& a, Stream s);
 void kv_store(const SeqTable& seqs, GgmlType type, int64_t n_head_kv, int64_t hd, int64_t hdv, Rows k, Rows v,
               Stream s);
+// scratch: attention_scratch_floats(rows, n_head, hdv) floats of device memory (the
+// positions' parts of a flash-decoding split).
+inline constexpr int kAttnMaxSplit = 32;
+size_t attention_scratch_floats(int64_t rows, int64_t n_head, int64_t hdv);
 void attention(const SeqTable& seqs, GgmlType type, int64_t n_head, int64_t n_head_kv, int64_t hd, int64_t hdv,
-               Rows q, int64_t head_stride, bool gated, Rows out, Stream s);
+               Rows q, int64_t head_stride, bool gated, Rows out, float* scratch, Stream s);
 
 // --- Gated DeltaNet (gdn.cu) ---
 // tiled: value head h uses key head h % nk (qwen35), else h / (nv / nk).

@@ -52,6 +52,30 @@ void device_memory(int dev, int64_t* free_bytes, int64_t* total_bytes) {
     *total_bytes = static_cast<int64_t>(t);
 }
 
+namespace {
+__global__ void warp_size_k(int* out) { *out = warpSize; }
+}  // namespace
+
+// Asked of the device itself: a CPU HIP runtime's device properties give its SIMD width,
+// not the 64 lanes its kernels see.
+int warp_size() {
+    thread_local int dev = -1, size = 0;
+    int cur = 0;
+    check(gpuGetDevice(&cur), "get device");
+    if (cur != dev) {
+        int* p = static_cast<int*>(dev_alloc(sizeof(int)));
+        launch(warp_size_k, dim3(1), dim3(1), nullptr, p);
+        check_launch("warp size");
+        check(gpuStreamSynchronize(nullptr), "warp size");
+        check(gpuMemcpyAsync(&size, p, sizeof(int), gpuMemcpyDefault, nullptr), "warp size");
+        check(gpuStreamSynchronize(nullptr), "warp size");
+        dev_free(p);
+        STRATA_CHECK(size == 32 || size == 64, "device {}: warp size {}", cur, size);
+        dev = cur;
+    }
+    return size;
+}
+
 void set_device(int dev) {
     thread_local int current = -1;
     if (current == dev) return;

@@ -1,0 +1,208 @@
+// Products of quantized weights with activations quantized to integers, by integer dot
+// products of four bytes (dp4a; a portable form where the GPU lacks it): the decode path.
+//
+// Activations (quantize_act): per row, blocks of 32 values as kernels/cpu/act_quant.h
+// makes them on the CPU: two int8 digits per value, x ~ d * (128 q + r), one f32 d per
+// block. One digit alone costs ~0.5% per product; the second brings it to ~0.005% for one
+// more dp4a per four values, which a kernel bound by reading the weights does not notice.
+//
+// Weights: one warp per output row, its lanes taking the row's 16-value units in turn
+// (unit u is lane u % warpSize), each decoded once (int_decode.cuh) for up to kRows rows
+// of x; then the lanes' partial sums are added in a fixed tree. A row of x is summed in
+// the same order whatever rows share the launch, so one row of a many-row call equals
+// that row alone (the GPU's greedy determinism across decode, verify and prompt windows).
+#include "engine/core/error.h"
+#include "kernels/cuda/compat.h"
+#include "kernels/cuda/gpu.h"
+#include "kernels/cuda/int_decode.cuh"
+
+namespace strata::gpu {
+
+namespace {
+
+constexpr int kThreads = 128;
+constexpr int kRows = 8;  // rows of x per weight pass: a verify window of 1 + K <= 8 reads the weights once
+
+// a . b over four int8 lanes, plus c.
+STRATA_DEV int dot4(uint32_t a, uint32_t b, int c) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 610
+    return __dp4a(static_cast<int>(a), static_cast<int>(b), c);
+#elif defined(__HIP_DEVICE_COMPILE__) &&                                                                         \
+    (defined(__gfx906__) || defined(__gfx908__) || defined(__gfx90a__) || defined(__gfx940__) ||                 \
+     defined(__gfx941__) || defined(__gfx942__) || defined(__gfx1030__) || defined(__gfx1031__) ||               \
+     defined(__gfx1032__) || defined(__gfx1034__) || defined(__gfx1035__) || defined(__gfx1036__))
+    return __builtin_amdgcn_sdot4(static_cast<int>(a), static_cast<int>(b), c, false);
+#else
+    for (int i = 0; i < 4; ++i) c += static_cast<int8_t>(a >> (8 * i)) * static_cast<int8_t>(b >> (8 * i));
+    return c;
+#endif
+}
+
+STRATA_DEV float clamp_abs(float v, float lim) { return v > lim ? lim : (v < -lim ? -lim : v); }
+
+// One thread per 32-value block of a row of x (the CPU's quantize_scalar, value for value).
+__global__ void quantize_act_k(Rows x, ActQ a) {
+    const int64_t nb = a.n / 32;
+    const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (i >= a.rows * nb) return;
+    const int64_t t = i / nb, b = i % nb;
+    const float* xb = x.p + t * x.ld + 32 * b;
+    float amax = 0.0f;
+    for (int k = 0; k < 32; ++k) {
+        const float v = fabsf(xb[k]);
+        amax = v > amax ? v : amax;  // NaN never wins
+    }
+    const float step = amax / 127.0f;
+    const float id = step > 0.0f ? 1.0f / step : 0.0f;
+    int8_t* q = a.q + t * a.n + 32 * b;
+    int8_t* r = a.r + t * a.n + 32 * b;
+    for (int k = 0; k < 32; ++k) {
+        const float v = xb[k] * id;
+        const int qi = v == v ? static_cast<int>(rintf(clamp_abs(v, 127.0f))) : 0;
+        const float rem = (v - static_cast<float>(qi)) * 128.0f;
+        q[k] = static_cast<int8_t>(qi);
+        r[k] = static_cast<int8_t>(rem == rem ? static_cast<int>(rintf(clamp_abs(rem, 64.0f))) : 0);
+    }
+    a.d[t * nb + b] = step * (1.0f / 128.0f);
+}
+
+// Unit u (values 16u .. 16u + 15) of weight row w against rows t0 .. t0 + nr - 1 of x.
+template <GgmlType T>
+STRATA_DEV void unit_dot(const uint8_t* w, int64_t u, const ActQ& x, int64_t t0, int nr, float* acc,
+                         const IqTables& tab) {
+    constexpr int per_block = BlockInfo<T>::values / 32;
+    const int64_t c = u / 2;  // the 32-value chunk
+    uint32_t wq[4];
+    float ws, wm;
+    decode16<T>(w + (c / per_block) * BlockInfo<T>::bytes, static_cast<int>(c % per_block), static_cast<int>(u % 2),
+                wq, &ws, &wm, tab);
+    const int64_t nb = x.n / 32;
+    for (int r = 0; r < kRows; ++r) {
+        if (r >= nr) break;
+        const auto* xq = reinterpret_cast<const uint32_t*>(x.q + (t0 + r) * x.n + 16 * u);
+        const auto* xr = reinterpret_cast<const uint32_t*>(x.r + (t0 + r) * x.n + 16 * u);
+        int pq = 0, pr = 0;
+        for (int k = 0; k < 4; ++k) {
+            pq = dot4(wq[k], xq[k], pq);
+            pr = dot4(wq[k], xr[k], pr);
+        }
+        float f = ws * static_cast<float>(128 * pq + pr);
+        if constexpr (kHasMin<T>) {
+            int sq = 0, sr = 0;
+            for (int k = 0; k < 4; ++k) {
+                sq = dot4(0x01010101u, xq[k], sq);
+                sr = dot4(0x01010101u, xr[k], sr);
+            }
+            f -= wm * static_cast<float>(128 * sq + sr);
+        }
+        acc[r] += x.d[(t0 + r) * nb + c] * f;
+    }
+}
+
+template <GgmlType T>
+__global__ void matmul_q_k(Weight w, ActQ x, Rows y, IqTables tab) {
+    const int lane = static_cast<int>(threadIdx.x) % warpSize;
+    const int64_t o = static_cast<int64_t>(blockIdx.x) * (blockDim.x / warpSize) + threadIdx.x / warpSize;
+    if (o >= w.n_out) return;  // the whole warp
+    const int64_t t0 = static_cast<int64_t>(blockIdx.y) * kRows;
+    const int nr = static_cast<int>(x.rows - t0 < kRows ? x.rows - t0 : kRows);
+    const uint8_t* row = w.data + o * w.stride;
+    float acc[kRows] = {};
+    for (int64_t u = lane; u < w.n_in / 16; u += warpSize) unit_dot<T>(row, u, x, t0, nr, acc, tab);
+    for (int r = 0; r < kRows; ++r) {
+        if (r >= nr) break;
+        const float s = warp_sum(acc[r]);
+        if (lane == 0) y.p[(t0 + r) * y.ld + o] = s;
+    }
+}
+
+template <GgmlType T>
+__global__ void matmul_ids_q_k(const uint8_t* const* w, int64_t n_in, int64_t n_out, size_t stride,
+                               const int32_t* ids, int64_t div, ActQ x, Rows y, IqTables tab) {
+    const int lane = static_cast<int>(threadIdx.x) % warpSize;
+    const int64_t o = static_cast<int64_t>(blockIdx.x) * (blockDim.x / warpSize) + threadIdx.x / warpSize;
+    const int64_t i = blockIdx.y;
+    if (o >= n_out) return;
+    const uint8_t* we = w[ids[i]];
+    if (we == nullptr) return;  // an expert computed elsewhere: its row of y stays as it is
+    float acc[kRows] = {};
+    for (int64_t u = lane; u < n_in / 16; u += warpSize) unit_dot<T>(we + o * stride, u, x, i / div, 1, acc, tab);
+    const float s = warp_sum(acc[0]);
+    if (lane == 0) y.p[i * y.ld + o] = s;
+}
+
+template <typename F>
+bool dispatch_q(GgmlType t, F&& f) {
+    switch (t) {
+#define STRATA_Q_TYPE(X) \
+    case GgmlType::X:    \
+        f.template operator()<GgmlType::X>(); \
+        return true;
+        STRATA_Q_TYPE(Q4_0) STRATA_Q_TYPE(Q4_1) STRATA_Q_TYPE(Q5_0) STRATA_Q_TYPE(Q5_1) STRATA_Q_TYPE(Q8_0)
+        STRATA_Q_TYPE(Q2_K) STRATA_Q_TYPE(Q3_K) STRATA_Q_TYPE(Q4_K) STRATA_Q_TYPE(Q5_K) STRATA_Q_TYPE(Q6_K)
+        STRATA_Q_TYPE(Q8_K) STRATA_Q_TYPE(IQ4_NL) STRATA_Q_TYPE(IQ4_XS) STRATA_Q_TYPE(IQ3_XXS) STRATA_Q_TYPE(IQ3_S)
+        STRATA_Q_TYPE(IQ2_XXS) STRATA_Q_TYPE(IQ2_XS) STRATA_Q_TYPE(IQ2_S) STRATA_Q_TYPE(IQ1_S) STRATA_Q_TYPE(IQ1_M)
+#undef STRATA_Q_TYPE
+        default:
+            return false;
+    }
+}
+
+struct Nothing {
+    template <GgmlType T>
+    void operator()() const {}
+};
+
+gpuStream_t st(Stream s) { return static_cast<gpuStream_t>(s); }
+
+// Output rows per block: one per warp.
+unsigned out_blocks(int64_t n_out) {
+    const int64_t per = kThreads / warp_size();
+    return static_cast<unsigned>((n_out + per - 1) / per);
+}
+
+}  // namespace
+
+bool int_dot(GgmlType type) { return dispatch_q(type, Nothing{}); }
+
+size_t act_q_bytes(int64_t n, int64_t rows) {
+    const size_t v = static_cast<size_t>(n * rows);
+    return 2 * ((v + 255) / 256 * 256) + static_cast<size_t>(n / 32 * rows) * sizeof(float);
+}
+
+ActQ quantize_act(Rows x, void* scratch, Stream s) {
+    STRATA_CHECK(x.cols % 32 == 0, "quantize_act: {} values per row, not a multiple of 32", x.cols);
+    const size_t v = static_cast<size_t>(x.cols * x.rows), vp = (v + 255) / 256 * 256;
+    auto* base = static_cast<int8_t*>(scratch);
+    const ActQ a{base, base + vp, reinterpret_cast<float*>(base + 2 * vp), x.cols, x.rows};
+    const int64_t blocks = x.rows * (x.cols / 32);
+    if (blocks == 0) return a;
+    launch(quantize_act_k, dim3(static_cast<unsigned>((blocks + kThreads - 1) / kThreads)), dim3(kThreads), st(s), x,
+           a);
+    check_launch("quantize_act");
+    return a;
+}
+
+void matmul_q(const Weight& w, const ActQ& x, Rows y, const IqTables& tab, Stream s) {
+    if (x.rows == 0 || w.n_out == 0) return;
+    STRATA_CHECK(((reinterpret_cast<uintptr_t>(w.data) | w.stride) & 1) == 0 && w.n_in == x.n,
+                 "matmul_q: a weight at an odd address or of another width");
+    const dim3 grid(out_blocks(w.n_out), static_cast<unsigned>((x.rows + kRows - 1) / kRows));
+    const bool ok = dispatch_q(w.type, [&]<GgmlType T>() { launch(matmul_q_k<T>, grid, dim3(kThreads), st(s), w, x, y, tab); });
+    if (!ok) fail("matmul: weight type {} has no integer GPU kernel", type_info(w.type).name);
+    check_launch("matmul_q");
+}
+
+void matmul_ids_q(GgmlType type, const uint8_t* const* w, int64_t n_in, int64_t n_out, size_t stride,
+                  const int32_t* ids, int64_t div, const ActQ& x, Rows y, const IqTables& tab, Stream s) {
+    if (y.rows == 0 || n_out == 0) return;
+    STRATA_CHECK(stride % 2 == 0 && n_in == x.n, "moe_experts: expert rows of odd size or another width");
+    const dim3 grid(out_blocks(n_out), static_cast<unsigned>(y.rows));
+    const bool ok = dispatch_q(type, [&]<GgmlType T>() {
+        launch(matmul_ids_q_k<T>, grid, dim3(kThreads), st(s), w, n_in, n_out, stride, ids, div, x, y, tab);
+    });
+    if (!ok) fail("moe_experts: weight type {} has no integer GPU kernel", type_info(type).name);
+    check_launch("moe_experts");
+}
+
+}  // namespace strata::gpu

@@ -1,0 +1,190 @@
+// The integer dot products of matmul_q.cu: decode16<T> against the host dequantizers
+// (every 16-value unit of every block, bit-exact through value = ws * w - wm), and
+// matmul_q / quantize_act against a double-precision product of the dequantized weights.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "engine/backend/device.h"
+#include "engine/quant/quant.h"
+#include "engine/quant/types.h"
+#include "kernels/cuda/int_decode.cuh"
+#include "tests/random_helpers.h"
+
+namespace strata::gpu {
+namespace {
+
+#define GPU_REQUIRE(call)                                             \
+    do {                                                              \
+        const gpuError_t e_ = (call);                                 \
+        INFO(#call << ": " << gpuGetErrorString(e_));                 \
+        REQUIRE(e_ == gpuSuccess);                                    \
+    } while (0)
+
+// One thread per 16-value unit: its values as ws * w - wm, the way the dot products use them.
+template <GgmlType T>
+__global__ void decode_units(const uint8_t* src, float* dst, int n_units, IqTables tab) {
+    const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+    if (i >= n_units) return;
+    constexpr int per_block = BlockInfo<T>::values / 32;
+    const int c = i / 2;
+    uint32_t w[4];
+    float ws, wm;
+    decode16<T>(src + static_cast<size_t>(c / per_block) * BlockInfo<T>::bytes, c % per_block, i % 2, w, &ws, &wm,
+                tab);
+    for (int v = 0; v < 16; ++v) {
+        const float p = dequant_detail::mul_rn(ws, static_cast<float>(static_cast<int8_t>(w[v / 4] >> (8 * (v % 4)))));
+        dst[16 * i + v] = kHasMin<T> ? p - wm : p;
+    }
+}
+
+template <typename T>
+T* upload(const std::vector<T>& v, size_t offset_bytes = 0) {
+    void* p = nullptr;
+    GPU_REQUIRE(gpuMalloc(&p, v.size() * sizeof(T) + offset_bytes));
+    auto* dst = reinterpret_cast<T*>(static_cast<uint8_t*>(p) + offset_bytes);
+    GPU_REQUIRE(gpuMemcpyAsync(dst, v.data(), v.size() * sizeof(T), gpuMemcpyDefault, 0));
+    GPU_REQUIRE(gpuStreamSynchronize(0));
+    return dst;
+}
+
+std::vector<float> download(const float* p, size_t n) {
+    std::vector<float> out(n);
+    GPU_REQUIRE(gpuStreamSynchronize(0));  // a CPU HIP runtime's null-stream copy may not wait for a kernel
+    GPU_REQUIRE(gpuMemcpyAsync(out.data(), p, n * sizeof(float), gpuMemcpyDefault, 0));
+    GPU_REQUIRE(gpuStreamSynchronize(0));
+    return out;
+}
+
+std::vector<uint8_t> quantized(GgmlType t, const std::vector<float>& x) {
+    std::vector<uint8_t> q(row_bytes(t, static_cast<int64_t>(x.size())));
+    quantize_row(t, x.data(), q.data(), static_cast<int64_t>(x.size()));
+    return q;
+}
+
+template <GgmlType T>
+void check_decode(const IqTables& tab) {
+    INFO("type " << type_info(T).name);
+    std::vector<float> x;
+    uint32_t seed = 11;
+    for (float s : {0.01f, 1.0f, 40.0f}) {
+        const std::vector<float> r = test::gaussian(2048, seed++, s);
+        x.insert(x.end(), r.begin(), r.end());
+    }
+    const int64_t n = static_cast<int64_t>(x.size());
+    const std::vector<uint8_t> q = quantized(T, x);
+    std::vector<float> want(x.size());
+    dequantize_row(T, q.data(), want.data(), n);
+
+    const uint8_t* src = upload(q, 2);  // blocks at an address that is even, not 4-aligned
+    std::vector<float> nan(x.size(), std::nanf(""));
+    float* dy = upload(nan);
+    const int n_units = static_cast<int>(n / 16);
+    launch(decode_units<T>, dim3((n_units + 63) / 64), dim3(64), 0, src, dy, n_units, tab);
+    GPU_REQUIRE(gpuGetLastError());
+    const std::vector<float> got = download(dy, x.size());
+    GPU_REQUIRE(gpuFree(const_cast<uint8_t*>(src) - 2));
+    GPU_REQUIRE(gpuFree(dy));
+    int64_t bad = 0, first = -1;
+    for (size_t i = 0; i < got.size(); ++i)
+        if (std::memcmp(&got[i], &want[i], sizeof(float)) != 0) {
+            if (first < 0) first = static_cast<int64_t>(i);
+            ++bad;
+        }
+    INFO("first mismatch " << first << (first >= 0 ? ": got " + std::to_string(got[first]) + " want " +
+                                                         std::to_string(want[first])
+                                                   : std::string()));
+    CHECK(bad == 0);
+}
+
+// y = W x for n_out rows of n_in values, T_rows rows of x, against the double product of
+// the dequantized weights: within 1e-4 of sum |w x| (the two-digit activations).
+template <GgmlType T>
+void check_matmul(const IqTables& tab) {
+    INFO("type " << type_info(T).name);
+    const int64_t n_in = BlockInfo<T>::values == 256 ? 768 : 544, n_out = 37, rows = 11;
+    const std::vector<float> wf = test::gaussian(static_cast<size_t>(n_in * n_out), 3, 0.5f);
+    std::vector<float> x = test::gaussian(static_cast<size_t>(n_in * rows), 4, 2.0f);
+    for (int64_t i = 0; i < n_in; ++i) x[static_cast<size_t>(3 * n_in + i)] *= 1e-3f;  // a row of small values
+    const size_t rb = row_bytes(T, n_in);
+    std::vector<uint8_t> wq(rb * static_cast<size_t>(n_out));
+    std::vector<float> wd(wf.size());
+    for (int64_t o = 0; o < n_out; ++o) {
+        quantize_row(T, wf.data() + o * n_in, wq.data() + o * rb, n_in);
+        dequantize_row(T, wq.data() + o * rb, wd.data() + o * n_in, n_in);
+    }
+    const uint8_t* dw = upload(wq);
+    float* dx = upload(x);
+    std::vector<float> zeros(static_cast<size_t>(n_out * rows), 0.0f);
+    float* dy = upload(zeros);
+    float* dy1 = upload(std::vector<float>(static_cast<size_t>(n_out), 0.0f));
+    void* scratch = nullptr;
+    GPU_REQUIRE(gpuMalloc(&scratch, act_q_bytes(n_in, rows)));
+    const Weight w{T, dw, n_in, n_out, rb};
+    matmul_q(w, quantize_act({dx, n_in, rows, n_in}, scratch, nullptr), {dy, n_out, rows, n_out}, tab, nullptr);
+    const std::vector<float> y = download(dy, zeros.size());
+    // The last row alone (a decode step) equals that row of the many-row call.
+    matmul_q(w, quantize_act({dx + 10 * n_in, n_in, 1, n_in}, scratch, nullptr), {dy1, n_out, 1, n_out}, tab, nullptr);
+    const std::vector<float> y1 = download(dy1, static_cast<size_t>(n_out));
+    for (int64_t t = 0; t < rows; ++t)
+        for (int64_t o = 0; o < n_out; ++o) {
+            double want = 0, mag = 0;
+            for (int64_t i = 0; i < n_in; ++i) {
+                const double p = static_cast<double>(wd[o * n_in + i]) * x[t * n_in + i];
+                want += p;
+                mag += std::fabs(p);
+            }
+            const float got = y[t * n_out + o];
+            INFO("row " << t << " out " << o << " got " << got << " want " << want << " mag " << mag);
+            CHECK(std::fabs(got - want) <= 1e-4 * mag + 1e-9);
+        }
+    CHECK(std::memcmp(y1.data(), y.data() + 10 * n_out, y1.size() * sizeof(float)) == 0);
+    for (void* p : {static_cast<void*>(const_cast<uint8_t*>(dw)), static_cast<void*>(dx), static_cast<void*>(dy),
+                    static_cast<void*>(dy1), scratch})
+        GPU_REQUIRE(gpuFree(p));
+}
+
+template <GgmlType... Ts>
+struct TypeList {
+    static bool contains(GgmlType t) { return ((t == Ts) || ...); }
+    static void decode_all(const IqTables& tab) { (check_decode<Ts>(tab), ...); }
+    static void matmul_all(const IqTables& tab) { (check_matmul<Ts>(tab), ...); }
+};
+
+using IntTypes = TypeList<GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0,
+                          GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K,
+                          GgmlType::Q8_K, GgmlType::IQ2_XXS, GgmlType::IQ2_XS, GgmlType::IQ3_XXS, GgmlType::IQ1_S,
+                          GgmlType::IQ4_NL, GgmlType::IQ3_S, GgmlType::IQ2_S, GgmlType::IQ4_XS, GgmlType::IQ1_M>;
+
+bool start_device() {
+    if (gpu_device_count() == 0) {
+        WARN("no GPU device: skipped");
+        return false;
+    }
+    GPU_REQUIRE(gpuSetDevice(0));
+    return true;
+}
+
+}  // namespace
+
+TEST_CASE("decode16 gives dequant32's values bit for bit as ws * w - wm", "[gpu]") {
+    if (!start_device()) return;
+    for (GgmlType t : supported_types()) {
+        INFO("type " << type_info(t).name);
+        if (type_info(t).quantized) {
+            CHECK(IntTypes::contains(t));  // a new format needs a decode16
+            CHECK(int_dot(t));
+        }
+    }
+    IntTypes::decode_all(upload_iq_tables());
+}
+
+TEST_CASE("matmul_q: integer dot products within 1e-4 of the exact product, one row as in a window", "[gpu]") {
+    if (!start_device()) return;
+    IntTypes::matmul_all(upload_iq_tables());
+}
+
+}  // namespace strata::gpu
