@@ -94,12 +94,23 @@ void* GpuOps::keep(size_t bytes) {
     return p;
 }
 
+// The slots' sizes for windows up to w (each slot grows to its largest need exactly, so
+// this is their peak).
+int64_t GpuOps::scratch_bytes(const WindowShape& w) const {
+    const int64_t experts = 2 * w.expert_rows * w.expert_ff * static_cast<int64_t>(sizeof(float));  // slots 0, 1
+    const int64_t act = static_cast<int64_t>(gpu::act_q_bytes(w.max_in, std::max(w.rows, w.expert_rows)));
+    const int64_t attn =
+        w.n_head > 0 ? static_cast<int64_t>(gpu::attention_scratch_floats(w.rows, w.n_head, w.head_dim_v) * sizeof(float))
+                     : 0;
+    return experts + act + attn;
+}
+
 float* GpuOps::scratch(size_t i, size_t floats) {
     if (scratch_.size() <= i) scratch_.resize(i + 1, {nullptr, 0});
     auto& [p, n] = scratch_[i];
     if (n < floats) {
         sync();  // queued kernels may still read the old buffer
-        const size_t grown = std::max(floats, n * 2);
+        const size_t grown = floats;  // exactly: scratch_bytes is then the peak
         if (p) gpu::dev_free(p);
         meter_.release(n * sizeof(float));
         p = nullptr;

@@ -46,6 +46,7 @@ public:
     void swiglu(Tensor g, Tensor u, Tensor y) override;
     void copy(Tensor dst, Tensor src) override;
 
+    int64_t scratch_bytes(const WindowShape& w) const override;
     void matmul(const MatView& w, Tensor x, Tensor y) override;
     void matmul_multi(std::span<const MatOut> outs, Tensor x) override;
 

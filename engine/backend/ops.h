@@ -52,6 +52,15 @@ struct AttnDims {
     int64_t head_dim = 0, head_dim_v = 0;
 };
 
+// The largest window a stage runs, as the op sets' own scratch depends on it
+// (Ops::scratch_bytes): rows, the widest matmul input, the expert rows (rows x experts
+// per token) and their width, the attention heads.
+struct WindowShape {
+    int64_t rows = 1, max_in = 0;
+    int64_t expert_rows = 0, expert_ff = 0;
+    int64_t n_head = 0, head_dim_v = 0;
+};
+
 // Gated DeltaNet dimensions (MODEL_SPEC 4.4).
 struct GdnDims {
     int64_t nk = 0, nv = 0;  // key heads (groups), value heads
@@ -95,6 +104,13 @@ public:
     // with the stage's budget as its limit (engine/backend/memory_meter.h).
     MemoryMeter& meter() { return meter_; }
     const MemoryMeter& meter() const { return meter_; }
+    // Device memory the op set keeps for its own intermediate values (grow-only buffers)
+    // once it has run windows up to w: the placement planner counts it in the window's
+    // bytes. 0 where they live in host memory (the CPU's).
+    virtual int64_t scratch_bytes(const WindowShape& w) const {
+        (void)w;
+        return 0;
+    }
     // Host memory this device copies from fastest (a GPU: pinned and mapped; the CPU:
     // its own): the home of streamed weights. Not device memory: not counted.
     virtual Buffer alloc_staging(size_t bytes) = 0;

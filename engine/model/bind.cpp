@@ -106,6 +106,17 @@ size_t Model::window_bytes(int64_t l0, int64_t l1, bool embed, bool head, int64_
     return ctx.scratch.capacity();
 }
 
+WindowShape Model::window_shape(int64_t rows) const {
+    WindowShape w;
+    w.rows = rows;
+    for (const GgufFile* f : {&file_, &mtp_file()})
+        for (const GgufTensorInfo& t : f->tensors()) w.max_in = std::max(w.max_in, t.ne[0]);
+    if (hp_.n_expert > 0) w.expert_rows = rows * hp_.n_expert_used, w.expert_ff = hp_.n_ff_exp;
+    w.n_head = hp_.n_head;
+    w.head_dim_v = hp_.head_dim_v;
+    return w;
+}
+
 std::unique_ptr<StageWeights> Model::bind(Ops& ops, int64_t l0, int64_t l1, bool embed, bool head,
                                           const StagePlacement* placement, int64_t draft_vocab) const {
     std::unique_ptr<StageWeights> w = bind_weights(ops, l0, l1, embed, head, placement);

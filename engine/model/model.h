@@ -181,6 +181,8 @@ public:
     // hidden rows and a catch-up MTP window over the same rows when head): measured by
     // running the window's code over an op set that computes nothing (MeasureOps).
     size_t window_bytes(int64_t l0, int64_t l1, bool embed, bool head, int64_t rows) const;
+    // The shape of a window of `rows` for an op set's scratch (Ops::scratch_bytes).
+    WindowShape window_shape(int64_t rows) const;
 
     // Fresh per-sequence state (KV cache for attention layers, recurrent state) for the
     // layers [l0, l1) (l1 = -1: to the last), plus the MTP blocks when with_mtp, in the

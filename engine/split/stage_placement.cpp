@@ -32,6 +32,7 @@ PlacementRequest stage_request(const Model& m, Ops& ops, const StagePlan& sp, bo
     const int64_t act_rows = sizeof(float) * static_cast<size_t>(rows * m.hp().n_embd);
     // The window's buffers, the stage's activations, and the pipeline's second set.
     const int64_t window = static_cast<int64_t>(m.window_bytes(sp.l0, sp.l1, first, last, rows)) + act_rows +
+                           ops.scratch_bytes(m.window_shape(rows)) +
                            (cfg.pipeline_windows == 2
                                 ? static_cast<int64_t>(4 * sizeof(float)) * StagePipe::kMaxRows * m.hp().n_embd
                                 : 0);
