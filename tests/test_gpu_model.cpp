@@ -5,9 +5,13 @@
 // CPU stage), since the same kernels run in the same order.
 #include <catch2/catch.hpp>
 
+#include <chrono>
 #include <cmath>
+#include <optional>
 
 #include "engine/backend/device.h"
+#include "engine/backend/handoff.h"
+#include "engine/backend/ops.h"
 #include "engine/serve/prompt_store.h"
 #include "engine/split/plan.h"
 #include "engine/split/split_runner.h"
@@ -204,4 +208,24 @@ TEST_CASE("gpu: a state saved to host memory and put back gives the cold run's l
             CHECK(feed(warm, b) == want);
         }
     }
+}
+
+// The wait on the device measures its limit with the GPU's clock: a window never
+// published fails after STRATA_SPLIT_WAIT_MS (+-10%), with the timeout in the error word.
+TEST_CASE("gpu: a hand-off wait on the device times out after its limit", "[gpu][handoff]") {
+    if (!have_gpu()) return;
+    auto dev = open_device(gpu0(), 1, -1);
+    Ops& ops = dev->ops();
+    const int64_t E = 16, wait_ms = 400;
+    Handoff h(*dev, static_cast<size_t>(E));
+    const Buffer x = ops.alloc(E * sizeof(float));
+    const auto t0 = std::chrono::steady_clock::now();
+    const std::optional<Tensor> in = ops.handoff_wait(h, 3, wait_ms, Tensor::f32(static_cast<float*>(x.data()), E, 1));
+    REQUIRE(in.has_value());  // a GPU waits on the device
+    CHECK(ops.hand_in_failed(h));
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    CHECK(h.failure() == Handoff::Wait::TimedOut);
+    INFO("failed after " << ms << " ms");
+    CHECK(ms >= 0.9 * wait_ms);
+    CHECK(ms <= 1.1 * wait_ms);
 }

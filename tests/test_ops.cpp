@@ -768,9 +768,18 @@ struct Harness {
     // The hand-off ops on the backend's device's host-mapped memory: the payload crosses
     // exactly, a wait for a window never published times out, a dropped flag is never
     // seen, an abort releases the waiter, and a publish from the device's queue wakes it.
+    // A wait on the host (the CPU) fails by returning nullopt; a wait on the device (a
+    // GPU) returns x, leaves it untouched, says so through hand_in_failed, and the step's
+    // publish then raises the abort value for the stage after it.
     void handoff() {
         Device& dev = *be.dev;
         Ops& ops = be.ops();
+        // The wait's outcome whichever way the backend waits; *returned: whether it gave rows.
+        auto waited = [&](Handoff& h, uint64_t w, int64_t ms, Tensor x, bool* returned = nullptr) {
+            const std::optional<Tensor> r = ops.handoff_wait(h, w, ms, x);
+            if (returned) *returned = r.has_value();
+            return r.has_value() && !ops.hand_in_failed(h);
+        };
         for (int64_t T : {1, 5}) {
             const int64_t E = 24;
             Dev m{ops};
@@ -783,6 +792,7 @@ struct Harness {
             float* got_d = m.in(Floats(static_cast<size_t>(T * E), -1.0f));
             const std::optional<Tensor> in = ops.handoff_wait(h, 7, 1000, Tensor::f32(got_d, E, T));
             EXPECT((in && in->ne0 == E && in->ne1 == T && in->contiguous()));
+            EXPECT(!ops.hand_in_failed(h));
             // The rows to run on: the payload in place, or x after a copy (the backend's
             // choice); to_host reads either (the payload is host-mapped).
             if (in) EXPECT((in->data == h.payload() || in->data == got_d));
@@ -807,30 +817,53 @@ struct Harness {
 
             const Floats minus1(got.size(), -1.0f);
             float* untouched = m.in(minus1);
-            EXPECT(!ops.handoff_wait(h, 12, 20, Tensor::f32(untouched, E, T)));  // window 12: never
+            // A step's order: wait, its layers, publish, then the host asks hand_in_failed.
+            const std::optional<Tensor> r12 = ops.handoff_wait(h, 12, 20, Tensor::f32(untouched, E, T));  // never
+            const bool on_device = r12.has_value();  // the backend waits on the device
+            std::unique_ptr<Handoff> next;
+            if (on_device) {  // the failed step's publish releases the next stage at once
+                next = std::make_unique<Handoff>(dev, static_cast<size_t>(8 * E));
+                ops.handoff_publish(xs, *next, 12, false);
+                EXPECT(ready_word(*next, Handoff::kAbort) == Handoff::kAbort);
+                ran("handoff_publish");
+            }
+            EXPECT((!r12 || ops.hand_in_failed(h)));
             EXPECT(h.failure() == Handoff::Wait::TimedOut);
             EXPECT(h.error() == Handoff::kTimeout);
             const Floats untouched_back = m.out(untouched, got.size());
             EXPECT(std::all_of(untouched_back.begin(), untouched_back.end(), [](float v) { return v == -1.0f; }));
             ran("handoff_wait");
+            if (on_device) {  // a good wait's publish raises the window as always
+                h.reset();
+                ops.handoff_publish(xs, h, 13, false);
+                EXPECT(ops.handoff_wait(h, 13, 1000, Tensor::f32(got_d, E, T)).has_value());
+                ops.handoff_publish(xs, *next, 13, false);
+                EXPECT(!ops.hand_in_failed(h));
+                EXPECT(ready_word(*next, 13) == 13);
+                ran("handoff_publish");
+            }
 
             h.reset();
             ops.handoff_publish(xs, h, 9, /*drop=*/true);
-            EXPECT(!ops.handoff_wait(h, 9, 20, Tensor::f32(untouched, E, T)));
+            EXPECT(!waited(h, 9, 20, Tensor::f32(untouched, E, T)));
             ran("handoff_publish");
 
             h.reset();
             h.abort();
-            EXPECT(!ops.handoff_wait(h, 10, 0, Tensor::f32(untouched, E, T)));  // no limit: the abort ends it
+            EXPECT(!waited(h, 10, 0, Tensor::f32(untouched, E, T)));  // no limit: the abort ends it
             EXPECT(h.failure() == Handoff::Wait::Aborted);
             ran("handoff_wait");
 
             h.reset();
             dev.submit([&] { ops.handoff_publish(xs, h, 11, false); });
             const DeviceEvent ev = dev.record();
+            // A device's wait would hold back its own stream and the publish queued on it,
+            // so there the publish goes first (stages wait on other stages' streams).
+            if (on_device) EXPECT(ev.wait(5000));
             float* other = m.zeros(got.size());
             const std::optional<Tensor> in11 = ops.handoff_wait(h, 11, 5000, Tensor::f32(other, E, T));
             EXPECT(in11.has_value());
+            EXPECT(!ops.hand_in_failed(h));
             EXPECT(ev.wait(5000));
             if (in11) {
                 const Floats back = m.out(*in11);

@@ -51,8 +51,10 @@ GpuOps::GpuOps(int device) : dev_(device) {
     tab_ = gpu::upload_iq_tables();
     bad_id_ = static_cast<int32_t*>(keep(sizeof(int32_t)));
     counter_ = static_cast<unsigned*>(keep(sizeof(unsigned)));
+    failed_ = static_cast<unsigned*>(keep(sizeof(unsigned)));
     bad_id_host_ = static_cast<int32_t*>(gpu::host_alloc_mapped(sizeof(int32_t)));
     gpu::memset_async(counter_, 0, sizeof(unsigned), stream_);
+    gpu::memset_async(failed_, 0, sizeof(unsigned), stream_);
     sync();
 }
 
@@ -423,22 +425,37 @@ void GpuOps::moe_combine(Tensor routed, const float* wt, int64_t k, Tensor share
     gpu::moe_combine(rows(routed), wt, k, rows(shared), shared_gate, rows(h), rows(out), stream_);
 }
 
+static_assert(Handoff::kAbort == gpu::kHandoffAbort && Handoff::kTimeout == 1 && Handoff::kAborted == 2,
+              "handoff.cu writes these values");
+
 void GpuOps::handoff_publish(Tensor x, Handoff& h, uint64_t window, bool drop) {
     STRATA_CHECK(static_cast<size_t>(x.ne0 * x.ne1) <= h.capacity(), "hand-off: {} values, the payload holds {}",
                  x.ne0 * x.ne1, h.capacity());
     bind();
-    gpu::handoff_publish(rows(x), h.payload(), h.ready_word(), window, drop, counter_, stream_);
+    gpu::handoff_publish(rows(x), h.payload(), h.ready_word(), window, drop, counter_, hand_in_ ? failed_ : nullptr,
+                         stream_);
+    hand_in_ = false;
 }
 
 std::optional<Tensor> GpuOps::handoff_wait(Handoff& h, uint64_t window, int64_t timeout_ms, Tensor x) {
     STRATA_CHECK(static_cast<size_t>(x.ne0 * x.ne1) <= h.capacity(), "hand-off: {} values, the payload holds {}",
                  x.ne0 * x.ne1, h.capacity());
     bind();
-    // The wait runs on the host (the stage's queue thread), then the payload is copied into
-    // x on the stream: a failed wait queues nothing, so no kernel ever reads a stale payload.
-    if (h.wait(window, timeout_ms) != Handoff::Wait::Ready) return std::nullopt;
-    gpu::copy(rows(x), {h.payload(), x.ne0, x.ne1, x.ne0}, stream_);
+    // On the device: the host queues the stage's kernels behind the wait without waiting
+    // itself; the time limit is measured with the GPU's clock.
+    gpu::handoff_wait(h.ready_word(), h.error_word(), window, timeout_ms, h.payload(), rows(x), failed_, stream_);
+    hand_in_ = true;  // this step's publish (if any) reads the outcome
     return x;
+}
+
+bool GpuOps::hand_in_failed(const Handoff& h) {
+    sync();
+    // The step is over: a later publish on this op set (another stage's on the same
+    // device, the next window's) is not this wait's to stop.
+    hand_in_ = false;
+    const bool failed = h.error() != Handoff::kNoError;
+    if (failed) gpu::memset_async(failed_, 0, sizeof(unsigned), stream_);
+    return failed;
 }
 
 }  // namespace strata

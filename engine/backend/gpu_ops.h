@@ -70,6 +70,7 @@ public:
 
     void handoff_publish(Tensor x, Handoff& h, uint64_t window, bool drop) override;
     std::optional<Tensor> handoff_wait(Handoff& h, uint64_t window, int64_t timeout_ms, Tensor x) override;
+    bool hand_in_failed(const Handoff& h) override;
 
 private:
     void bind() const { gpu::set_device(dev_); }  // the calling thread's current device
@@ -95,6 +96,8 @@ private:
     int32_t* bad_id_ = nullptr;     // get_rows' error word (device)
     int32_t* bad_id_host_ = nullptr;  // its pinned host copy
     unsigned* counter_ = nullptr;   // the publish kernel's block counter (device)
+    unsigned* failed_ = nullptr;    // the last hand-in wait's outcome (device; 0: ready)
+    bool hand_in_ = false;          // a wait was queued since the last publish
 };
 
 }  // namespace strata

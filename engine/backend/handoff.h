@@ -44,6 +44,9 @@ public:
     // The ready word's address, for a GPU kernel that raises it with a volatile store after
     // a system-scope fence (a lock-free std::atomic<uint64_t> is the word itself).
     uint64_t* ready_word() { return reinterpret_cast<uint64_t*>(ready_); }
+    // The error word's address, for a GPU kernel that waits on the device (kTimeout or
+    // kAborted written with a volatile store).
+    uint32_t* error_word() { return reinterpret_cast<uint32_t*>(err_); }
     // Microseconds between the last publish and the wait that saw it (for benchmarks).
     int64_t last_wake_latency_ns() const { return last_latency_ns_; }
 
@@ -52,6 +55,7 @@ private:
     float* payload_ = nullptr;
     size_t capacity_ = 0;
     static_assert(std::atomic<uint64_t>::is_always_lock_free && sizeof(std::atomic<uint64_t>) == 8);
+    static_assert(std::atomic<uint32_t>::is_always_lock_free && sizeof(std::atomic<uint32_t>) == 4);
     std::atomic<uint64_t>* ready_ = nullptr;  // in mem_, its own cache line
     std::atomic<uint32_t>* err_ = nullptr;    // in mem_, next to the ready word
     std::atomic<int64_t> published_at_ns_{0};

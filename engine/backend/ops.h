@@ -230,10 +230,16 @@ public:
     // 0 = no limit) and returns the window's rows (x's shape) for the stage to run on:
     // the payload itself where the device computes on host-mapped memory as on its own
     // (the CPU: a boundary then costs one copy, the writer's), else x, the payload copied
-    // into it (a GPU). On expiry or abort the error word says which (Handoff::failure())
-    // and x is not touched: nullopt here, and the stage skips its layers (a GPU's kernels
-    // read the error word and do the same).
+    // into it (a GPU). On expiry or abort the error word says which (Handoff::failure()).
+    // The CPU waits on the host: nullopt then, x not touched, and the stage skips its
+    // layers. A GPU waits on the device (the host queues the whole stage at once): it
+    // returns x, a failed wait leaves x as it was, the stage's kernels run on it and its
+    // publish raises the abort value; hand_in_failed tells the host afterwards.
     virtual std::optional<Tensor> handoff_wait(Handoff& h, uint64_t window, int64_t timeout_ms, Tensor x) = 0;
+    // After a step whose handoff_wait returned rows: whether that wait failed (a GPU
+    // waits for the step's queued work first). The step's results are then not to be
+    // used, and its sequences' state is unknown (the window fails; Scheduler resets them).
+    virtual bool hand_in_failed(const Handoff& h) { return h.error() != Handoff::kNoError; }
 
 protected:
     MemoryMeter meter_;

@@ -30,6 +30,9 @@ StepEnd run_stage_step(const Model& model, Stage& st, const StageStep& step) {
     }
     if (step.out) ctx.ops.handoff_publish(Tensor::f32(x, E, rows), *step.out, step.window, step.drop);
     if (step.head) model.output(ctx, batch, x, step.want, step.logits);
+    // A wait on the device is known to have failed only now; what the stage computed is
+    // not used, and its publish raised the abort value for the next stage.
+    if (step.in && ctx.ops.hand_in_failed(*step.in)) return StepEnd::HandInFailed;
     return StepEnd::Done;
 }
 

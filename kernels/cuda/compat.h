@@ -87,6 +87,43 @@ using gpuEvent_t = cudaEvent_t;
 #endif
 #define STRATA_DEV_HOST __host__ __device__ inline  // also called by the launching host code
 
+#if defined(STRATA_HIP_CPU)
+#include <chrono>
+#include <thread>
+#endif
+
+namespace strata::gpu {
+
+// Nanoseconds of a device clock at a constant rate (for time limits measured on the GPU).
+STRATA_DEV uint64_t device_ns() {
+#if defined(STRATA_HIP_CPU)
+    return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                     std::chrono::steady_clock::now().time_since_epoch())
+                                     .count());
+#elif defined(__HIP_DEVICE_COMPILE__)
+    return static_cast<uint64_t>(__builtin_amdgcn_s_memrealtime()) * 10u;  // 100 MHz on AMD GPUs since gfx8
+#elif defined(__CUDA_ARCH__)
+    uint64_t t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+#else
+    return 0;  // the host pass of a device function: never called
+#endif
+}
+
+// A short pause in a spin loop, so that a spinning thread leaves the memory system alone.
+STRATA_DEV void spin_pause() {
+#if defined(STRATA_HIP_CPU)
+    std::this_thread::yield();
+#elif defined(__HIP_DEVICE_COMPILE__)
+    __builtin_amdgcn_s_sleep(2);
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700
+    __nanosleep(200);
+#endif
+}
+
+}  // namespace strata::gpu
+
 namespace strata::gpu {
 
 // Every launch goes through here (no <<<>>> at call sites), so the same kernel sources

@@ -152,10 +152,19 @@ void attention(const SeqTable& seqs, GgmlType type, int64_t n_head, int64_t n_he
 void gdn_recurrent(int64_t nk, int64_t nv, int64_t dk, int64_t dv, bool tiled, Rows u, Rows g, Rows beta, float* state,
                    Rows o, Stream s);
 
-// --- hand-off (handoff.cu) ---
-// x's rows into payload (host-mapped), then, unless drop, the last block raises *ready
-// (host-mapped) to window after a system-scope fence. counter: a device int, 0 between calls.
+// --- hand-off (handoff.cu; engine/backend/handoff.h holds the words) ---
+inline constexpr uint64_t kHandoffAbort = ~uint64_t{0};
+// x's rows into payload (host-mapped), then the last block raises *ready (host-mapped)
+// after a system-scope fence: to window, unless drop; to kHandoffAbort when *failed (a
+// device word of handoff_wait, or null) says this stage's own hand-in failed. counter: a
+// device int, 0 between calls.
 void handoff_publish(Rows x, float* payload, uint64_t* ready, uint64_t window, bool drop, unsigned* counter,
-                     Stream s);
+                     const unsigned* failed, Stream s);
+// The reading stage's first kernels: wait on the device until *ready is window (or the
+// abort value, or timeout_ms of the device's clock pass; 0 = no limit), then x = the
+// payload's rows. A failed wait sets *err (host-mapped) to 1 (timed out) or 2 (aborted)
+// and *failed (device) nonzero, and leaves x as it is.
+void handoff_wait(const uint64_t* ready, uint32_t* err, uint64_t window, int64_t timeout_ms, const float* payload,
+                  Rows x, unsigned* failed, Stream s);
 
 }  // namespace strata::gpu
