@@ -1,7 +1,9 @@
-// The Gated DeltaNet recurrence (MODEL_SPEC 4.4), token by token: one block per value
-// head, one thread per row of the head's state (a value index: dk key values, stored
-// transposed as the CPU backend keeps them), so each row evolves on its own through a
-// token's update, in the CPU kernel's order (kernels/cpu/gdn_step.cpp).
+// The Gated DeltaNet recurrence (MODEL_SPEC 4.4), token by token: blocks of a value
+// head's rows, one warp per row of the head's state (a value index j: dk key values, stored
+// transposed as the CPU backend keeps them), its lanes holding the row's values i = lane,
+// lane + warpSize, ... in registers for the whole window. A row is then read and written
+// once per window, in runs a warp reads together, and each token's two sums over i are
+// warp sums (a fixed order: a row's result does not depend on the window it came in).
 #include <cmath>
 
 #include "engine/core/error.h"
@@ -12,39 +14,52 @@ namespace strata::gpu {
 
 namespace {
 
+constexpr int kThreads = 128;
 constexpr int kMaxDk = 256;
+constexpr int kMaxPerLane = kMaxDk / 32;  // 32 lanes or more
 
 __global__ void gdn_recurrent_k(int64_t nk, int64_t nv, int64_t dk, int64_t dv, bool tiled, Rows u, Rows g, Rows beta,
                                 float* state, Rows o) {
-    __shared__ float qs[kMaxDk];
-    __shared__ float ks[kMaxDk];
     const int64_t h = blockIdx.x, kh = tiled ? h % nk : h / (nv / nk);
     const int64_t key_dim = nk * dk;
-    for (int64_t t = 0; t < u.rows; ++t) {
-        const float* ut = u.p + t * u.ld;
-        __syncthreads();  // the previous token's q and k are read by every thread
-        for (int64_t i = threadIdx.x; i < dk; i += blockDim.x) {
-            qs[i] = ut[kh * dk + i];
-            ks[i] = ut[key_dim + kh * dk + i];
+    const int lane = static_cast<int>(threadIdx.x) % warpSize, warp = static_cast<int>(threadIdx.x) / warpSize;
+    const int n_warps = static_cast<int>(blockDim.x) / warpSize;
+    // Every warp runs the same number of rounds (a CPU HIP runtime's shuffles wait for
+    // the whole block); a warp past the last row computes nothing and stores nothing.
+    for (int64_t j0 = static_cast<int64_t>(blockIdx.y) * n_warps; j0 < dv; j0 += static_cast<int64_t>(gridDim.y) * n_warps) {
+        const int64_t j = j0 + warp;
+        const bool active = j < dv;
+        float* row = state + (h * dv + (active ? j : 0)) * dk;
+        float r[kMaxPerLane];
+        for (int c = 0; c < kMaxPerLane; ++c) {
+            const int64_t i = lane + static_cast<int64_t>(c) * warpSize;
+            r[c] = active && i < dk ? row[i] : 0.0f;
         }
-        __syncthreads();
-        const float e = expf(g.p[t * g.ld + h]), b = beta.p[t * beta.ld + h];
-        for (int64_t j = threadIdx.x; j < dv; j += blockDim.x) {
-            float* row = state + (h * dv + j) * dk;
+        for (int64_t t = 0; t < u.rows; ++t) {
+            const float* ut = u.p + t * u.ld;
+            const float e = expf(g.p[t * g.ld + h]), b = beta.p[t * beta.ld + h];
+            float kv[kMaxPerLane];
             float m = 0.0f;
-            for (int64_t i = 0; i < dk; ++i) {
-                const float r = row[i] * e;
-                row[i] = r;
-                m += r * ks[i];
+            for (int c = 0; c < kMaxPerLane; ++c) {
+                const int64_t i = lane + static_cast<int64_t>(c) * warpSize;
+                kv[c] = i < dk ? ut[key_dim + kh * dk + i] : 0.0f;
+                r[c] *= e;
+                m += r[c] * kv[c];
             }
-            const float delta = b * (ut[2 * key_dim + h * dv + j] - m);
+            m = warp_sum(m);
+            const float delta = b * ((active ? ut[2 * key_dim + h * dv + j] : 0.0f) - m);
             float out = 0.0f;
-            for (int64_t i = 0; i < dk; ++i) {
-                const float r = row[i] + ks[i] * delta;
-                row[i] = r;
-                out += r * qs[i];
+            for (int c = 0; c < kMaxPerLane; ++c) {
+                const int64_t i = lane + static_cast<int64_t>(c) * warpSize;
+                r[c] += kv[c] * delta;
+                out += i < dk ? r[c] * ut[kh * dk + i] : 0.0f;
             }
-            o.p[t * o.ld + h * dv + j] = out;
+            out = warp_sum(out);
+            if (active && lane == 0) o.p[t * o.ld + h * dv + j] = out;
+        }
+        for (int c = 0; c < kMaxPerLane; ++c) {
+            const int64_t i = lane + static_cast<int64_t>(c) * warpSize;
+            if (active && i < dk) row[i] = r[c];
         }
     }
 }
@@ -55,8 +70,10 @@ void gdn_recurrent(int64_t nk, int64_t nv, int64_t dk, int64_t dv, bool tiled, R
                    Rows o, Stream s) {
     STRATA_CHECK(dk <= kMaxDk, "gdn: key head size {} (the GPU kernel takes up to {})", dk, kMaxDk);
     if (u.rows == 0) return;
-    launch(gdn_recurrent_k, dim3(static_cast<unsigned>(nv)), dim3(128), static_cast<gpuStream_t>(s), nk, nv, dk, dv,
-           tiled, u, g, beta, state, o);
+    const int64_t rows_per_block = kThreads / warp_size();  // a warp per state row
+    const dim3 grid(static_cast<unsigned>(nv), static_cast<unsigned>((dv + rows_per_block - 1) / rows_per_block));
+    launch(gdn_recurrent_k, grid, dim3(kThreads), static_cast<gpuStream_t>(s), nk, nv, dk, dv, tiled, u, g, beta,
+           state, o);
     check_launch("gdn_recurrent");
 }
 
