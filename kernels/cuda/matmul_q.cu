@@ -7,10 +7,11 @@
 // more dp4a per four values, which a kernel bound by reading the weights does not notice.
 //
 // Weights: one warp per output row, its lanes taking the row's 16-value units in turn
-// (unit u is lane u % warpSize), each decoded once (int_decode.cuh) for up to kRows rows
-// of x; then the lanes' partial sums are added in a fixed tree. A row of x is summed in
-// the same order whatever rows share the launch, so one row of a many-row call equals
-// that row alone (the GPU's greedy determinism across decode, verify and prompt windows).
+// (unit u is lane u % warpSize), each decoded once (int_decode.cuh) for up to kRows (or
+// kPromptRows) rows of x; then the lanes' partial sums are added in a fixed tree. A row
+// of x is summed in the same order whatever rows share the launch, so one row of a
+// many-row call equals that row alone (the GPU's greedy determinism across decode,
+// verify and prompt windows).
 #include "engine/core/error.h"
 #include "kernels/cuda/compat.h"
 #include "kernels/cuda/gpu.h"
@@ -21,7 +22,9 @@ namespace strata::gpu {
 namespace {
 
 constexpr int kThreads = 128;
-constexpr int kRows = 8;  // rows of x per weight pass: a verify window of 1 + K <= 8 reads the weights once
+// Rows of x per weight pass: a verify window of 1 + K <= 8 reads the weights once; a
+// prompt 32 rows at a time. A row's arithmetic is the same in both (acc[r] alone).
+constexpr int kRows = 8, kPromptRows = 32;
 
 // a . b over four int8 lanes, plus c.
 STRATA_DEV int dot4(uint32_t a, uint32_t b, int c) {
@@ -66,8 +69,8 @@ __global__ void quantize_act_k(Rows x, ActQ a) {
     a.d[t * nb + b] = step * (1.0f / 128.0f);
 }
 
-// Unit u (values 16u .. 16u + 15) of weight row w against rows t0 .. t0 + nr - 1 of x.
-template <GgmlType T>
+// Unit u (values 16u .. 16u + 15) of weight row w against rows t0 .. t0 + nr - 1 of x (nr <= R).
+template <GgmlType T, int R>
 STRATA_DEV void unit_dot(const uint8_t* w, int64_t u, const ActQ& x, int64_t t0, int nr, float* acc,
                          const IqTables& tab) {
     constexpr int per_block = BlockInfo<T>::values / 32;
@@ -77,7 +80,7 @@ STRATA_DEV void unit_dot(const uint8_t* w, int64_t u, const ActQ& x, int64_t t0,
     decode16<T>(w + (c / per_block) * BlockInfo<T>::bytes, static_cast<int>(c % per_block), static_cast<int>(u % 2),
                 wq, &ws, &wm, tab);
     const int64_t nb = x.n / 32;
-    for (int r = 0; r < kRows; ++r) {
+    for (int r = 0; r < R; ++r) {
         if (r >= nr) break;
         const auto* xq = reinterpret_cast<const uint32_t*>(x.q + (t0 + r) * x.n + 16 * u);
         const auto* xr = reinterpret_cast<const uint32_t*>(x.r + (t0 + r) * x.n + 16 * u);
@@ -86,6 +89,8 @@ STRATA_DEV void unit_dot(const uint8_t* w, int64_t u, const ActQ& x, int64_t t0,
             pq = dot4(wq[k], xq[k], pq);
             pr = dot4(wq[k], xr[k], pr);
         }
+        // Explicit fmaf: the same roundings in every instantiation, whatever a compiler
+        // would contract.
         float f = ws * static_cast<float>(128 * pq + pr);
         if constexpr (kHasMin<T>) {
             int sq = 0, sr = 0;
@@ -93,23 +98,23 @@ STRATA_DEV void unit_dot(const uint8_t* w, int64_t u, const ActQ& x, int64_t t0,
                 sq = dot4(0x01010101u, xq[k], sq);
                 sr = dot4(0x01010101u, xr[k], sr);
             }
-            f -= wm * static_cast<float>(128 * sq + sr);
+            f = fmaf(-wm, static_cast<float>(128 * sq + sr), f);
         }
-        acc[r] += x.d[(t0 + r) * nb + c] * f;
+        acc[r] = fmaf(x.d[(t0 + r) * nb + c], f, acc[r]);
     }
 }
 
-template <GgmlType T>
+template <GgmlType T, int R>
 __global__ void matmul_q_k(Weight w, ActQ x, Rows y, IqTables tab) {
     const int lane = static_cast<int>(threadIdx.x) % warpSize;
     const int64_t o = static_cast<int64_t>(blockIdx.x) * (blockDim.x / warpSize) + threadIdx.x / warpSize;
     if (o >= w.n_out) return;  // the whole warp
-    const int64_t t0 = static_cast<int64_t>(blockIdx.y) * kRows;
-    const int nr = static_cast<int>(x.rows - t0 < kRows ? x.rows - t0 : kRows);
+    const int64_t t0 = static_cast<int64_t>(blockIdx.y) * R;
+    const int nr = static_cast<int>(x.rows - t0 < R ? x.rows - t0 : R);
     const uint8_t* row = w.data + o * w.stride;
-    float acc[kRows] = {};
-    for (int64_t u = lane; u < w.n_in / 16; u += warpSize) unit_dot<T>(row, u, x, t0, nr, acc, tab);
-    for (int r = 0; r < kRows; ++r) {
+    float acc[R] = {};
+    for (int64_t u = lane; u < w.n_in / 16; u += warpSize) unit_dot<T, R>(row, u, x, t0, nr, acc, tab);
+    for (int r = 0; r < R; ++r) {
         if (r >= nr) break;
         const float s = warp_sum(acc[r]);
         if (lane == 0) y.p[(t0 + r) * y.ld + o] = s;
@@ -125,8 +130,8 @@ __global__ void matmul_ids_q_k(const uint8_t* const* w, int64_t n_in, int64_t n_
     if (o >= n_out) return;
     const uint8_t* we = w[ids[i]];
     if (we == nullptr) return;  // an expert computed elsewhere: its row of y stays as it is
-    float acc[kRows] = {};
-    for (int64_t u = lane; u < n_in / 16; u += warpSize) unit_dot<T>(we + o * stride, u, x, i / div, 1, acc, tab);
+    float acc[1] = {};
+    for (int64_t u = lane; u < n_in / 16; u += warpSize) unit_dot<T, 1>(we + o * stride, u, x, i / div, 1, acc, tab);
     const float s = warp_sum(acc[0]);
     if (lane == 0) y.p[i * y.ld + o] = s;
 }
@@ -187,8 +192,12 @@ void matmul_q(const Weight& w, const ActQ& x, Rows y, const IqTables& tab, Strea
     if (x.rows == 0 || w.n_out == 0) return;
     STRATA_CHECK(((reinterpret_cast<uintptr_t>(w.data) | w.stride) & 1) == 0 && w.n_in == x.n,
                  "matmul_q: a weight at an odd address or of another width");
-    const dim3 grid(out_blocks(w.n_out), static_cast<unsigned>((x.rows + kRows - 1) / kRows));
-    const bool ok = dispatch_q(w.type, [&]<GgmlType T>() { launch(matmul_q_k<T>, grid, dim3(kThreads), st(s), w, x, y, tab); });
+    const int rows = x.rows > kRows ? kPromptRows : kRows;
+    const dim3 grid(out_blocks(w.n_out), static_cast<unsigned>((x.rows + rows - 1) / rows));
+    const bool ok = dispatch_q(w.type, [&]<GgmlType T>() {
+        if (rows == kRows) launch(matmul_q_k<T, kRows>, grid, dim3(kThreads), st(s), w, x, y, tab);
+        else launch(matmul_q_k<T, kPromptRows>, grid, dim3(kThreads), st(s), w, x, y, tab);
+    });
     if (!ok) fail("matmul: weight type {} has no integer GPU kernel", type_info(w.type).name);
     check_launch("matmul_q");
 }
