@@ -1,6 +1,7 @@
 // Attention ops: the per-head norm and rotary embedding, stores into the KV cache, and
 // causal attention over it. A row finds its sequence in the SeqTable (a handful of
 // sequences, passed by value with the launch), so no per-window upload is needed.
+#include <algorithm>
 #include <cmath>
 
 #include "engine/core/error.h"
@@ -14,6 +15,17 @@ namespace {
 
 constexpr int kThreads = 128;
 constexpr int kMaxHead = 512;  // head sizes the kernels keep in shared memory
+// Attention's query heads per block: up to kMaxGroup of one KV head, their q and
+// accumulators in kGroupFloats of shared memory each.
+constexpr int kMaxGroup = 8, kGroupFloats = 4096;
+
+// The most query heads of a KV head's group (a divisor of it) that one block takes.
+int heads_per_block(int64_t group, int64_t hd, int64_t hdv) {
+    int best = 1;
+    for (int c = 1; c <= kMaxGroup && c <= group; ++c)
+        if (group % c == 0 && c * std::max(hd, hdv) <= kGroupFloats) best = c;
+    return best;
+}
 constexpr int64_t kAttnScratchFloats = int64_t{4} << 20;  // 16 MiB of partial sums per launch at most
 
 // Parts of a row's positions for attention_part_k: one per 256 positions, at most
@@ -158,69 +170,87 @@ __global__ void kv_store_k(SeqTable seqs, GgmlType type, int64_t hd, int64_t hdv
 
 // Flash-decoding: the positions of a row are split into attn_splits(n_pos) parts (a
 // function of the row's own position only, so a row's result never depends on the window
-// it came in), one block per (row, query head, part). A block walks its part in tiles of
-// blockDim positions: each warp takes positions in turn and sums q . k over the head with
-// its lanes (one cache row read contiguously), then an online softmax over the tile and
-// the weighted sum of V, threads over the value dimensions. It leaves (max, sum, acc) of
-// its part in `part`; combine_k merges the parts in order.
+// it came in), one block per (row, group of query heads sharing a KV head, part). A
+// block walks its part in tiles of blockDim positions: each warp takes positions in turn
+// and sums q . k over the head with its lanes for every query head of the group (one
+// cache row read contiguously, once for the group), then an online softmax per head over
+// the tile and the weighted sums of V, threads over the value dimensions, each V value
+// read once for the group. It leaves (max, sum, acc) of its part per head in `part`;
+// combine_k merges the parts in order.
 __global__ void attention_part_k(SeqTable seqs, GgmlType type, int64_t row0, int64_t n_head, int64_t n_head_kv,
-                                 int64_t hd, int64_t hdv, Rows q, int64_t head_stride, float* part) {
+                                 int64_t hd, int64_t hdv, int gh, Rows q, int64_t head_stride, float* part) {
     __shared__ float red[32];
-    __shared__ float qs[kMaxHead];
-    __shared__ float acc[kMaxHead];
-    __shared__ float w[kThreads];
-    const int64_t t = row0 + blockIdx.x, h = blockIdx.y, sp = blockIdx.z;
+    __shared__ float qs[kGroupFloats];
+    __shared__ float acc[kGroupFloats];
+    __shared__ float w[kMaxGroup][kThreads];
+    const int64_t t = row0 + blockIdx.x, h0 = static_cast<int64_t>(blockIdx.y) * gh, sp = blockIdx.z;
     const int si = seq_of(seqs, t);
     if (si < 0) return;
     const SeqRows& sr = seqs.s[si];
-    const int64_t n_pos = sr.pos0 + (t - sr.row0) + 1, kvh = h / (n_head / n_head_kv);
+    const int64_t n_pos = sr.pos0 + (t - sr.row0) + 1, kvh = h0 / (n_head / n_head_kv);
     const int n_split = attn_splits(n_pos);
     if (sp >= n_split) return;
     const int64_t chunk = (n_pos + n_split - 1) / n_split, p_begin = sp * chunk;
     const int64_t p_end = p_begin + chunk < n_pos ? p_begin + chunk : n_pos;
-    const float* qh = q.p + t * q.ld + h * head_stride;
     const float scale = 1.0f / sqrtf(static_cast<float>(hd));
-    for (int64_t i = threadIdx.x; i < hd; i += blockDim.x) qs[i] = qh[i];
-    for (int64_t i = threadIdx.x; i < hdv; i += blockDim.x) acc[i] = 0.0f;
+    for (int g = 0; g < gh; ++g) {
+        const float* qh = q.p + t * q.ld + (h0 + g) * head_stride;
+        for (int64_t i = threadIdx.x; i < hd; i += blockDim.x) qs[g * hd + i] = qh[i];
+        for (int64_t i = threadIdx.x; i < hdv; i += blockDim.x) acc[g * hdv + i] = 0.0f;
+    }
     __syncthreads();
     const uint8_t* kb = sr.k + kvh * sr.k_head;
     const uint8_t* vb = sr.v + kvh * sr.v_head;
     const int lane = static_cast<int>(threadIdx.x) % warpSize, warp = static_cast<int>(threadIdx.x) / warpSize;
     const int n_warps = static_cast<int>(blockDim.x) / warpSize;
-    float m = -INFINITY, l = 0.0f;
+    float m[kMaxGroup], l[kMaxGroup], alpha[kMaxGroup];
+    for (int g = 0; g < kMaxGroup; ++g) m[g] = -INFINITY, l[g] = 0.0f, alpha[g] = 0.0f;
     for (int64_t p0 = p_begin; p0 < p_end; p0 += blockDim.x) {
         const int64_t n_tile = p_end - p0 < blockDim.x ? p_end - p0 : static_cast<int64_t>(blockDim.x);
         // Every warp runs the same number of rounds: a CPU HIP runtime's shuffles wait for
         // the whole block.
         for (int64_t j0 = 0; j0 < n_tile; j0 += n_warps) {
             const int64_t j = j0 + warp;
-            float d = 0.0f;
+            float d[kMaxGroup] = {};
             if (j < n_tile) {
                 const uint8_t* kr = kb + (p0 + j) * sr.k_pos;
-                for (int64_t i = lane; i < hd; i += warpSize) d += qs[i] * kv_value(type, kr, i);
+                for (int64_t i = lane; i < hd; i += warpSize) {
+                    const float kv = kv_value(type, kr, i);
+                    for (int g = 0; g < gh; ++g) d[g] += qs[g * hd + i] * kv;
+                }
             }
-            d = warp_sum(d);
-            if (lane == 0 && j < n_tile) w[j] = d * scale;
+            for (int g = 0; g < gh; ++g) {
+                const float dg = warp_sum(d[g]);
+                if (lane == 0 && j < n_tile) w[g][j] = dg * scale;
+            }
         }
         __syncthreads();
-        const float s = threadIdx.x < n_tile ? w[threadIdx.x] : -INFINITY;
-        const float m_new = fmaxf(m, block_max(s, red));
-        const float e = threadIdx.x < n_tile ? expf(s - m_new) : 0.0f;
-        const float alpha = expf(m - m_new);  // 0 on the first tile (m = -inf)
-        l = l * alpha + block_sum(e, red);    // its barriers order the reads of w before the write
-        w[threadIdx.x] = e;
+        for (int g = 0; g < gh; ++g) {  // a thread reads and rewrites its own entry only
+            const float s = threadIdx.x < n_tile ? w[g][threadIdx.x] : -INFINITY;
+            const float m_new = fmaxf(m[g], block_max(s, red));
+            const float e = threadIdx.x < n_tile ? expf(s - m_new) : 0.0f;
+            alpha[g] = expf(m[g] - m_new);  // 0 on the first tile (m = -inf)
+            l[g] = l[g] * alpha[g] + block_sum(e, red);
+            m[g] = m_new;
+            w[g][threadIdx.x] = e;
+        }
         __syncthreads();
         for (int64_t i = threadIdx.x; i < hdv; i += blockDim.x) {
-            float a = acc[i] * alpha;
-            for (int64_t j = 0; j < n_tile; ++j) a += w[j] * kv_value(type, vb + (p0 + j) * sr.v_pos, i);
-            acc[i] = a;
+            float a[kMaxGroup];
+            for (int g = 0; g < gh; ++g) a[g] = acc[g * hdv + i] * alpha[g];
+            for (int64_t j = 0; j < n_tile; ++j) {
+                const float v = kv_value(type, vb + (p0 + j) * sr.v_pos, i);
+                for (int g = 0; g < gh; ++g) a[g] += w[g][j] * v;
+            }
+            for (int g = 0; g < gh; ++g) acc[g * hdv + i] = a[g];
         }
-        m = m_new;
         __syncthreads();
     }
-    float* o = part + ((blockIdx.x * n_head + h) * kAttnMaxSplit + sp) * (hdv + 2);
-    if (threadIdx.x == 0) o[0] = m, o[1] = l;
-    for (int64_t i = threadIdx.x; i < hdv; i += blockDim.x) o[2 + i] = acc[i];
+    for (int g = 0; g < gh; ++g) {
+        float* o = part + ((blockIdx.x * n_head + h0 + g) * kAttnMaxSplit + sp) * (hdv + 2);
+        if (threadIdx.x == 0) o[0] = m[g], o[1] = l[g];
+        for (int64_t i = threadIdx.x; i < hdv; i += blockDim.x) o[2 + i] = acc[g * hdv + i];
+    }
 }
 
 // One block per (row, query head): the parts merged in order, normalized, gated.
@@ -295,10 +325,11 @@ void attention(const SeqTable& seqs, GgmlType type, int64_t n_head, int64_t n_he
     if (rows == 0) return;
     const unsigned splits = static_cast<unsigned>(attn_splits(max_pos));
     const int64_t group = attention_rows_per_launch(n_head, hdv);
+    const int gh = heads_per_block(n_head / n_head_kv, hd, hdv);
     for (int64_t r0 = 0; r0 < rows; r0 += group) {
         const unsigned n = static_cast<unsigned>(std::min(group, rows - r0)), heads = static_cast<unsigned>(n_head);
-        launch(attention_part_k, dim3(n, heads, splits), dim3(kThreads), st(s), seqs, type, r0, n_head, n_head_kv, hd,
-               hdv, q, head_stride, scratch);
+        launch(attention_part_k, dim3(n, static_cast<unsigned>(n_head / gh), splits), dim3(kThreads), st(s), seqs, type,
+               r0, n_head, n_head_kv, hd, hdv, gh, q, head_stride, scratch);
         launch(combine_k, dim3(n, heads), dim3(kThreads), st(s), seqs, r0, n_head, hd, hdv, q, head_stride, gated,
                scratch, out);
     }
