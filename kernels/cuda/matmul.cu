@@ -6,6 +6,7 @@
 #include "engine/core/error.h"
 #include "kernels/cuda/compat.h"
 #include "kernels/cuda/dequant.cuh"
+#include "kernels/cuda/dispatch.h"
 #include "kernels/cuda/gpu.h"
 
 namespace strata::gpu {
@@ -98,31 +99,6 @@ __global__ void get_rows_k(Weight table, const int32_t* ids, Rows x, int32_t* ba
     }
 }
 
-// Calls f.template operator()<T>() for the weight type t.
-template <typename F>
-bool dispatch(GgmlType t, F&& f) {
-    switch (t) {
-#define STRATA_GPU_TYPE(X) \
-    case GgmlType::X:      \
-        f.template operator()<GgmlType::X>(); \
-        return true;
-        STRATA_GPU_TYPE(F32) STRATA_GPU_TYPE(F16) STRATA_GPU_TYPE(BF16)
-        STRATA_GPU_TYPE(Q4_0) STRATA_GPU_TYPE(Q4_1) STRATA_GPU_TYPE(Q5_0) STRATA_GPU_TYPE(Q5_1) STRATA_GPU_TYPE(Q8_0)
-        STRATA_GPU_TYPE(Q2_K) STRATA_GPU_TYPE(Q3_K) STRATA_GPU_TYPE(Q4_K) STRATA_GPU_TYPE(Q5_K) STRATA_GPU_TYPE(Q6_K)
-        STRATA_GPU_TYPE(Q8_K) STRATA_GPU_TYPE(IQ4_NL) STRATA_GPU_TYPE(IQ4_XS) STRATA_GPU_TYPE(IQ3_XXS)
-        STRATA_GPU_TYPE(IQ3_S) STRATA_GPU_TYPE(IQ2_XXS) STRATA_GPU_TYPE(IQ2_XS) STRATA_GPU_TYPE(IQ2_S)
-        STRATA_GPU_TYPE(IQ1_S) STRATA_GPU_TYPE(IQ1_M)
-#undef STRATA_GPU_TYPE
-        default:
-            return false;
-    }
-}
-
-struct Nothing {
-    template <GgmlType T>
-    void operator()() const {}
-};
-
 gpuStream_t st(Stream s) { return static_cast<gpuStream_t>(s); }
 
 void unsupported(GgmlType t, const char* op) {
@@ -131,11 +107,11 @@ void unsupported(GgmlType t, const char* op) {
 
 }  // namespace
 
-bool supports(GgmlType type) { return dispatch(type, Nothing{}); }
+bool supports(GgmlType type) { return dispatch_weight(type, NoKernel{}); }
 
 void get_rows(const Weight& table, const int32_t* ids, Rows x, int32_t* bad, const IqTables& tab, Stream s) {
     if (x.rows == 0) return;
-    const bool ok = dispatch(table.type, [&]<GgmlType T>() {
+    const bool ok = dispatch_weight(table.type, [&]<GgmlType T>() {
         launch(get_rows_k<T>, dim3(static_cast<unsigned>(x.rows)), dim3(kThreads), st(s), table, ids, x, bad, tab);
     });
     if (!ok) unsupported(table.type, "get_rows");
@@ -145,7 +121,7 @@ void get_rows(const Weight& table, const int32_t* ids, Rows x, int32_t* bad, con
 void matmul(const Weight& w, Rows x, Rows y, const IqTables& tab, Stream s) {
     if (x.rows == 0 || w.n_out == 0) return;
     const dim3 grid(static_cast<unsigned>(w.n_out), static_cast<unsigned>((x.rows + kRows - 1) / kRows));
-    const bool ok = dispatch(w.type, [&]<GgmlType T>() { launch(matmul_k<T>, grid, dim3(kThreads), st(s), w, x, y, tab); });
+    const bool ok = dispatch_weight(w.type, [&]<GgmlType T>() { launch(matmul_k<T>, grid, dim3(kThreads), st(s), w, x, y, tab); });
     if (!ok) unsupported(w.type, "matmul");
     check_launch("matmul");
 }
@@ -154,7 +130,7 @@ void matmul_ids(GgmlType type, const uint8_t* const* w, int64_t n_in, int64_t n_
                 const int32_t* ids, int64_t div, Rows x, Rows y, const IqTables& tab, Stream s) {
     if (y.rows == 0 || n_out == 0) return;
     const dim3 grid(static_cast<unsigned>(n_out), static_cast<unsigned>(y.rows));
-    const bool ok = dispatch(type, [&]<GgmlType T>() {
+    const bool ok = dispatch_weight(type, [&]<GgmlType T>() {
         launch(matmul_ids_k<T>, grid, dim3(kThreads), st(s), w, n_in, stride, ids, div, x, y, tab);
     });
     if (!ok) unsupported(type, "moe_experts");

@@ -14,6 +14,7 @@
 // verify and prompt windows).
 #include "engine/core/error.h"
 #include "kernels/cuda/compat.h"
+#include "kernels/cuda/dispatch.h"
 #include "kernels/cuda/gpu.h"
 #include "kernels/cuda/int_decode.cuh"
 
@@ -136,28 +137,6 @@ __global__ void matmul_ids_q_k(const uint8_t* const* w, int64_t n_in, int64_t n_
     if (lane == 0) y.p[i * y.ld + o] = s;
 }
 
-template <typename F>
-bool dispatch_q(GgmlType t, F&& f) {
-    switch (t) {
-#define STRATA_Q_TYPE(X) \
-    case GgmlType::X:    \
-        f.template operator()<GgmlType::X>(); \
-        return true;
-        STRATA_Q_TYPE(Q4_0) STRATA_Q_TYPE(Q4_1) STRATA_Q_TYPE(Q5_0) STRATA_Q_TYPE(Q5_1) STRATA_Q_TYPE(Q8_0)
-        STRATA_Q_TYPE(Q2_K) STRATA_Q_TYPE(Q3_K) STRATA_Q_TYPE(Q4_K) STRATA_Q_TYPE(Q5_K) STRATA_Q_TYPE(Q6_K)
-        STRATA_Q_TYPE(Q8_K) STRATA_Q_TYPE(IQ4_NL) STRATA_Q_TYPE(IQ4_XS) STRATA_Q_TYPE(IQ3_XXS) STRATA_Q_TYPE(IQ3_S)
-        STRATA_Q_TYPE(IQ2_XXS) STRATA_Q_TYPE(IQ2_XS) STRATA_Q_TYPE(IQ2_S) STRATA_Q_TYPE(IQ1_S) STRATA_Q_TYPE(IQ1_M)
-#undef STRATA_Q_TYPE
-        default:
-            return false;
-    }
-}
-
-struct Nothing {
-    template <GgmlType T>
-    void operator()() const {}
-};
-
 gpuStream_t st(Stream s) { return static_cast<gpuStream_t>(s); }
 
 // Output rows per block: one per warp.
@@ -168,7 +147,7 @@ unsigned out_blocks(int64_t n_out) {
 
 }  // namespace
 
-bool int_dot(GgmlType type) { return dispatch_q(type, Nothing{}); }
+bool int_dot(GgmlType type) { return dispatch_quant(type, NoKernel{}); }
 
 size_t act_q_bytes(int64_t n, int64_t rows) {
     const size_t v = static_cast<size_t>(n * rows);
@@ -194,7 +173,7 @@ void matmul_q(const Weight& w, const ActQ& x, Rows y, const IqTables& tab, Strea
                  "matmul_q: a weight at an odd address or of another width");
     const int rows = x.rows > kRows ? kPromptRows : kRows;
     const dim3 grid(out_blocks(w.n_out), static_cast<unsigned>((x.rows + rows - 1) / rows));
-    const bool ok = dispatch_q(w.type, [&]<GgmlType T>() {
+    const bool ok = dispatch_quant(w.type, [&]<GgmlType T>() {
         if (rows == kRows) launch(matmul_q_k<T, kRows>, grid, dim3(kThreads), st(s), w, x, y, tab);
         else launch(matmul_q_k<T, kPromptRows>, grid, dim3(kThreads), st(s), w, x, y, tab);
     });
@@ -207,7 +186,7 @@ void matmul_ids_q(GgmlType type, const uint8_t* const* w, int64_t n_in, int64_t 
     if (y.rows == 0 || n_out == 0) return;
     STRATA_CHECK(stride % 2 == 0 && n_in == x.n, "moe_experts: expert rows of odd size or another width");
     const dim3 grid(out_blocks(n_out), static_cast<unsigned>(y.rows));
-    const bool ok = dispatch_q(type, [&]<GgmlType T>() {
+    const bool ok = dispatch_quant(type, [&]<GgmlType T>() {
         launch(matmul_ids_q_k<T>, grid, dim3(kThreads), st(s), w, n_in, n_out, stride, ids, div, x, y, tab);
     });
     if (!ok) fail("moe_experts: weight type {} has no integer GPU kernel", type_info(type).name);

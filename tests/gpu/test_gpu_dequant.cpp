@@ -13,17 +13,11 @@
 #include "engine/quant/quant.h"
 #include "engine/quant/types.h"
 #include "kernels/cuda/dequant.cuh"
+#include "tests/gpu/gpu_test_helpers.h"
 #include "tests/random_helpers.h"
 
 namespace strata::gpu {
 namespace {
-
-#define GPU_REQUIRE(call)                                                  \
-    do {                                                                   \
-        const gpuError_t e_ = (call);                                      \
-        INFO(#call << ": " << gpuGetErrorString(e_));                      \
-        REQUIRE(e_ == gpuSuccess);                                         \
-    } while (0)
 
 // One thread per 32-value chunk.
 template <GgmlType T>
@@ -100,19 +94,6 @@ void check_type(const IqTables& tab, const std::vector<float>& x) {
                 std::to_string(want[first]);
     INFO("first mismatch at " << where);
     CHECK(mismatches == 0);
-}
-
-// Device 0 made current; false (with a warning) where no device is present.
-bool start_device() {
-    if (gpu_device_count() == 0) {
-        WARN("no GPU device: skipped");
-        return false;
-    }
-    int devices = 0;
-    GPU_REQUIRE(gpuGetDeviceCount(&devices));
-    REQUIRE(devices > 0);
-    GPU_REQUIRE(gpuSetDevice(0));
-    return true;
 }
 
 template <GgmlType... Ts>

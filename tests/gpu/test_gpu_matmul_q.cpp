@@ -12,17 +12,11 @@
 #include "engine/quant/quant.h"
 #include "engine/quant/types.h"
 #include "kernels/cuda/int_decode.cuh"
+#include "tests/gpu/gpu_test_helpers.h"
 #include "tests/random_helpers.h"
 
 namespace strata::gpu {
 namespace {
-
-#define GPU_REQUIRE(call)                                             \
-    do {                                                              \
-        const gpuError_t e_ = (call);                                 \
-        INFO(#call << ": " << gpuGetErrorString(e_));                 \
-        REQUIRE(e_ == gpuSuccess);                                    \
-    } while (0)
 
 // One thread per 16-value unit: its values as ws * w - wm, the way the dot products use them.
 template <GgmlType T>
@@ -158,15 +152,6 @@ using IntTypes = TypeList<GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlTy
                           GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K,
                           GgmlType::Q8_K, GgmlType::IQ2_XXS, GgmlType::IQ2_XS, GgmlType::IQ3_XXS, GgmlType::IQ1_S,
                           GgmlType::IQ4_NL, GgmlType::IQ3_S, GgmlType::IQ2_S, GgmlType::IQ4_XS, GgmlType::IQ1_M>;
-
-bool start_device() {
-    if (gpu_device_count() == 0) {
-        WARN("no GPU device: skipped");
-        return false;
-    }
-    GPU_REQUIRE(gpuSetDevice(0));
-    return true;
-}
 
 }  // namespace
 
