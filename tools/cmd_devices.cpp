@@ -1,4 +1,6 @@
 // strata devices: what this machine has and what this build can run on it.
+#include <algorithm>
+#include <string_view>
 #include <thread>
 
 #include <fmt/format.h>
@@ -9,8 +11,8 @@
 namespace strata {
 
 int cmd_devices(int argc, char** argv) {
-    (void)argv;
-    if (argc > 1) throw UsageError("devices: takes no arguments");
+    const bool bandwidth = argc == 2 && std::string_view(argv[1]) == "--bandwidth";
+    if (argc > 1 && !bandwidth) throw UsageError("devices: takes only --bandwidth (measure each GPU's read bandwidth)");
     fmt::print("cpu:N     {} hardware threads (cpu:0, cpu:1... split them; --threads-per-device)\n",
                std::thread::hardware_concurrency());
     if (gpu_backend().empty()) {
@@ -24,9 +26,17 @@ int cmd_devices(int argc, char** argv) {
                    gpu_backend(), gpu_backend(), why, gpu_backend());
         return 0;
     }
-    for (const GpuInfo& g : gpu_devices())
-        fmt::print("{:<9} {}, {:.1f} GiB ({:.1f} GiB free)\n", g.spec, g.name, g.total_bytes / 1073741824.0,
+    int index = 0;
+    for (const GpuInfo& g : gpu_devices()) {
+        fmt::print("{:<9} {}, {:.1f} GiB ({:.1f} GiB free)", g.spec, g.name, g.total_bytes / 1073741824.0,
                    g.free_bytes / 1073741824.0);
+        // A quarter of what is free, at most 2 GiB: far past any cache.
+        if (bandwidth)
+            fmt::print(", read {:.0f} GB/s",
+                       gpu_read_bandwidth(index, static_cast<size_t>(std::min<int64_t>(g.free_bytes / 4, int64_t{2} << 30))));
+        fmt::print("\n");
+        ++index;
+    }
     return 0;
 }
 

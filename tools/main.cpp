@@ -26,7 +26,7 @@ const Command kCommands[] = {
     {"eval", strata::cmd_eval, "run tokens through the model and print the top logits"},
     {"tokenize", strata::cmd_tokenize, "text to token ids with a model's tokenizer"},
     {"detokenize", strata::cmd_detokenize, "token ids to text"},
-    {"devices", strata::cmd_devices, "list the devices present and the GPU backend this build has"},
+    {"devices", strata::cmd_devices, "list the devices present and the GPU backend this build has (--bandwidth: measure each GPU's read bandwidth)"},
     {"flags-doc", strata::cmd_flags_doc, "print every command's flags as markdown (docs/flags.md)"},
 };
 

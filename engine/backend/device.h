@@ -92,6 +92,9 @@ struct GpuInfo {
     int64_t free_bytes = 0, total_bytes = 0;
 };
 std::vector<GpuInfo> gpu_devices();
+// GPU `index`'s memory read bandwidth in GB/s (a streaming read of a buffer of `bytes`,
+// the best of a few); 0 without a GPU backend.
+double gpu_read_bandwidth(int index, size_t bytes);
 
 // "cpu:N" with `threads` threads, pinned to cores first_core .. first_core + threads - 1
 // where the machine has them (first_core < 0: not pinned). Throws for an unknown device name. staged_copies: a CPU

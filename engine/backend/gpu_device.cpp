@@ -70,6 +70,11 @@ std::vector<GpuInfo> gpu_devices() {
     return out;
 }
 
+double gpu_read_bandwidth(int index, size_t bytes) {
+    gpu::set_device(index);
+    return gpu::read_bandwidth_gbs(bytes, 5);
+}
+
 std::unique_ptr<Device> open_gpu_device(const std::string& spec, int index) {
     std::string why;
     const int n = gpu::device_count(&why);
@@ -90,6 +95,8 @@ int gpu_device_count(std::string* why) {
 }
 
 std::vector<GpuInfo> gpu_devices() { return {}; }
+
+double gpu_read_bandwidth(int, size_t) { return 0.0; }
 
 #endif
 

@@ -38,6 +38,8 @@ void stream_wait(Stream s, Event e);       // what s runs after this waits for e
 void memset_async(void* p, int v, size_t bytes, Stream s);
 void copy_async(void* dst, const void* src, size_t bytes, Stream s);  // any direction
 void check_launch(const char* what);       // the last launch's error, if any
+// The current device's read bandwidth in GB/s: the best of reps reads of a `bytes` buffer.
+double read_bandwidth_gbs(size_t bytes, int reps);
 
 // The IQ codebooks on the current device (made once per device).
 struct IqTables {
