@@ -7,28 +7,35 @@
 # through ctest (last, so its summary closes the output).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/install-deps.sh
+# Each step's wall time, so that CI's budget (under 30 minutes) can be watched step by step.
+step() {
+    local name=$1 t0=$SECONDS
+    shift
+    "$@"
+    echo "test.sh: step '$name' took $((SECONDS - t0)) s (total $SECONDS s)"
+}
+step deps bash scripts/install-deps.sh
 jobs=${STRATA_JOBS:-2}
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release
-cmake --build build -j"$jobs"
+step configure cmake -S . -B build -DCMAKE_BUILD_TYPE=Release
+step build cmake --build build -j"$jobs"
 # The HIP backend for AMD GPUs compiles with hipcc (nothing of it runs without one).
 if [ "${STRATA_SKIP_HIP:-0}" != 1 ]; then
-    bash scripts/hip-build.sh build-hip
+    step hip-build bash scripts/hip-build.sh build-hip
 fi
 # strata-server with the official OpenAI client (Node's test runner).
-bash scripts/e2e-server.sh build
+step e2e bash scripts/e2e-server.sh build
 # The documented nginx front end, on loopback.
-bash scripts/nginx-front.sh build
+step nginx bash scripts/nginx-front.sh build
 # Hostile HTTP against a live server for a bounded time (fuzz/http_storm.cpp).
 if [ "${STRATA_SKIP_FUZZ:-0}" != 1 ]; then
-    HTTP_FUZZ_SECONDS=${FUZZ_SECONDS:-60} bash scripts/http-fuzz.sh build
+    HTTP_FUZZ_SECONDS=${FUZZ_SECONDS:-60} step http-fuzz bash scripts/http-fuzz.sh build
 fi
 if [ "${STRATA_SKIP_TSAN:-0}" != 1 ]; then
-    bash scripts/tsan.sh
+    step tsan bash scripts/tsan.sh
 fi
 # Pipelined windows on a two-stage split, repeated (STRESS_RUNS, default 60).
-bash scripts/stress-pipeline.sh build
+step stress bash scripts/stress-pipeline.sh build
 if [ "${STRATA_SKIP_FUZZ:-0}" != 1 ]; then
-    FUZZ_SECONDS=${FUZZ_SECONDS:-60} bash scripts/fuzz.sh
+    FUZZ_SECONDS=${FUZZ_SECONDS:-60} step libfuzzer bash scripts/fuzz.sh
 fi
-(cd build && ctest --output-on-failure -j"$jobs")
+step ctest ctest --test-dir build --output-on-failure -j"$jobs"

@@ -1,6 +1,8 @@
 // The integer dot products of matmul_q.cu: decode16<T> against the host dequantizers
 // (every 16-value unit of every block, bit-exact through value = ws * w - wm), and
 // matmul_q / quantize_act against a double-precision product of the dequantized weights.
+// The checks take the type at run time and only the probe kernel is a template: the
+// checks instantiated once per type made this file take minutes of nvcc in CI.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -11,6 +13,7 @@
 #include "engine/backend/device.h"
 #include "engine/quant/quant.h"
 #include "engine/quant/types.h"
+#include "kernels/cuda/dispatch.h"
 #include "kernels/cuda/int_decode.cuh"
 #include "tests/gpu/gpu_test_helpers.h"
 #include "tests/random_helpers.h"
@@ -59,9 +62,8 @@ std::vector<uint8_t> quantized(GgmlType t, const std::vector<float>& x) {
     return q;
 }
 
-template <GgmlType T>
-void check_decode(const IqTables& tab) {
-    INFO("type " << type_info(T).name);
+void check_decode(GgmlType type, const IqTables& tab) {
+    INFO("type " << type_info(type).name);
     std::vector<float> x;
     uint32_t seed = 11;
     for (float s : {0.01f, 1.0f, 40.0f}) {
@@ -69,15 +71,17 @@ void check_decode(const IqTables& tab) {
         x.insert(x.end(), r.begin(), r.end());
     }
     const int64_t n = static_cast<int64_t>(x.size());
-    const std::vector<uint8_t> q = quantized(T, x);
+    const std::vector<uint8_t> q = quantized(type, x);
     std::vector<float> want(x.size());
-    dequantize_row(T, q.data(), want.data(), n);
+    dequantize_row(type, q.data(), want.data(), n);
 
     const uint8_t* src = upload(q, 2);  // blocks at an address that is even, not 4-aligned
     std::vector<float> nan(x.size(), std::nanf(""));
     float* dy = upload(nan);
     const int n_units = static_cast<int>(n / 16);
-    launch(decode_units<T>, dim3((n_units + 63) / 64), dim3(64), 0, src, dy, n_units, tab);
+    CHECK(dispatch_quant(type, [&]<GgmlType U>() {
+        launch(decode_units<U>, dim3((n_units + 63) / 64), dim3(64), 0, src, dy, n_units, tab);
+    }));
     GPU_REQUIRE(gpuGetLastError());
     const std::vector<float> got = download(dy, x.size());
     GPU_REQUIRE(gpuFree(const_cast<uint8_t*>(src) - 2));
@@ -96,19 +100,18 @@ void check_decode(const IqTables& tab) {
 
 // y = W x for n_out rows of n_in values, T_rows rows of x, against the double product of
 // the dequantized weights: within 1e-4 of sum |w x| (the two-digit activations).
-template <GgmlType T>
-void check_matmul(const IqTables& tab) {
-    INFO("type " << type_info(T).name);
-    const int64_t n_in = BlockInfo<T>::values == 256 ? 768 : 544, n_out = 37, rows = 11;
+void check_matmul(GgmlType type, const IqTables& tab) {
+    INFO("type " << type_info(type).name);
+    const int64_t n_in = type_info(type).block_size == 256 ? 768 : 544, n_out = 37, rows = 11;
     const std::vector<float> wf = test::gaussian(static_cast<size_t>(n_in * n_out), 3, 0.5f);
     std::vector<float> x = test::gaussian(static_cast<size_t>(n_in * rows), 4, 2.0f);
     for (int64_t i = 0; i < n_in; ++i) x[static_cast<size_t>(3 * n_in + i)] *= 1e-3f;  // a row of small values
-    const size_t rb = row_bytes(T, n_in);
+    const size_t rb = row_bytes(type, n_in);
     std::vector<uint8_t> wq(rb * static_cast<size_t>(n_out));
     std::vector<float> wd(wf.size());
     for (int64_t o = 0; o < n_out; ++o) {
-        quantize_row(T, wf.data() + o * n_in, wq.data() + o * rb, n_in);
-        dequantize_row(T, wq.data() + o * rb, wd.data() + o * n_in, n_in);
+        quantize_row(type, wf.data() + o * n_in, wq.data() + o * rb, n_in);
+        dequantize_row(type, wq.data() + o * rb, wd.data() + o * n_in, n_in);
     }
     const uint8_t* dw = upload(wq);
     float* dx = upload(x);
@@ -117,7 +120,7 @@ void check_matmul(const IqTables& tab) {
     float* dy1 = upload(std::vector<float>(static_cast<size_t>(n_out), 0.0f));
     void* scratch = nullptr;
     GPU_REQUIRE(gpuMalloc(&scratch, act_q_bytes(n_in, rows)));
-    const Weight w{T, dw, n_in, n_out, rb};
+    const Weight w{type, dw, n_in, n_out, rb};
     matmul_q(w, quantize_act({dx, n_in, rows, n_in}, scratch, nullptr), {dy, n_out, rows, n_out}, tab, nullptr);
     const std::vector<float> y = download(dy, zeros.size());
     // The last row alone (a decode step) equals that row of the many-row call.
@@ -141,17 +144,14 @@ void check_matmul(const IqTables& tab) {
         GPU_REQUIRE(gpuFree(p));
 }
 
-template <GgmlType... Ts>
-struct TypeList {
-    static bool contains(GgmlType t) { return ((t == Ts) || ...); }
-    static void decode_all(const IqTables& tab) { (check_decode<Ts>(tab), ...); }
-    static void matmul_all(const IqTables& tab) { (check_matmul<Ts>(tab), ...); }
-};
-
-using IntTypes = TypeList<GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0,
-                          GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K,
-                          GgmlType::Q8_K, GgmlType::IQ2_XXS, GgmlType::IQ2_XS, GgmlType::IQ3_XXS, GgmlType::IQ1_S,
-                          GgmlType::IQ4_NL, GgmlType::IQ3_S, GgmlType::IQ2_S, GgmlType::IQ4_XS, GgmlType::IQ1_M>;
+// Every quantized type the GPU kernels take (dispatch.h's list).
+std::vector<GgmlType> int_types() {
+    std::vector<GgmlType> out;
+#define STRATA_TEST_TYPE(X) out.push_back(GgmlType::X);
+    STRATA_GPU_QUANT_TYPES(STRATA_TEST_TYPE)
+#undef STRATA_TEST_TYPE
+    return out;
+}
 
 }  // namespace
 
@@ -159,17 +159,16 @@ TEST_CASE("decode16 gives dequant32's values bit for bit as ws * w - wm", "[gpu]
     if (!start_device()) return;
     for (GgmlType t : supported_types()) {
         INFO("type " << type_info(t).name);
-        if (type_info(t).quantized) {
-            CHECK(IntTypes::contains(t));  // a new format needs a decode16
-            CHECK(int_dot(t));
-        }
+        if (type_info(t).quantized) CHECK(int_dot(t));  // a new format needs a decode16
     }
-    IntTypes::decode_all(upload_iq_tables());
+    const IqTables tab = upload_iq_tables();
+    for (GgmlType t : int_types()) check_decode(t, tab);
 }
 
 TEST_CASE("matmul_q: integer dot products within 1e-4 of the exact product, one row as in a window", "[gpu]") {
     if (!start_device()) return;
-    IntTypes::matmul_all(upload_iq_tables());
+    const IqTables tab = upload_iq_tables();
+    for (GgmlType t : int_types()) check_matmul(t, tab);
 }
 
 }  // namespace strata::gpu
