@@ -16,6 +16,7 @@
 #include "engine/split/plan.h"
 #include "engine/split/split_runner.h"
 #include "engine/split/stage_placement.h"
+#include "tests/generate_helpers.h"
 #include "tests/model_helpers.h"
 
 using namespace strata;
@@ -28,6 +29,21 @@ bool have_gpu() {
     if (gpu_device_count() > 0) return true;
     WARN("no GPU device: skipped");
     return false;
+}
+
+// A split for the determinism matrix: serial, overlap or pipelined windows; two stages
+// may share the GPU (each has its own stream: the test switch of SplitConfig).
+std::unique_ptr<Runner> split_modes(std::shared_ptr<const Model> m, const std::string& devs, bool overlap,
+                                    int pipeline) {
+    const int64_t n = m->hp().n_layer;
+    SplitConfig cfg;
+    cfg.wait_ms = 60000;
+    cfg.host_timeout_ms = 0;
+    cfg.overlap = overlap;
+    cfg.pipeline_windows = pipeline;
+    cfg.shared_device_overlap = true;
+    return make_split_runner(m, plan_split(devs, "auto", n, layer_weight_bytes(m->file(), n), head_weight_bytes(m->file())),
+                             1, 160, GgmlType::F16, cfg);
 }
 
 // Logits of a short prompt (every position) and of two decode steps.
@@ -228,4 +244,65 @@ TEST_CASE("gpu: a hand-off wait on the device times out after its limit", "[gpu]
     INFO("failed after " << ms << " ms");
     CHECK(ms >= 0.9 * wait_ms);
     CHECK(ms <= 1.1 * wait_ms);
+}
+
+// The determinism matrix on the GPU backend itself: greedy text bit-identical across
+// speculation K = 1..4, a split on the card, overlap and pipelined windows (the same
+// kernels in the same order), with drafts forced so that windows are kept, cut short and
+// rolled back. A placement with a CPU stage has its own reference (the CPU's kernels for
+// its layers). Two stages on one card in overlap or pipelined mode need two streams that
+// run at once: a CPU HIP runtime runs them one after another, so those rows run on a real
+// GPU only (tools/gpu-check.sh).
+TEST_CASE("gpu: greedy text bit-identical across speculation, overlap and pipelined windows",
+          "[gpu][model][determinism][spec]") {
+    if (!have_gpu()) return;
+    std::shared_ptr<const Model> m = Model::load(test::to_file(test::tiny_model(synth::Arch::Qwen3Next, GgmlType::Q8_0, 7,
+                                                                                synth::GdnLayout::Split, /*mtp=*/true)));
+    const Tokenizer tok = Tokenizer::from_gguf(m->file());
+    const std::vector<int32_t> prompt = tok.encode("The quick brown fox", false);
+    const int64_t n = 20;
+    PipelineOptions always;
+    always.theta = 0;  // an early window wherever one fits
+
+    const std::string g = gpu0();
+    std::vector<int32_t> gpu_want;
+    for (const std::string& devs : {g, g + "," + g, "cpu:0," + g, g + ",cpu:0"}) {
+        const bool split = devs.find(',') != std::string::npos;
+        const bool mixed = devs.find("cpu") != std::string::npos;
+        auto serial = split ? split_modes(m, devs, false, 0) : runner(m, devs, "auto");
+        INFO(serial->describe());
+        const std::vector<int32_t> want = test::gen(*serial, tok, prompt, 0, n, {}).out;
+        REQUIRE(want.size() == static_cast<size_t>(n));
+        if (!mixed) {
+            if (gpu_want.empty()) gpu_want = want;
+            CHECK(want == gpu_want);  // one stage or two on the card: the same kernels, the same order
+        }
+        for (int k = 1; k <= 4; ++k) {
+            INFO("serial windows, K=" << k);
+            CHECK(test::gen(*serial, tok, prompt, k, n, want).out == want);
+        }
+        if (!split) continue;
+        if (!mixed && !gpu_streams_concurrent()) {
+            WARN("two stages on one card in overlap mode: skipped (this GPU runtime runs streams one after another)");
+            continue;
+        }
+        auto overlap = split_modes(m, devs, true, 0);
+        REQUIRE(dynamic_cast<SplitRunner&>(*overlap).overlap());
+        for (int k : {0, 1, 3}) {
+            INFO("overlap, K=" << k);
+            CHECK(test::gen(*overlap, tok, prompt, k, n, k ? want : std::vector<int32_t>{}).out == want);
+        }
+        auto pipe = split_modes(m, devs, false, 2);
+        REQUIRE(dynamic_cast<SplitRunner&>(*pipe).stage_pipe() != nullptr);
+        for (int k = 1; k <= 4; ++k) {
+            INFO("pipelined windows, K=" << k);
+            const test::Run run = test::gen(*pipe, tok, prompt, k, n, want, always);
+            CHECK(run.out == want);
+            CHECK(run.st.pipelined);
+            if (k < 4) {
+                CHECK(run.st.pipe.hits > 0);    // kept early windows ...
+                CHECK(run.st.pipe.misses > 0);  // ... and rolled-back ones
+            }
+        }
+    }
 }

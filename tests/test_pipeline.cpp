@@ -8,9 +8,12 @@
 
 #include "engine/generate.h"
 #include "engine/split/split_runner.h"
+#include "tests/generate_helpers.h"
 #include "tests/model_helpers.h"
 
 using namespace strata;
+using test::gen;
+using test::Run;
 
 namespace {
 
@@ -30,39 +33,6 @@ std::unique_ptr<SplitRunner> split(std::shared_ptr<const Model> m, const char* d
     const SplitPlan plan =
         plan_split(devices, "auto", n, layer_weight_bytes(m->file(), n), head_weight_bytes(m->file()));
     return make_split_runner(std::move(m), plan, 1, 160, GgmlType::F16, cfg);
-}
-
-struct Run {
-    std::vector<int32_t> out;
-    GenerateStats st;
-};
-
-// want: the reference continuation; when non-empty the drafts are forced to it (every
-// fifth position wrong), so windows are kept whole, cut short and rejected at once.
-Run gen(Runner& r, const Tokenizer& tok, const std::vector<int32_t>& prompt, int spec, int64_t n,
-        const std::vector<int32_t>& want, std::optional<PipelineOptions> popt = std::nullopt) {
-    GenerateOptions opt;
-    opt.n_predict = n;
-    opt.n_batch = 5;
-    opt.spec_draft = spec;
-    opt.pipeline = popt;
-    const int64_t P = static_cast<int64_t>(prompt.size());
-    const int32_t V = static_cast<int32_t>(r.model().hp().n_vocab);
-    if (!want.empty())
-        opt.spec_edit_draft = [&want, P, V](int64_t pos, int k, Draft& d) {
-            d.tokens.clear();
-            for (int j = 0; j < k; ++j) {
-                const int64_t at = pos + 1 + j - P;  // the token at position p is want[p - P]
-                if (at >= static_cast<int64_t>(want.size())) break;
-                int32_t t = want[static_cast<size_t>(at)];
-                if (at % 5 == 2) t = (t + 1) % V;
-                d.tokens.push_back(t);
-            }
-            d.probs.assign(d.tokens.size(), 0.9f);
-        };
-    Run run;
-    run.st = generate(r, tok, prompt, opt, [](std::string_view) { return true; }, &run.out);
-    return run;
 }
 
 }  // namespace

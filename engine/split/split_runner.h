@@ -23,6 +23,9 @@ struct SplitConfig {
     int64_t drop_window = 0;          // STRATA_TEST_HANDOFF_DROP (0 = off; N = the Nth window)
     bool staged_copies = false;       // STRATA_TEST_DEVICE_COPIES: CPU devices copy as a GPU must
     int pipeline_windows = 0;  // --pipeline-windows: 2 = the stage pipe (StagePipe) is available
+    // Tests: overlap and pipelined windows also when two stages share a device (each stage
+    // has its own stream on a GPU, so one card runs the whole matrix: tools/gpu-check.sh).
+    bool shared_device_overlap = false;
     // Device budgets (--max-vram; engine/model/placement.h): bytes per device spec (-1:
     // auto, the device's memory less the reserve). A stage on a device without one
     // reads its weights where its backend keeps them, unbounded.

@@ -144,6 +144,7 @@ public:
             stages_.push_back(std::move(st));
         }
         overlap_ = cfg.overlap;
+        if (cfg.shared_device_overlap) shared_device = false;
         if (overlap_ && shared_device) {
             spdlog::info("split: STRATA_SPLIT_OVERLAP is off: two stages share a device");
             overlap_ = false;
