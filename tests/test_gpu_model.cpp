@@ -34,10 +34,11 @@ bool have_gpu() {
 // A split for the determinism matrix: serial, overlap or pipelined windows; two stages
 // may share the GPU (each has its own stream: the test switch of SplitConfig).
 std::unique_ptr<Runner> split_modes(std::shared_ptr<const Model> m, const std::string& devs, bool overlap,
-                                    int pipeline) {
+                                    int pipeline, int64_t wait_ms = 60000, int64_t drop_window = 0) {
     const int64_t n = m->hp().n_layer;
     SplitConfig cfg;
-    cfg.wait_ms = 60000;
+    cfg.wait_ms = wait_ms;
+    cfg.drop_window = drop_window;
     cfg.host_timeout_ms = 0;
     cfg.overlap = overlap;
     cfg.pipeline_windows = pipeline;
@@ -304,5 +305,43 @@ TEST_CASE("gpu: greedy text bit-identical across speculation, overlap and pipeli
                 CHECK(run.st.pipe.misses > 0);  // ... and rolled-back ones
             }
         }
+    }
+}
+
+// STRATA_TEST_HANDOFF_DROP on the GPU: a window whose flag stays down fails with the clear
+// HandoffError after STRATA_SPLIT_WAIT_MS, whichever side of the hand-off the card is on,
+// and the next request runs whole. The request's time holds the windows before the drop,
+// the dropped window's own work and the stage's restart besides the wait, so the bound
+// here is the limit -10% / +10% plus three times the windows before it (the wait alone is
+// held to +-10% by "a hand-off wait on the device times out after its limit").
+TEST_CASE("gpu: a dropped hand-off fails the window after its limit and the runner recovers",
+          "[gpu][model][handoff]") {
+    if (!have_gpu()) return;
+    std::shared_ptr<const Model> m = tiny(synth::Arch::Llama, GgmlType::Q8_0);
+    const Tokenizer tok = Tokenizer::from_gguf(m->file());
+    const std::vector<int32_t> prompt = {5, 9, 2};  // one prompt window, then one per token
+    const int64_t wait_ms = 1000, drop = 3;
+    const std::string g = gpu0();
+    std::vector<std::string> placements = {"cpu:0," + g, g + ",cpu:0"};
+    if (gpu_streams_concurrent()) placements.push_back(g + "," + g);
+    using clock = std::chrono::steady_clock;
+    for (const std::string& devs : placements) {
+        INFO(devs);
+        auto clean = split_modes(m, devs, true, 0, wait_ms);
+        const std::vector<int32_t> want = test::gen(*clean, tok, prompt, 0, 8, {}).out;
+        auto t0 = clock::now();
+        test::gen(*clean, tok, prompt, 0, drop - 1, {});  // the windows before the dropped one
+        const double before_ms = std::chrono::duration<double, std::milli>(clock::now() - t0).count();
+
+        auto r = split_modes(m, devs, true, 0, wait_ms, drop);
+        REQUIRE(dynamic_cast<SplitRunner&>(*r).overlap());
+        t0 = clock::now();
+        CHECK_THROWS_AS(test::gen(*r, tok, prompt, 0, 8, {}), HandoffError);
+        const double ms = std::chrono::duration<double, std::milli>(clock::now() - t0).count();
+        INFO("failed after " << ms << " ms; the windows before it took " << before_ms << " ms");
+        CHECK(ms >= 0.9 * wait_ms);
+        CHECK(ms <= 1.1 * wait_ms + 3 * before_ms);
+        CHECK(r->runner_stats().handoff_timeouts >= 1);
+        CHECK(test::gen(*r, tok, prompt, 0, 8, {}).out == want);  // the window ids moved past the drop
     }
 }
