@@ -48,15 +48,8 @@ using Shape = std::vector<int64_t>;
 
 // Qwen3-Next-80B-A3B hyperparameters (MODEL_SPEC 4.1), to compare against the
 // literal shapes of MODEL_SPEC 5.2 without generating any data.
-ModelConfig qwen3next_80b() {
-    ModelConfig c = make_config(Arch::Qwen3Next, Preset::Tiny);
-    c.n_vocab = 151936; c.n_embd = 2048; c.n_layer = 48; c.n_ff = 5120;
-    c.n_head = 16; c.n_head_kv = 2; c.head_dim = 256; c.n_rot = 64;
-    c.n_expert = 512; c.n_expert_used = 10; c.n_ff_exp = 512; c.n_ff_shexp = 512;
-    c.ssm_conv_kernel = 4; c.ssm_d_state = 128; c.ssm_n_group = 16; c.ssm_dt_rank = 32;
-    c.full_attn_interval = 4;
-    return c;
-}
+// The 80b-a3b preset: Qwen3-Next-80B-A3B's shapes (MODEL_SPEC 4.1), checked below tensor by tensor.
+ModelConfig qwen3next_80b() { return make_config(Arch::Qwen3Next, Preset::A80B); }
 
 std::vector<char*> argv_of(std::vector<std::string>& args) {
     std::vector<char*> v;
@@ -558,6 +551,16 @@ TEST_CASE("make-model: flag parsing", "[make-model][flags]") {
     CHECK(d.type == GgmlType::F16);
     CHECK(d.seed == 0);
     CHECK(d.vocab_size == 0);
+    CHECK(d.layers == 0);
+    const SynthOptions big = parse_flags({"--arch", "qwen3next", "--preset", "80b-a3b", "--layers", "4", "--out", "x"});
+    CHECK(big.preset == Preset::A80B);
+    CHECK(big.layers == 4);
+    const ModelConfig bc = config_for(big);
+    CHECK(bc.n_layer == 4);  // the preset's layer shape, four of them
+    CHECK(bc.n_expert == 512);
+    CHECK(bc.n_vocab == 151936);
+    CHECK_THROWS_AS(config_for(parse_flags({"--arch", "llama", "--preset", "80b-a3b", "--out", "x"})), Error);
+    CHECK_THROWS_AS(config_for(parse_flags({"--arch", "qwen35moe", "--preset", "80b-a3b", "--out", "x"})), Error);
     // the 1-bit grid formats are weight types too
     CHECK(parse_flags({"--arch", "llama", "--out", "x", "--type", "iq1_s"}).type == GgmlType::IQ1_S);
     CHECK(parse_flags({"--arch", "llama", "--out", "x", "--type", "IQ1_M"}).type == GgmlType::IQ1_M);
@@ -575,6 +578,7 @@ TEST_CASE("make-model: flag parsing", "[make-model][flags]") {
     CHECK_THROWS_AS(parse_flags({"--arch", "qwen3", "--out", "x", "--gdn-layout", "split"}), E);
     CHECK_THROWS_AS(parse_flags({"--arch", "qwen3next", "--out", "x", "--gdn-layout", "zigzag"}), E);
     CHECK_THROWS_AS(parse_flags({"--arch", "llama", "--out", "x", "--vocab-size", "100"}), E);
+    CHECK_THROWS_AS(parse_flags({"--arch", "llama", "--out", "x", "--layers", "0"}), E);
     CHECK_THROWS_AS(parse_flags({"--arch", "llama", "--out", "x", "--bogus"}), E);
     CHECK_THROWS_AS(parse_flags({"--arch", "llama", "--out", "x", "extra"}), E);
 }

@@ -57,6 +57,37 @@ SplitPlan plan(const Model& m, const std::string& devs, const std::string& split
 
 }  // namespace
 
+// What strata run reports as the weights a decode token reads (the figure gpu-check
+// divides by the card's bandwidth): every layer, one token's share of the experts, the
+// head; not the embedding table nor the MTP block.
+TEST_CASE("split plan: the weight bytes one decode token reads", "[split]") {
+    synth::ModelConfig c = synth::make_config(synth::Arch::Qwen3Next, synth::Preset::Tiny);
+    c.mtp = true;
+    const GgufFile f = test::to_file(synth::build_model(c, GgmlType::Q8_0, 3));
+    uint64_t dense = 0, experts = 0, embd = 0, mtp = 0;
+    for (const auto& t : f.tensors()) {
+        if (t.name == "token_embd.weight") embd += t.nbytes;
+        else if (t.name.rfind("blk." + std::to_string(c.n_layer) + ".", 0) == 0) mtp += t.nbytes;
+        else if (t.name.find("_exps.") != std::string::npos) experts += t.nbytes;
+        else if (t.name.rfind("blk.", 0) == 0) dense += t.nbytes;
+    }
+    REQUIRE(experts > 0);
+    REQUIRE(mtp > 0);
+    REQUIRE(embd > 0);
+    const uint64_t head = head_weight_bytes(f);
+    CHECK(head == f.find_tensor("output.weight")->nbytes);
+    const uint64_t got = decode_weight_bytes(f, c.n_layer, c.n_expert, c.n_expert_used);
+    const double want = static_cast<double>(dense + head) +
+                        static_cast<double>(experts) * static_cast<double>(c.n_expert_used) / static_cast<double>(c.n_expert);
+    CHECK(std::abs(static_cast<double>(got) - want) <= 1.0);
+    // A dense model: the whole file but its embedding table (and the output norm's few bytes).
+    const GgufFile d = test::to_file(synth::build_model(synth::make_config(synth::Arch::Llama, synth::Preset::Tiny), GgmlType::Q8_0, 3));
+    uint64_t all = 0;
+    for (const auto& t : d.tensors())
+        if (t.name != "token_embd.weight" && t.name != "output_norm.weight") all += t.nbytes;
+    CHECK(decode_weight_bytes(d, 2, 0, 0) == all);
+}
+
 TEST_CASE("split: logits are bit-identical for every placement and mode", "[split][determinism]") {
     for (auto arch : {synth::Arch::Llama, synth::Arch::Qwen3, synth::Arch::Qwen3Moe, synth::Arch::Qwen3Next, synth::Arch::Qwen35,
                       synth::Arch::Qwen35Moe}) {

@@ -8,6 +8,7 @@
 #include "engine/backend/memory_meter.h"
 #include "engine/generate.h"
 #include "engine/options.h"
+#include "engine/split/plan.h"
 #include "engine/text/chat_template.h"
 #include "tools/commands.h"
 #include "tools/common.h"
@@ -69,6 +70,12 @@ int cmd_run(int argc, char** argv) {
     fmt::print(stderr, "prompt: {} tokens in {:.3f} s ({:.2f} tok/s)\n", st.n_prompt, st.prompt_seconds, st.prompt_tps());
     fmt::print(stderr, "decode: {} tokens in {:.3f} s ({:.2f} tok/s){}\n", st.n_generated, st.decode_seconds,
                st.decode_tps(), st.stopped_by_eog ? ", stopped at end of generation" : "");
+    // What a bandwidth-bound decode reads per token (tools/gpu-check.sh takes its % of the
+    // device's read bandwidth from this line).
+    const HParams& hp = model->hp();
+    const double per_token = static_cast<double>(decode_weight_bytes(model->file(), hp.n_layer, hp.n_expert, hp.n_expert_used));
+    fmt::print(stderr, "weights: {:.1f} MiB read per decode token ({:.2f} GB/s at this rate)\n", per_token / (1 << 20),
+               per_token * st.decode_tps() / 1e9);
     if (st.spec_draft > 0) {
         const SpecStats& s = st.spec;
         std::string per_pos;

@@ -127,4 +127,17 @@ uint64_t head_weight_bytes(const GgufFile& f) {
     return t ? t->nbytes : 0;
 }
 
+uint64_t decode_weight_bytes(const GgufFile& f, int64_t n_layer, int64_t n_expert, int64_t n_expert_used) {
+    double bytes = static_cast<double>(head_weight_bytes(f));
+    for (const auto& t : f.tensors()) {
+        int64_t il = -1;
+        if (t.name.rfind("blk.", 0) == 0) std::from_chars(t.name.data() + 4, t.name.data() + t.name.size(), il);
+        if (il < 0 || il >= n_layer) continue;
+        const bool experts = t.name.find("_exps.") != std::string::npos && n_expert > 0;
+        bytes += experts ? static_cast<double>(t.nbytes) * static_cast<double>(n_expert_used) / static_cast<double>(n_expert)
+                         : static_cast<double>(t.nbytes);
+    }
+    return static_cast<uint64_t>(bytes);
+}
+
 }  // namespace strata

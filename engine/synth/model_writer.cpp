@@ -18,6 +18,7 @@ namespace strata::synth {
 
 ModelConfig config_for(const SynthOptions& o) {
     ModelConfig c = make_config(o.arch, o.preset, o.vocab_size);
+    if (o.layers > 0) c.n_layer = o.layers;
     if (o.mtp && !c.hybrid()) fail("--mtp is only available for --arch qwen3next, qwen35 and qwen35moe");
     c.mtp = o.mtp;
     c.rope_freqs = o.rope_freqs;

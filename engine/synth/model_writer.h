@@ -29,6 +29,7 @@ struct SynthOptions {
     std::optional<double> mtp_agree;
     GdnLayout gdn_layout = GdnLayout::Split;
     int64_t vocab_size = 0;         // 0 = the preset's default
+    int64_t layers = 0;             // main layers (--layers); 0 = the preset's
     int threads = 2;                // generation threads (does not change the bytes)
 };
 

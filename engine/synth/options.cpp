@@ -8,11 +8,13 @@ namespace strata::synth {
 
 Flags make_model_flags() {
     return Flags("make-model",
-                 "strata make-model --arch llama|qwen3|qwen3next|qwen3moe|qwen35|qwen35moe --out FILE [--preset tiny|small|1b] "
-                 "[--type TYPE] [--seed N] [--mtp] [--mtp-agree A] [--mtp-out FILE] [--rope-freqs] [--yarn FACTOR] [--gdn-layout split|fused] [--vocab-size N]",
+                 "strata make-model --arch llama|qwen3|qwen3next|qwen3moe|qwen35|qwen35moe --out FILE [--preset tiny|small|1b|80b-a3b] "
+                 "[--type TYPE] [--seed N] [--mtp] [--mtp-agree A] [--mtp-out FILE] [--rope-freqs] [--yarn FACTOR] [--gdn-layout split|fused] [--vocab-size N] [--layers N]",
                  {
                      {"--arch", "NAME", "", "architecture: llama, qwen3, qwen3next, qwen3moe, qwen35 or qwen35moe (required)"},
-                     {"--preset", "NAME", "tiny", "size: tiny (2-7M params), small (~100M) or 1b (~1.0-1.1B)"},
+                     {"--preset", "NAME", "tiny",
+                      "size: tiny (2-7M params), small (~100M), 1b (~1.0-1.1B) or 80b-a3b (qwen3next: Qwen3-Next-80B-A3B's "
+                      "shapes, 48 layers of ~0.9 GB at q4_K; see --layers)"},
                      {"--type", "TYPE", "f16", "type of the weight matrices (f32, f16, bf16, q8_0, q4_K, ...)"},
                      {"--seed", "N", "0", "random seed; the same seed gives the same bytes"},
                      {"--out", "FILE", "", "output GGUF file (required)"},
@@ -28,6 +30,7 @@ Flags make_model_flags() {
                      {"--gdn-layout", "NAME", "split",
                       "qwen3next GDN projection: split (attn_qkv + attn_gate) or fused (legacy ssm_in)"},
                      {"--vocab-size", "N", "", "vocabulary rows (default 1024 for tiny, 32000 otherwise)"},
+                     {"--layers", "N", "", "main layers (default: the preset's); each layer keeps the preset's shape"},
                      {"--threads", "N", "2", "generation threads (the output does not depend on it)"},
                  });
 }
@@ -76,6 +79,11 @@ SynthOptions options_from_flags(const Flags& f) {
         if (v < lo || v > hi)
             throw UsageError(fmt::format("make-model: --vocab-size must be in [{}, {}], got {}", lo, hi, v));
         o.vocab_size = v;
+    }
+    if (f.given("--layers")) {
+        const int64_t n = f.integer("--layers");
+        if (n < 1 || n > 1024) throw UsageError(fmt::format("make-model: --layers must be in [1, 1024], got {}", n));
+        o.layers = n;
     }
     const int64_t threads = f.integer("--threads");
     if (threads < 1 || threads > 256)

@@ -23,6 +23,7 @@ std::string_view preset_name(Preset p) {
         case Preset::Tiny: return "tiny";
         case Preset::Small: return "small";
         case Preset::B1: return "1b";
+        case Preset::A80B: return "80b-a3b";
     }
     return "?";
 }
@@ -36,9 +37,9 @@ Arch parse_arch(std::string_view s) {
 }
 
 Preset parse_preset(std::string_view s) {
-    for (Preset p : {Preset::Tiny, Preset::Small, Preset::B1})
+    for (Preset p : {Preset::Tiny, Preset::Small, Preset::B1, Preset::A80B})
         if (s == preset_name(p)) return p;
-    fail("unknown preset '{}' (expected tiny, small or 1b)", s);
+    fail("unknown preset '{}' (expected tiny, small, 1b or 80b-a3b)", s);
 }
 
 GdnLayout parse_gdn_layout(std::string_view s) {
@@ -72,6 +73,8 @@ ModelConfig dense(Arch arch, Preset p) {
             c.n_vocab = 32000; c.n_ctx = 4096; c.n_embd = 768; c.n_layer = 8; c.n_ff = 2048;
             c.n_head = llama ? 12 : 8; c.n_head_kv = 4; c.head_dim = llama ? 64 : 128;
             break;
+        case Preset::A80B:
+            fail("preset 80b-a3b is Qwen3-Next-80B-A3B's shape: it needs --arch qwen3next");
         case Preset::B1:
             // llama: TinyLlama-1.1B's shape. qwen3: a Qwen3-1.7B-like layer, fewer layers.
             c.n_vocab = 32000; c.n_ctx = llama ? 2048 : 4096; c.n_embd = 2048;
@@ -113,6 +116,13 @@ ModelConfig qwen3next(Arch arch, Preset p) {
             c.n_expert = 64; c.n_expert_used = 8; c.n_ff_exp = 256; c.n_ff_shexp = 512;
             c.ssm_d_state = 128; c.ssm_n_group = 8; c.ssm_dt_rank = 16;
             break;
+        case Preset::A80B:  // MODEL_SPEC 4.1's values
+            if (arch != Arch::Qwen3Next) fail("preset 80b-a3b is Qwen3-Next-80B-A3B's shape: it needs --arch qwen3next");
+            c.n_vocab = 151936; c.n_ctx = 262144; c.n_embd = 2048; c.n_layer = 48; c.n_ff = 5120;
+            c.n_head = 16; c.n_head_kv = 2; c.head_dim = 256;
+            c.n_expert = 512; c.n_expert_used = 10; c.n_ff_exp = 512; c.n_ff_shexp = 512;
+            c.ssm_d_state = 128; c.ssm_n_group = 16; c.ssm_dt_rank = 32;
+            break;
     }
     c.n_rot = c.head_dim / 4;  // partial_rotary_factor 0.25
     if (arch == Arch::Qwen35) {  // Qwen3.5's dense models: a SwiGLU FFN in place of the MoE
@@ -130,6 +140,7 @@ ModelConfig qwen3moe(Preset p) {
         case Preset::Tiny: c.n_expert = 8; c.n_expert_used = 2; c.n_ff_exp = 256; break;
         case Preset::Small: c.n_expert = 32; c.n_expert_used = 4; c.n_ff_exp = 256; break;
         case Preset::B1: c.n_expert = 64; c.n_expert_used = 8; c.n_ff_exp = 768; break;
+        case Preset::A80B: break;  // dense() refused it
     }
     c.n_ff = c.n_ff_exp * c.n_expert_used;  // informational, as the converter writes it
     return c;
@@ -138,8 +149,8 @@ ModelConfig qwen3moe(Preset p) {
 }  // namespace
 
 ModelConfig make_config(Arch arch, Preset preset, int64_t vocab_size) {
-    ModelConfig c = arch == Arch::Qwen3Moe ? qwen3moe(preset) : dense(arch, preset);
-    if (arch == Arch::Qwen3Next || arch == Arch::Qwen35 || arch == Arch::Qwen35Moe) c = qwen3next(arch, preset);
+    const bool hybrid = arch == Arch::Qwen3Next || arch == Arch::Qwen35 || arch == Arch::Qwen35Moe;
+    ModelConfig c = hybrid ? qwen3next(arch, preset) : arch == Arch::Qwen3Moe ? qwen3moe(preset) : dense(arch, preset);
     if (vocab_size > 0) c.n_vocab = vocab_size;
     c.name = fmt::format("strata-synth-{}-{}", arch_name(arch), preset_name(preset));
     return c;

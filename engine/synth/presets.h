@@ -10,14 +10,16 @@
 namespace strata::synth {
 
 enum class Arch { Llama, Qwen3, Qwen3Next, Qwen3Moe, Qwen35, Qwen35Moe };
-enum class Preset { Tiny, Small, B1 };
+// A80B: Qwen3-Next-80B-A3B's own shapes (qwen3next only; 48 layers, ~45 GB at q4_K: write
+// fewer with make-model --layers for a file of its per-layer shape and size).
+enum class Preset { Tiny, Small, B1, A80B };
 // Qwen3-Next Gated DeltaNet input projection as stored in the GGUF (MODEL_SPEC 4.4.2):
 // Split = current converter (attn_qkv + attn_gate, de-interleaved);
 // Fused = legacy converter (one ssm_in tensor in the HF per-group interleaved layout).
 enum class GdnLayout { Split, Fused };
 
 std::string_view arch_name(Arch a);        // "llama", "qwen3", "qwen3next", "qwen3moe", "qwen35", "qwen35moe"
-std::string_view preset_name(Preset p);    // "tiny", "small", "1b"
+std::string_view preset_name(Preset p);    // "tiny", "small", "1b", "80b-a3b"
 std::string_view gdn_layout_name(GdnLayout l);  // "split", "fused"
 Arch parse_arch(std::string_view s);       // throws strata::Error
 Preset parse_preset(std::string_view s);
