@@ -345,3 +345,29 @@ TEST_CASE("gpu: a dropped hand-off fails the window after its limit and the runn
         CHECK(test::gen(*r, tok, prompt, 0, 8, {}).out == want);  // the window ids moved past the drop
     }
 }
+
+// A token id outside the vocabulary is the clear error before anything runs on it, on the
+// GPU as on the CPU (the host checks the ids that go in: a GPU's own check in get_rows
+// reaches the host only at its next wait), and the next window is unaffected.
+TEST_CASE("gpu: a token id outside the vocabulary is an error, and the next window runs whole", "[gpu][model]") {
+    if (!have_gpu()) return;
+    auto m = tiny(synth::Arch::Llama, GgmlType::Q8_0);
+    const auto V = static_cast<size_t>(m->hp().n_vocab);
+    for (const std::string& devs : {gpu0(), gpu0() + ",cpu:0"}) {
+        auto r = runner(m, devs, devs == gpu0() ? "auto" : "0-0,1-1");
+        INFO(r->describe());
+        const auto eval = [&](Runner& on, int seq, std::vector<int32_t> toks) {
+            std::vector<float> logits(V);
+            const Runner::Item it{seq, toks, false};
+            on.eval(std::span<const Runner::Item>(&it, 1), logits.data());
+            return logits;
+        };
+        const int s = r->new_sequence();
+        CHECK_THROWS_WITH(eval(*r, s, {5, static_cast<int32_t>(V) + 7, 2}),
+                          Catch::Contains("token id " + std::to_string(V + 7) + " is out of range"));
+        CHECK_THROWS_WITH(eval(*r, s, {-3}), Catch::Contains("token id -3 is out of range"));
+        r->reset_sequence(s);
+        auto fresh = runner(m, devs, devs == gpu0() ? "auto" : "0-0,1-1");
+        CHECK(eval(*r, s, {5, 9, 2}) == eval(*fresh, fresh->new_sequence(), {5, 9, 2}));
+    }
+}

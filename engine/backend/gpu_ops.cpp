@@ -53,6 +53,13 @@ GpuOps::GpuOps(int device) : dev_(device) {
     counter_ = static_cast<unsigned*>(keep(sizeof(unsigned)));
     failed_ = static_cast<unsigned*>(keep(sizeof(unsigned)));
     bad_id_host_ = static_cast<int32_t*>(gpu::host_alloc_mapped(sizeof(int32_t)));
+    *bad_id_host_ = 0;
+    stage_ = static_cast<uint8_t*>(gpu::host_alloc_mapped(2 * kStageHalf));
+    for (gpu::Event& e : stage_done_) {
+        e = gpu::event_create();
+        gpu::event_record(e, stream_);  // a wait for a never-recorded event is an error on some runtimes
+    }
+    gpu::memset_async(bad_id_, 0, sizeof(int32_t), stream_);
     gpu::memset_async(counter_, 0, sizeof(unsigned), stream_);
     gpu::memset_async(failed_, 0, sizeof(unsigned), stream_);
     sync();
@@ -65,6 +72,7 @@ GpuOps::~GpuOps() {
     } catch (...) {  // a failed kernel was reported where it ran; free regardless
     }
     for (auto& [t, e] : copies_) gpu::event_destroy(e);
+    for (gpu::Event e : stage_done_) gpu::event_destroy(e);
     if (copy_stream_) {
         try {
             gpu::stream_sync(copy_stream_);
@@ -75,12 +83,25 @@ GpuOps::~GpuOps() {
     for (void* p : owned_) gpu::dev_free(p);
     for (auto& [p, n] : scratch_) gpu::dev_free(p);
     gpu::host_free(bad_id_host_);
+    gpu::host_free(stage_);
     gpu::stream_destroy(stream_);
 }
 
 void GpuOps::sync() {
     bind();
+    wait_stream();
+}
+
+void GpuOps::wait_stream() {
     gpu::stream_sync(stream_);
+    if (id_rows_ < 0) return;
+    const int64_t rows = id_rows_;
+    const int32_t bad = *bad_id_host_;
+    id_rows_ = -1;
+    if (bad == 0) return;
+    *bad_id_host_ = 0;
+    gpu::memset_async(bad_id_, 0, sizeof(int32_t), stream_);
+    fail("token id {} is out of range (vocabulary has {})", bad - 1, rows);
 }
 
 void* GpuOps::keep(size_t bytes) {
@@ -111,7 +132,7 @@ float* GpuOps::scratch(size_t i, size_t floats) {
     if (scratch_.size() <= i) scratch_.resize(i + 1, {nullptr, 0});
     auto& [p, n] = scratch_[i];
     if (n < floats) {
-        sync();  // queued kernels may still read the old buffer
+        wait_stream();  // queued kernels may still read the old buffer
         const size_t grown = floats;  // exactly: scratch_bytes is then the peak
         if (p) gpu::dev_free(p);
         meter_.release(n * sizeof(float));
@@ -183,16 +204,40 @@ void GpuOps::await_copy(uint64_t ticket) {
     copies_.erase(it);
 }
 
+uint8_t* GpuOps::stage(size_t bytes) {
+    if (stage_used_ + bytes > kStageHalf) {
+        stage_half_ ^= 1;
+        gpu::event_sync(stage_done_[stage_half_]);  // its last copy has left it
+        stage_used_ = 0;
+    }
+    uint8_t* p = stage_ + static_cast<size_t>(stage_half_) * kStageHalf + stage_used_;
+    stage_used_ += (bytes + 63) / 64 * 64;
+    return p;
+}
+
+// src may change once this returns: its bytes are copied to pinned memory first, and the
+// copy from there is queued on the stream (after what the stream has queued, before
+// what comes next) without the host waiting for it.
 void GpuOps::to_device(void* dst, const void* src, size_t bytes) {
     bind();
-    gpu::copy_async(dst, src, bytes, stream_);
-    gpu::stream_sync(stream_);  // src may change once this returns
+    auto* out = static_cast<uint8_t*>(dst);
+    const auto* in = static_cast<const uint8_t*>(src);
+    while (bytes > 0) {
+        const size_t n = std::min(bytes, kStageHalf);
+        uint8_t* h = stage(n);
+        std::memcpy(h, in, n);
+        gpu::copy_async(out, h, n, stream_);
+        gpu::event_record(stage_done_[stage_half_], stream_);
+        out += n;
+        in += n;
+        bytes -= n;
+    }
 }
 
 void GpuOps::to_host(void* dst, const void* src, size_t bytes) {
     bind();
     gpu::copy_async(dst, src, bytes, stream_);
-    gpu::stream_sync(stream_);
+    wait_stream();
 }
 
 MatView GpuOps::prepare_weight(const MatView& w) {
@@ -205,7 +250,7 @@ MatView GpuOps::prepare_weight(const MatView& w) {
         if (w.row_stride == rb) gpu::copy_async(dst, w.data, rb * static_cast<size_t>(w.n_out), stream_);
         else
             for (int64_t r = 0; r < w.n_out; ++r) gpu::copy_async(dst + rb * static_cast<size_t>(r), w.row(r), rb, stream_);
-        gpu::stream_sync(stream_);
+        wait_stream();
         copy = dst;
     }
     MatView out = w;
@@ -224,14 +269,12 @@ const float* GpuOps::prepare_vector(std::span<const float> v) {
 
 void GpuOps::get_rows(const MatView& table, const int32_t* ids, Tensor x) {
     bind();
-    gpu::memset_async(bad_id_, 0, sizeof(int32_t), stream_);
     gpu::get_rows(weight(table), ids, rows(x), bad_id_, tab_, stream_);
-    // The id check reaches the host before the op returns, as on every backend: one wait
-    // per window (its first op), for a clear error instead of a garbage row.
+    // The id check reaches the host at the stream's next wait (the window's to_host at the
+    // latest), not here: a wait per window would stop the host from queueing the window
+    // while the device runs. The model checks its ids on the host before they go in.
     gpu::copy_async(bad_id_host_, bad_id_, sizeof(int32_t), stream_);
-    gpu::stream_sync(stream_);
-    if (*bad_id_host_ != 0)
-        fail("token id {} is out of range (vocabulary has {})", *bad_id_host_ - 1, table.n_out);
+    if (id_rows_ < 0) id_rows_ = table.n_out;
 }
 
 void GpuOps::rms_norm(Tensor x, const float* w, float eps, Tensor y) {

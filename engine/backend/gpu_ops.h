@@ -1,7 +1,10 @@
 // The GPU backend of the op set (engine/backend/ops.h): each op queues its kernels
 // (kernels/cuda/, through kernels/cuda/gpu.h) on the device's stream and returns; the
-// host waits only where a result must reach it (to_host, get_rows' id check, the
-// hand-off wait) and at the queue's events. Built when the build has a GPU backend
+// host waits only where a result must reach it (to_host, the end of a hand-in) and at
+// the queue's events. A window's inputs go in through pinned staging without a wait
+// (to_device), and get_rows' id check reaches the host at the next wait, so the host
+// queues a whole window without stopping (the model checks its token ids on the host
+// before they go in: ForwardCtx::in_ids). Built when the build has a GPU backend
 // (CUDA, HIP, or HIP on the CPU for tests here).
 #pragma once
 #include <map>
@@ -74,6 +77,12 @@ public:
 
 private:
     void bind() const { gpu::set_device(dev_); }  // the calling thread's current device
+    // The host waits for the stream; then a bad id found by a get_rows since the last
+    // wait is the strata::Error it would have thrown.
+    void wait_stream();
+    // The next `bytes` (<= kStageHalf) of to_device's pinned staging, switching halves
+    // (after the other half's copies are done) when the current one is full.
+    uint8_t* stage(size_t bytes);
     void* keep(size_t bytes);                     // device memory that lives as long as this
     float* scratch(size_t i, size_t floats);      // a reusable device buffer
     // x quantized for integer dot products into scratch slot `slot` (queued on the stream).
@@ -93,8 +102,16 @@ private:
     std::map<std::tuple<const void*, int, int64_t, int64_t>, const void*> copy_of_;
     std::map<std::vector<const uint8_t*>, const uint8_t* const*> tables_;
     std::vector<std::pair<void*, size_t>> scratch_;
-    int32_t* bad_id_ = nullptr;     // get_rows' error word (device)
-    int32_t* bad_id_host_ = nullptr;  // its pinned host copy
+    int32_t* bad_id_ = nullptr;     // get_rows' error word (device): the first bad id + 1
+    int32_t* bad_id_host_ = nullptr;  // its pinned host copy, queued after each get_rows
+    int64_t id_rows_ = -1;          // the table size of the get_rows not yet checked (-1: none)
+    // to_device's staging: two halves of pinned host memory used in turn, each with the
+    // event of its last copy (so a half is reused only once its copies have left it).
+    static constexpr size_t kStageHalf = size_t{1} << 20;
+    uint8_t* stage_ = nullptr;
+    gpu::Event stage_done_[2] = {nullptr, nullptr};
+    int stage_half_ = 0;
+    size_t stage_used_ = 0;
     unsigned* counter_ = nullptr;   // the publish kernel's block counter (device)
     unsigned* failed_ = nullptr;    // the last hand-in wait's outcome (device; 0: ready)
     bool hand_in_ = false;          // a wait was queued since the last publish

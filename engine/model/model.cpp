@@ -89,7 +89,9 @@ size_t Scratch::capacity() const {
     return n;
 }
 
-const int32_t* ForwardCtx::in_ids(const int32_t* host, int64_t n) {
+const int32_t* ForwardCtx::in_ids(const int32_t* host, int64_t n, int64_t rows) {
+    for (int64_t i = 0; i < n; ++i)
+        if (host[i] < 0 || host[i] >= rows) fail("token id {} is out of range (vocabulary has {})", host[i], rows);
     if (ops.host_memory()) return host;
     int32_t* d = scratch.ints(static_cast<size_t>(n));
     ops.to_device(d, host, sizeof(int32_t) * static_cast<size_t>(n));
@@ -177,7 +179,7 @@ SeqState Model::new_state(Ops& ops, int64_t n_ctx, GgmlType cache_type, int64_t 
 void Model::embed(ForwardCtx& ctx, const int32_t* tokens, int64_t T, float* x) const {
     STRATA_CHECK(ctx.weights && ctx.weights->embed, "embed: this stage did not bind the embedding table");
     const Scratch::Frame frame(ctx.scratch);
-    ctx.ops.get_rows(ctx.weights->tok_embd, ctx.in_ids(tokens, T), Tensor::f32(x, hp_.n_embd, T));
+    ctx.ops.get_rows(ctx.weights->tok_embd, ctx.in_ids(tokens, T, ctx.weights->tok_embd.n_out), Tensor::f32(x, hp_.n_embd, T));
 }
 
 void Model::run_layers(ForwardCtx& ctx, const Batch& batch, int64_t l0, int64_t l1, float* x) const {

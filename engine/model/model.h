@@ -119,7 +119,9 @@ struct ForwardCtx {
     // (token ids, hidden rows) as device memory, outputs (logits, hidden rows) written to
     // device memory and then copied out. On a device whose memory is host memory these
     // are the host pointers themselves. Buffers come from the scratch: call inside a Frame.
-    const int32_t* in_ids(const int32_t* host, int64_t n);
+    // Token ids are checked against [0, rows) here, on the host, before anything runs
+    // on them (a GPU's own check in get_rows reaches the host only at its next wait).
+    const int32_t* in_ids(const int32_t* host, int64_t n, int64_t rows);
     const float* in_rows(const float* host, size_t floats);
     float* out_rows(float* host, size_t floats);               // where to write
     void out_done(float* host, const float* dev, size_t floats);  // then this

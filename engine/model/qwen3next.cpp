@@ -188,7 +188,7 @@ void Qwen3NextModel::mtp_forward(ForwardCtx& ctx, SeqState& s, const float* hidd
     const Tensor eh = ctx.scratch.rows(2 * E, T);
     const Tensor e = Tensor::f32(eh.f(), E, T, 2 * E), hh = Tensor::f32(eh.f() + E, E, T, 2 * E);
     const Tensor x = ctx.scratch.rows(E, T);  // block stream
-    ctx.ops.get_rows(m.embd, ctx.in_ids(next_tokens, T), e);
+    ctx.ops.get_rows(m.embd, ctx.in_ids(next_tokens, T, m.embd.n_out), e);
     ctx.ops.rms_norm(e, m.enorm.data(), hp_.rms_eps, e);
     ctx.ops.rms_norm(Tensor::f32(ctx.in_rows(hidden, static_cast<size_t>(T * E)), E, T), m.hnorm.data(), hp_.rms_eps, hh);
     ctx.ops.matmul(m.eh_proj, eh, x);

@@ -113,6 +113,8 @@ void event_record(Event e, Stream s) {
     check(gpuEventRecord(static_cast<gpuEvent_t>(e), static_cast<gpuStream_t>(s)), "event record");
 }
 
+void event_sync(Event e) { check(gpuEventSynchronize(static_cast<gpuEvent_t>(e)), "event synchronize"); }
+
 void stream_wait(Stream s, Event e) {
 #if defined(STRATA_HIP_CPU)
     // HIP-CPU's hipStreamWaitEvent across streams hangs; its streams run one after
