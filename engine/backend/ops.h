@@ -144,7 +144,8 @@ public:
 
     // --- rows ---
     // x[t] = row ids[t] of table, dequantized (ne0 = table.n_in). An id outside the table
-    // is a strata::Error naming it.
+    // is a strata::Error naming it, thrown by the op or, on a GPU, at the next wait for
+    // the device's stream (the window's to_host at the latest).
     virtual void get_rows(const MatView& table, const int32_t* ids, Tensor x) = 0;
     // y[r] = x[r] / sqrt(mean(x[r]^2) + eps) * w (w: ne0 values, null = none); y may be x.
     // Canonical: the sum of squares in simd::dot's order, then one scale per element.
