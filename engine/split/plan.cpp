@@ -109,14 +109,23 @@ SplitPlan plan_split(const std::string& devices, const std::string& split, int64
     return plan;
 }
 
+namespace {
+
+// The main layer a tensor belongs to (blk.N.*, N < n_layer), or -1.
+int64_t layer_of(const std::string& name, int64_t n_layer) {
+    if (name.rfind("blk.", 0) != 0) return -1;
+    int64_t il = -1;
+    auto [p, ec] = std::from_chars(name.data() + 4, name.data() + name.size(), il);
+    return ec == std::errc() && il >= 0 && il < n_layer ? il : -1;
+}
+
+}  // namespace
+
 std::vector<uint64_t> layer_weight_bytes(const GgufFile& f, int64_t n_layer) {
     std::vector<uint64_t> bytes(static_cast<size_t>(n_layer), 0);
     for (const auto& t : f.tensors()) {
-        if (t.name.rfind("blk.", 0) != 0) continue;
-        int64_t il = 0;
-        const char* s = t.name.data() + 4;
-        auto [p, ec] = std::from_chars(s, t.name.data() + t.name.size(), il);
-        if (ec == std::errc() && il >= 0 && il < n_layer) bytes[static_cast<size_t>(il)] += t.nbytes;
+        const int64_t il = layer_of(t.name, n_layer);
+        if (il >= 0) bytes[static_cast<size_t>(il)] += t.nbytes;
     }
     return bytes;
 }
@@ -130,9 +139,7 @@ uint64_t head_weight_bytes(const GgufFile& f) {
 uint64_t decode_weight_bytes(const GgufFile& f, int64_t n_layer, int64_t n_expert, int64_t n_expert_used) {
     double bytes = static_cast<double>(head_weight_bytes(f));
     for (const auto& t : f.tensors()) {
-        int64_t il = -1;
-        if (t.name.rfind("blk.", 0) == 0) std::from_chars(t.name.data() + 4, t.name.data() + t.name.size(), il);
-        if (il < 0 || il >= n_layer) continue;
+        if (layer_of(t.name, n_layer) < 0) continue;
         const bool experts = t.name.find("_exps.") != std::string::npos && n_expert > 0;
         bytes += experts ? static_cast<double>(t.nbytes) * static_cast<double>(n_expert_used) / static_cast<double>(n_expert)
                          : static_cast<double>(t.nbytes);
