@@ -126,6 +126,59 @@ TEST_CASE("spec: the acceptance rule emits tokens distributed as p", "[spec][sto
     }
 }
 
+TEST_CASE("spec: a rollback from the window's kept GDN inputs leaves the replay's state bit for bit", "[spec][rollback]") {
+    auto m = mtp_model();
+    REQUIRE(m->hp().hybrid());
+    const int64_t V = m->hp().n_vocab;
+    const std::vector<int32_t> prompt = {5, 9, 2, 77, 31, 8};
+    const std::vector<int32_t> window = {40, 41, 42, 43};
+    const std::vector<int32_t> after = {99, 17};
+    for (int mode = 0; mode < 3; ++mode) {
+        std::unique_ptr<Runner> r = mode == 0 ? make_local_runner(m, 2, 128, GgmlType::F16) : split2(m, mode == 2);
+        INFO(r->describe());
+        auto eval = [&](int seq, std::span<const int32_t> toks, float* out) {
+            const Runner::Item it{seq, toks, true};
+            r->eval(std::span<const Runner::Item>(&it, 1), out);
+        };
+        std::vector<float> scratch(prompt.size() * V);
+        for (int64_t keep = 1; keep <= 4; ++keep) {
+            INFO("keep " << keep);
+            // Straight: the prompt, the kept rows, then two more tokens one window.
+            const int a = r->new_sequence();
+            eval(a, prompt, scratch.data());
+            eval(a, std::span<const int32_t>(window.data(), static_cast<size_t>(keep)), scratch.data());
+            std::vector<float> want(after.size() * V);
+            eval(a, after, want.data());
+            // Rolled back: the whole window after a snapshot for it, then back to `keep` rows.
+            const int b = r->new_sequence();
+            eval(b, prompt, scratch.data());
+            r->snapshot(b, static_cast<int64_t>(window.size()));
+            std::vector<float> win(window.size() * V);
+            eval(b, window, win.data());
+            REQUIRE(r->rollback(b, keep));
+            CHECK(r->n_past(b) == static_cast<int64_t>(prompt.size()) + keep);
+            CHECK_FALSE(r->rollback(b, 1));  // the window is settled
+            std::vector<float> got(after.size() * V);
+            eval(b, after, got.data());
+            CHECK(got == want);
+            r->free_sequence(a);
+            r->free_sequence(b);
+        }
+        // Nothing kept: a snapshot not taken for a window, a longer keep than the window.
+        const int c = r->new_sequence();
+        eval(c, prompt, scratch.data());
+        r->snapshot(c);
+        eval(c, window, scratch.data());
+        CHECK_FALSE(r->rollback(c, 2));
+        CHECK(r->n_past(c) == static_cast<int64_t>(prompt.size() + window.size()));
+        r->snapshot(c, 2);
+        eval(c, std::span<const int32_t>(window.data(), 2), scratch.data());
+        CHECK_FALSE(r->rollback(c, 3));
+        CHECK(r->rollback(c, 2));
+        r->free_sequence(c);
+    }
+}
+
 TEST_CASE("spec: snapshot, restore and replay give the straight path's logits bit for bit", "[spec][rollback]") {
     auto m = mtp_model();
     const int64_t V = m->hp().n_vocab;

@@ -88,6 +88,11 @@ void gdn_block(ForwardCtx& ctx, const GdnDims& d, const GdnWeights& w, const Bat
         ops.l2_norm(us, 0, d.nk, d.dk, d.eps, qscale);
         ops.l2_norm(us, d.key_dim(), d.nk, d.dk, d.eps, 1.0f);
         const Tensor gs = gl.rows(bs.row0, bs.n), bs_beta = bt.rows(bs.row0, bs.n), os = o.rows(bs.row0, bs.n);
+        if (GdnLog* log = bs.state->gdn_log.get(); log && log->take(slot, bs.n)) {
+            ops.copy(Tensor::f32(log->qkv(slot), cd, bs.n), qkv.rows(bs.row0, bs.n));
+            ops.copy(Tensor::f32(log->gate(slot), nv, bs.n), gs);
+            ops.copy(Tensor::f32(log->beta(slot), nv, bs.n), bs_beta);
+        }
         if (form == GdnForm::Chunked) ops.gdn_chunked(d, us, gs, bs_beta, bs.state->gdn->ssm(slot), os, 64);
         else ops.gdn_recurrent(d, us, gs, bs_beta, bs.state->gdn->ssm(slot), os);
     }
@@ -95,6 +100,19 @@ void gdn_block(ForwardCtx& ctx, const GdnDims& d, const GdnWeights& w, const Bat
     // Gated RMSNorm per value head: rmsnorm(o_h) * ssm_norm * silu(z_h).
     ops.rms_norm_gated(o, z, w.norm.data(), d.dv, d.eps);
     ops.matmul(w.out, o, Tensor::f32(out, n_embd, T));
+}
+
+void gdn_replay(ForwardCtx& ctx, const GdnDims& d, const GdnWeights& w, SeqState& s, int64_t il, int64_t n) {
+    Ops& ops = ctx.ops;
+    const int64_t slot = s.gdn_slot[static_cast<size_t>(il)], cd = d.conv_dim(), nv = d.nv;
+    const GdnLog& log = *s.gdn_log;
+    const Scratch::Frame frame(ctx.scratch);
+    const Tensor u = ctx.scratch.rows(cd, n), o = ctx.scratch.rows(d.value_dim(), n);
+    // gdn_block's steps from the kept inputs on; the output rows o are not needed.
+    ops.conv1d_silu(d, Tensor::f32(log.qkv(slot), cd, n), w.conv.data(), s.gdn->conv(slot), u);
+    ops.l2_norm(u, 0, d.nk, d.dk, d.eps, 1.0f / std::sqrt(static_cast<float>(d.dk)));
+    ops.l2_norm(u, d.key_dim(), d.nk, d.dk, d.eps, 1.0f);
+    ops.gdn_recurrent(d, u, Tensor::f32(log.gate(slot), nv, n), Tensor::f32(log.beta(slot), nv, n), s.gdn->ssm(slot), o);
 }
 
 }  // namespace strata

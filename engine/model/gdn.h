@@ -39,5 +39,8 @@ enum class GdnForm { Recurrent, Chunked };
 void prepare(WeightPlacer& ops, GdnWeights& w);  // the bound matrices, for a device (engine/backend/placer.h)
 void gdn_block(ForwardCtx& ctx, const GdnDims& d, const GdnWeights& w, const Batch& batch, int64_t il,
                const float* h, float* out, GdnForm form = GdnForm::Recurrent);
+// Layer il of sequence s advanced by the first n rows of its GdnLog (state restored to
+// the log's window start): bit for bit the state gdn_block leaves after those n rows.
+void gdn_replay(ForwardCtx& ctx, const GdnDims& d, const GdnWeights& w, SeqState& s, int64_t il, int64_t n);
 
 }  // namespace strata

@@ -176,6 +176,14 @@ SeqState Model::new_state(Ops& ops, int64_t n_ctx, GgmlType cache_type, int64_t 
     return s;
 }
 
+bool Model::can_replay_log(const StageWeights& w, const SeqState& s, int64_t n) const {
+    if (!s.gdn) return true;
+    if (!s.gdn_log || !s.gdn_log->covers(n)) return false;
+    for (int64_t il = w.l0; il < w.l1; ++il)
+        if (s.gdn_slot[static_cast<size_t>(il)] >= 0 && !w.resident[static_cast<size_t>(il - w.l0)]) return false;
+    return true;
+}
+
 void Model::embed(ForwardCtx& ctx, const int32_t* tokens, int64_t T, float* x) const {
     STRATA_CHECK(ctx.weights && ctx.weights->embed, "embed: this stage did not bind the embedding table");
     const Scratch::Frame frame(ctx.scratch);

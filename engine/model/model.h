@@ -237,6 +237,14 @@ public:
                              int64_t T, int64_t pos0, float* logits_out, float* hidden_out,
                              bool last_logits_only = false) const;
 
+    // Rollback of a verify window from its GdnLog (Runner::rollback): whether the stage
+    // holding w can rebuild state s for the window's first n rows without running its
+    // layers (no recurrent layer; or the log holds n rows of each and their weights are
+    // resident, not streamed), and the rebuild itself, on a state just restored to the
+    // window's start (advances the recurrent layers only; n_past is the caller's).
+    bool can_replay_log(const StageWeights& w, const SeqState& s, int64_t n) const;
+    virtual void replay_log(ForwardCtx&, SeqState&, int64_t) const {}
+
 protected:
     Model(GgufFile file, std::unique_ptr<GgufFile> mtp_file);
     virtual void layer(ForwardCtx& ctx, const Batch& batch, int64_t il, float* x) const = 0;

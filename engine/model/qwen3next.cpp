@@ -61,6 +61,11 @@ public:
     bool has_mtp() const override { return !mtp_.empty(); }
     void mtp_forward(ForwardCtx& ctx, SeqState& s, const float* hidden, const int32_t* next_tokens, int64_t T,
                      int64_t pos0, float* logits_out, float* hidden_out, bool last_logits_only) const override;
+    void replay_log(ForwardCtx& ctx, SeqState& s, int64_t n) const override {
+        for (int64_t il = ctx.weights->l0; il < ctx.weights->l1; ++il)
+            if (s.gdn_slot[static_cast<size_t>(il)] >= 0)
+                gdn_replay(ctx, gdn_dims_, static_cast<const Q3nLayer&>(ctx.weights->layer(il)).gdn, s, il, n);
+    }
 
 protected:
     void layer(ForwardCtx& ctx, const Batch& batch, int64_t il, float* x) const override {

@@ -74,8 +74,17 @@ public:
     // delta-rule) state of every stage; restore() puts them back. KV entries past n_past
     // need no copy: the next window overwrites them. The snapshot buffer of a sequence is
     // allocated at its first snapshot and reused; snapshot_bytes() sums them.
-    virtual void snapshot(int seq) = 0;
+    // window_rows > 0: the snapshot is for a verify window of that many rows, the next
+    // eval of seq; its Gated DeltaNet inputs are then kept (GdnLog) for rollback().
+    virtual void snapshot(int seq, int64_t window_rows = 0) = 0;
     virtual void restore(int seq) = 0;  // throws when seq has no snapshot
+    // The state after the first n_keep rows of the window that followed snapshot(seq, rows):
+    // the snapshot restored and only the recurrent updates of those rows run again, from
+    // their kept inputs (attention layers' KV rows below the new n_past are the window's
+    // own). Bit for bit what restore() and a replay of those rows leave. Returns false,
+    // changing nothing, where it cannot (no such window kept, a recurrent layer streamed):
+    // the caller then restores and replays.
+    virtual bool rollback(int seq, int64_t n_keep) = 0;
     virtual size_t snapshot_bytes() const = 0;
 
     // --- Host copies of a sequence's state (the server's prompt cache, --cache-ram) ---

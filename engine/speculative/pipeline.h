@@ -110,7 +110,7 @@ private:
     // for a replay); snapshot and restore use the stage's snapshot slot `slot`.
     struct StageTarget final : VerifyTarget {
         StageTarget(PipelinedDecoder& dec, size_t s) : d(dec), stage(s) {}
-        void snapshot() override { d.snapshot(stage, slot); }
+        void snapshot(int64_t) override { d.snapshot(stage, slot); }
         void restore() override { d.restore(stage, slot); }
         void run(std::span<const int32_t> tokens, int64_t pos0, bool verify) override;
         void set(int b, int sl, uint64_t w) {

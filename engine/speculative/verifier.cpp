@@ -7,7 +7,7 @@ namespace strata {
 void Verifier::run(std::span<const int32_t> window, int64_t pos0) {
     STRATA_CHECK(!window.empty(), "verify: empty window");
     adopt(window, pos0);
-    if (window.size() > 1) target_.snapshot();
+    if (window.size() > 1) target_.snapshot(static_cast<int64_t>(window.size()));
     target_.run(window_, pos0, /*verify=*/true);
 }
 
@@ -20,6 +20,7 @@ bool Verifier::commit(int64_t m) {
     const int64_t k = static_cast<int64_t>(window_.size()) - 1;
     STRATA_CHECK(m >= 0 && m <= k, "commit: {} drafts kept of {}", m, k);
     if (m == k) return false;
+    if (target_.rollback(m + 1)) return true;
     target_.restore();
     target_.run(std::span<const int32_t>(window_.data(), static_cast<size_t>(m + 1)), pos0_, /*verify=*/false);
     return true;

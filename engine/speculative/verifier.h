@@ -1,8 +1,10 @@
 // The Verifier (DESIGN "Speculative decoding"), shared by the serial and the pipelined
 // decoder: run() evaluates a verify window [last, d_1..d_k] at positions pos0..pos0 + k
 // on its target, after a snapshot of the target's state when k > 0; commit(m) keeps the
-// first m drafts: when m < k it restores that snapshot and replays [last, d_1..d_m]
-// (bit-identical to decoding them one by one, since every kernel is batch-invariant).
+// first m drafts: when m < k it rolls the target back to the state after [last, d_1..d_m]
+// (VerifyTarget::rollback, from the window's kept recurrent inputs) or, where the target
+// cannot, restores that snapshot and replays them (bit-identical to decoding them one by
+// one, since every kernel is batch-invariant).
 //
 // The target is where the steps run: the whole runner for serial speculative decoding
 // (RunnerTarget), or one stage of a stage pipe on one of its two buffer sets for the
@@ -19,8 +21,12 @@ namespace strata {
 class VerifyTarget {
 public:
     virtual ~VerifyTarget() = default;
-    virtual void snapshot() = 0;  // keep the state from before the window
-    virtual void restore() = 0;   // back to it
+    // Keep the state from before a window of `rows` rows (the next run()).
+    virtual void snapshot(int64_t rows) = 0;
+    virtual void restore() = 0;  // back to it
+    // Back to it and on through the window's first n rows without running them again
+    // (Runner::rollback); false, changing nothing, where the target cannot.
+    virtual bool rollback(int64_t) { return false; }
     // tokens at positions pos0..: verify = with every row's output (logits and hidden
     // rows, where the target has an output), else only rebuilding the state (a replay).
     virtual void run(std::span<const int32_t> tokens, int64_t pos0, bool verify) = 0;
@@ -52,8 +58,9 @@ class RunnerTarget final : public VerifyTarget {
 public:
     RunnerTarget(Runner& runner, int seq) : runner_(runner), seq_(seq) {}
 
-    void snapshot() override { runner_.snapshot(seq_); }
+    void snapshot(int64_t rows) override { runner_.snapshot(seq_, rows); }
     void restore() override { runner_.restore(seq_); }
+    bool rollback(int64_t n) override { return runner_.rollback(seq_, n); }
     void run(std::span<const int32_t> tokens, int64_t pos0, bool verify) override;
 
     // Of the last verify window: [n_vocab] of row `row` (the acceptance edits it in

@@ -35,6 +35,7 @@ public:
         if (s.gdn && !gdn_) gdn_ = std::make_unique<GdnState>(s.gdn->like(ops.allocator()));
     }
     bool valid() const { return valid_; }
+    int64_t n_past() const { return n_past_; }
     void invalidate() { valid_ = false; }  // the sequence was reset: keep the buffer, not the data
     size_t bytes() const { return gdn_ ? gdn_->bytes() : 0; }
 
@@ -49,5 +50,18 @@ private:
     int64_t n_past_ = 0;
     std::unique_ptr<GdnState> gdn_;
 };
+
+// After a snapshot for a verify window of `rows` rows (0: not one), the window's Gated
+// DeltaNet inputs go into the state's log (allocated at the first such window), so the
+// window can roll back without a replay (Runner::rollback). Call it where save is called.
+inline void arm_log(Ops& ops, SeqState& s, int64_t rows) {
+    if (!s.gdn) return;
+    if (rows <= 0 || rows > GdnLog::kRows) {
+        if (s.gdn_log) s.gdn_log->disarm();
+        return;
+    }
+    if (!s.gdn_log) s.gdn_log = std::make_unique<GdnLog>(ops.allocator(), s.gdn->n_layers(), s.gdn->conv_dim(), s.gdn->nv());
+    s.gdn_log->arm();
+}
 
 }  // namespace strata

@@ -198,6 +198,24 @@ void SplitRunnerImpl::run_on(size_t s, const std::function<void()>& op, int64_t 
     ev.rethrow();
 }
 
+bool SplitRunnerImpl::rollback(int seq, int64_t n_keep) {
+    Sequence& q = sequence(seq);
+    STRATA_CHECK(n_keep >= 1, "rollback: {} rows kept", n_keep);
+    if (q.snaps.size() != q.states.size() || q.snaps.empty() || q.snaps.front().n_past() + n_keep > q.n_past) return false;
+    for (size_t s = 0; s < stages_.size(); ++s)
+        if (!q.snaps[s].valid() || !model_->can_replay_log(*stages_[s].weights, q.states[s], n_keep)) return false;
+    on_every_stage([this, &q, n_keep](size_t s) {
+        Stage& st = stages_[s];
+        SeqState& state = q.states[s];
+        q.snaps[s].load(st.dev->ops(), state);
+        model_->replay_log(*st.ctx, state, n_keep);
+        state.n_past += n_keep;
+        if (state.gdn_log) state.gdn_log->disarm();  // its window is settled
+    });
+    q.n_past = q.states.front().n_past;
+    return true;
+}
+
 void SplitRunnerImpl::on_every_stage(const std::function<void(size_t)>& op) {
     if (cfg_.host_timeout_ms == 0) {
         for (size_t s = 0; s < stages_.size(); ++s) stages_[s].dev->run([&op, s] { op(s); });

@@ -219,11 +219,15 @@ public:
 
     // Copies on each stage's device, queued there (the devices are idle between windows,
     // so the host only waits for them).
-    void snapshot(int seq) override {
+    void snapshot(int seq, int64_t window_rows) override {
         Sequence& q = sequence(seq);
         q.snaps.resize(q.states.size());
-        on_every_stage([this, &q](size_t s) { q.snaps[s].save(stages_[s].dev->ops(), q.states[s]); });
+        on_every_stage([this, &q, window_rows](size_t s) {
+            q.snaps[s].save(stages_[s].dev->ops(), q.states[s]);
+            arm_log(stages_[s].dev->ops(), q.states[s], window_rows);
+        });
     }
+    bool rollback(int seq, int64_t n_keep) override;
     void restore(int seq) override {
         Sequence& q = sequence(seq);
         STRATA_CHECK(!q.snaps.empty(), "sequence {} has no snapshot", seq);

@@ -19,7 +19,7 @@ PlacementRequest stage_request(const Model& m, Ops& ops, const StagePlan& sp, bo
     for (int64_t il = sp.l0; il < sp.l1; ++il)
         req.layer_bytes.push_back(static_cast<int64_t>(m.layer_bytes(ops, il, m.experts_on_host(il, cfg.n_cpu_moe))));
     // A sequence's state (KV cache, GDN state) as the device allocates it, and the GDN
-    // snapshots speculation keeps per sequence (one, plus the pipeline's slots).
+    // snapshots speculation keeps per sequence (one, plus the pipeline's slots), ...
     int64_t per_seq = 0;
     {
         const int64_t before = ops.meter().used();
@@ -27,6 +27,8 @@ PlacementRequest stage_request(const Model& m, Ops& ops, const StagePlan& sp, bo
         per_seq = ops.meter().used() - before;
         const int64_t gdn = s.gdn ? static_cast<int64_t>(s.gdn->bytes()) : 0;
         per_seq += gdn * (1 + (cfg.pipeline_windows == 2 ? StagePipe::kSnapSlots : 0));
+        // and the inputs a verify window keeps for its rollback (GdnLog)
+        if (s.gdn) per_seq += static_cast<int64_t>(GdnLog::bytes(s.gdn->n_layers(), s.gdn->conv_dim(), s.gdn->nv()));
     }
     const int64_t rows = std::max<int64_t>(cfg.max_rows, 1);
     const int64_t act_rows = sizeof(float) * static_cast<size_t>(rows * m.hp().n_embd);

@@ -23,6 +23,7 @@ public:
     int64_t n_layers() const { return n_layers_; }
     int64_t conv_rows() const { return conv_rows_; }
     int64_t conv_dim() const { return conv_dim_; }
+    int64_t nv() const { return nv_; }
     size_t bytes() const { return mem_.size(); }
 
     // [K-1, conv_dim]: the last K-1 pre-convolution qkv inputs, oldest row first.

@@ -5,6 +5,7 @@
 #include <memory>
 #include <vector>
 
+#include "engine/state/gdn_log.h"
 #include "engine/state/gdn_state.h"
 #include "engine/state/kv_cache.h"
 
@@ -17,6 +18,7 @@ struct SeqState {
     std::vector<int64_t> kv_slot;       // model layer (MTP blocks: n_layer + i) -> KV layer index (-1: none)
     std::unique_ptr<GdnState> gdn;      // Gated DeltaNet layers; null for dense models
     std::vector<int64_t> gdn_slot;      // model layer -> GdnState layer index (-1: not recurrent)
+    std::unique_ptr<GdnLog> gdn_log;    // a verify window's GDN inputs (null until the first one)
 };
 
 }  // namespace strata
