@@ -305,6 +305,7 @@ void CpuOps::topk_softmax(Tensor logits, int64_t k, int32_t* ids, float* wt) {
 void CpuOps::moe_experts(std::span<const MatView> gate, std::span<const MatView> up, std::span<const MatView> down,
                          const int32_t* ids, int64_t k, Tensor h, Tensor routed) {
     const int64_t T = h.ne1, E = h.ne0, X = static_cast<int64_t>(gate.size());
+    if (T == 1) return moe_experts_one(gate, up, down, ids, k, h, routed);
     // Per expert, the list of (token, slot) pairs routed to it, so each expert runs one
     // batched matmul.
     start_.assign(static_cast<size_t>(X + 1), 0);
@@ -325,12 +326,40 @@ void CpuOps::moe_experts(std::span<const MatView> gate, std::span<const MatView>
         ye_.resize(static_cast<size_t>(n * E));
         for (int64_t i = 0; i < n; ++i)
             std::memcpy(xe_.data() + i * E, h.row(order_[start_[e] + i] / k), sizeof(float) * E);
-        strata::matmul(pool_, gate[e], xe_.data(), E, n, ge_.data(), F);
-        strata::matmul(pool_, up[e], xe_.data(), E, n, ue_.data(), F);
+        const MatOut gu[2] = {{gate[e], ge_.data(), F}, {up[e], ue_.data(), F}};  // one pass over the rows
+        strata::matmul_multi(pool_, gu, xe_.data(), E, n);
         ops::swiglu(ge_.data(), ue_.data(), n * F, ge_.data());
         strata::matmul(pool_, down[e], ge_.data(), F, n, ye_.data(), E);
         for (int64_t i = 0; i < n; ++i)
             std::memcpy(routed.row(order_[start_[e] + i]), ye_.data() + i * E, sizeof(float) * E);
+    }
+}
+
+// One token (decode): every selected expert's gate and up read the same row, so they run
+// as one matmul_multi (one pass of the pool, the row quantized once) instead of two
+// matmuls per expert; the results are the same, output by output.
+void CpuOps::moe_experts_one(std::span<const MatView> gate, std::span<const MatView> up, std::span<const MatView> down,
+                             const int32_t* ids, int64_t k, Tensor h, Tensor routed) {
+    const int64_t E = h.ne0;
+    int64_t F = 0;
+    for (int64_t s = 0; s < k; ++s) F = std::max(F, gate[static_cast<size_t>(ids[s])].n_out);
+    ge_.resize(static_cast<size_t>(k * F));
+    ue_.resize(static_cast<size_t>(k * F));
+    gu_.clear();
+    for (int64_t s = 0; s < k; ++s) {
+        const auto e = static_cast<size_t>(ids[s]);
+        if (!gate[e].data) continue;  // an expert computed elsewhere
+        gu_.push_back({gate[e], ge_.data() + s * F, gate[e].n_out});
+        gu_.push_back({up[e], ue_.data() + s * F, up[e].n_out});
+    }
+    strata::matmul_multi(pool_, gu_, h.row(0), E, 1);
+    for (int64_t s = 0; s < k; ++s) {
+        const auto e = static_cast<size_t>(ids[s]);
+        if (!gate[e].data) continue;
+        const int64_t f = gate[e].n_out;
+        float* g = ge_.data() + s * F;
+        ops::swiglu(g, ue_.data() + s * F, f, g);
+        strata::matmul(pool_, down[e], g, f, 1, routed.row(s), E);
     }
 }
 
