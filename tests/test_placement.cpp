@@ -206,6 +206,32 @@ TEST_CASE("streaming: logits are bit-identical whatever the placement, within th
     }
 }
 
+TEST_CASE("streaming: a verify window over streamed recurrent layers rolls back by restore and replay",
+          "[placement][rollback]") {
+    // Runner::rollback would run a streamed GDN layer's conv without its weights copied in:
+    // it refuses, changing nothing, and the Verifier restores and replays instead.
+    const auto m = model(synth::Arch::Qwen3Next, 4);
+    const int64_t L = m->hp().n_layer;
+    SplitConfig cfg;
+    cfg.stream_layers = true;
+    SplitPlan one;
+    one.stages.push_back({"cpu:0", 0, L});
+    PlacementRequest r = requests(*m, one, cfg, 32).front();
+    r.budget = budget_for(r, 0, 0);
+    REQUIRE(plan_placement(r).placement.n_resident == 0);
+    cfg.budgets = {{"cpu:0", r.budget}};
+    auto run = make_local_runner(m, 1, 32, GgmlType::F16, cfg);
+    const std::vector<int32_t> prompt = {5, 9, 2, 77}, window = {40, 41, 42};
+    const int s = run->new_sequence();
+    const Runner::Item p{s, prompt, false};
+    run->eval(std::span<const Runner::Item>(&p, 1), nullptr);
+    run->snapshot(s, 3);
+    const Runner::Item w{s, window, false};
+    run->eval(std::span<const Runner::Item>(&w, 1), nullptr);
+    CHECK_FALSE(run->rollback(s, 2));
+    CHECK(run->n_past(s) == 7);
+}
+
 TEST_CASE("streaming: any placement of a stage computes the same bits", "[placement][determinism]") {
     // The planner never streams one layer alone (a slot costs what the layer does), so
     // the mechanism is checked here with placements given directly: 1, 2 and all layers
