@@ -475,6 +475,58 @@ TEST_CASE("matmul_multi: the same results as one matmul per weight", "[matmul][d
     }
 }
 
+// matmul_grouped: several inputs of their own widths and token counts, each read by some
+// of the weights (an MoE layer's experts), give one matmul per weight, bit for bit; more
+// outputs than one parallel run takes (32), an f32-path weight among them.
+TEST_CASE("matmul_grouped: the same results as one matmul per weight and input", "[matmul][determinism]") {
+    std::vector<Weights> ws;
+    const std::vector<int64_t> widths = {256, 512, 768};
+    for (uint32_t i = 0; i < 40; ++i) {
+        const GgmlType type = i == 7 ? GgmlType::F16 : i % 3 == 0 ? GgmlType::Q4_K : i % 3 == 1 ? GgmlType::Q8_0 : GgmlType::Q6_K;
+        ws.push_back(make_weights(type, widths[i % 3], 16 + 5 * (i % 7), 100 + i));
+    }
+    std::vector<PackedCopy> packed;
+    packed.reserve(ws.size());
+    for (size_t i = 0; i < ws.size(); i += 2)
+        if (ws[i].view.type != GgmlType::F16) {
+            packed.push_back(packed_copy(ws[i].view));
+            ws[i].view = packed.back().view;
+        }
+    // Input j: width widths[j % 3], T_j tokens (0 included: nothing to do for its weights).
+    const std::vector<int64_t> toks = {1, 3, 2, 5, 0, 1};
+    std::vector<std::vector<float>> xs;
+    std::vector<MatIn> ins;
+    for (size_t j = 0; j < toks.size(); ++j) {
+        const int64_t n_in = widths[j % 3];
+        xs.push_back(randn(static_cast<size_t>(std::max<int64_t>(toks[j], 1) * (n_in + 8)), 200 + static_cast<uint32_t>(j)));
+        ins.push_back({xs.back().data(), n_in + 8, toks[j]});
+    }
+    for (int threads : {1, 2, 3}) {
+        ThreadPool pool(threads);
+        std::vector<std::vector<float>> one(ws.size()), grouped(ws.size());
+        std::vector<MatOut> outs;
+        std::vector<int> in_of;
+        for (size_t i = 0; i < ws.size(); ++i) {
+            const size_t j = (i % 3) + 3 * ((i / 3) % 2);  // an input of the weight's width
+            const MatIn& x = ins[j];
+            const int64_t no = ws[i].view.n_out;
+            one[i].assign(static_cast<size_t>(std::max<int64_t>(x.T, 1) * no), -1.0f);
+            grouped[i].assign(one[i].size(), -1.0f);
+            matmul(pool, ws[i].view, x.x, x.ldx, x.T, one[i].data(), no);
+            outs.push_back({ws[i].view, grouped[i].data(), no});
+            in_of.push_back(static_cast<int>(j));
+        }
+        matmul_grouped(pool, ins, outs, in_of);
+        INFO("threads " << threads);
+        for (size_t i = 0; i < ws.size(); ++i) CHECK(grouped[i] == one[i]);
+    }
+    ThreadPool pool(1);
+    std::vector<float> y(64);
+    const MatOut o{ws[0].view, y.data(), 64};
+    const int bad = 9;
+    CHECK_THROWS(matmul_grouped(pool, ins, std::span<const MatOut>(&o, 1), std::span<const int>(&bad, 1)));
+}
+
 // The pool's spin-then-sleep handshake: many back-to-back runs (workers and caller stay
 // spinning), runs after a pause long enough for everyone to fall asleep, and an
 // exception, after which the pool still works.

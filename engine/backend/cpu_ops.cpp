@@ -305,9 +305,10 @@ void CpuOps::topk_softmax(Tensor logits, int64_t k, int32_t* ids, float* wt) {
 void CpuOps::moe_experts(std::span<const MatView> gate, std::span<const MatView> up, std::span<const MatView> down,
                          const int32_t* ids, int64_t k, Tensor h, Tensor routed) {
     const int64_t T = h.ne1, E = h.ne0, X = static_cast<int64_t>(gate.size());
-    if (T == 1) return moe_experts_one(gate, up, down, ids, k, h, routed);
     // Per expert, the list of (token, slot) pairs routed to it, so each expert runs one
-    // batched matmul.
+    // batched matmul per weight over its rows; all experts' gate and up then go in one
+    // parallel run, and all their downs in another (matmul_grouped: the same results as
+    // one matmul per expert and weight).
     start_.assign(static_cast<size_t>(X + 1), 0);
     for (int64_t i = 0; i < T * k; ++i) ++start_[ids[i] + 1];
     for (int64_t e = 0; e < X; ++e) start_[e + 1] += start_[e];
@@ -315,51 +316,58 @@ void CpuOps::moe_experts(std::span<const MatView> gate, std::span<const MatView>
     next_.assign(start_.begin(), start_.end() - 1);
     for (int64_t i = 0; i < T * k; ++i) order_[next_[ids[i]]++] = static_cast<int32_t>(i);  // i = t*k + slot
 
-    // Gather rows, SwiGLU, scatter into routed[t * k + slot].
-    for (int64_t e = 0; e < X; ++e) {
-        const int64_t n = start_[e + 1] - start_[e];
-        if (n == 0 || !gate[e].data) continue;  // no rows, or an expert computed elsewhere
-        const int64_t F = gate[e].n_out;
-        xe_.resize(static_cast<size_t>(n * E));
-        ge_.resize(static_cast<size_t>(n * F));
-        ue_.resize(static_cast<size_t>(n * F));
-        ye_.resize(static_cast<size_t>(n * E));
-        for (int64_t i = 0; i < n; ++i)
-            std::memcpy(xe_.data() + i * E, h.row(order_[start_[e] + i] / k), sizeof(float) * E);
-        const MatOut gu[2] = {{gate[e], ge_.data(), F}, {up[e], ue_.data(), F}};  // one pass over the rows
-        strata::matmul_multi(pool_, gu, xe_.data(), E, n);
-        ops::swiglu(ge_.data(), ue_.data(), n * F, ge_.data());
-        strata::matmul(pool_, down[e], ge_.data(), F, n, ye_.data(), E);
-        for (int64_t i = 0; i < n; ++i)
-            std::memcpy(routed.row(order_[start_[e] + i]), ye_.data() + i * E, sizeof(float) * E);
-    }
-}
-
-// One token (decode): every selected expert's gate and up read the same row, so they run
-// as one matmul_multi (one pass of the pool, the row quantized once) instead of two
-// matmuls per expert; the results are the same, output by output.
-void CpuOps::moe_experts_one(std::span<const MatView> gate, std::span<const MatView> up, std::span<const MatView> down,
-                             const int32_t* ids, int64_t k, Tensor h, Tensor routed) {
-    const int64_t E = h.ne0;
     int64_t F = 0;
-    for (int64_t s = 0; s < k; ++s) F = std::max(F, gate[static_cast<size_t>(ids[s])].n_out);
-    ge_.resize(static_cast<size_t>(k * F));
-    ue_.resize(static_cast<size_t>(k * F));
-    gu_.clear();
-    for (int64_t s = 0; s < k; ++s) {
-        const auto e = static_cast<size_t>(ids[s]);
-        if (!gate[e].data) continue;  // an expert computed elsewhere
-        gu_.push_back({gate[e], ge_.data() + s * F, gate[e].n_out});
-        gu_.push_back({up[e], ue_.data() + s * F, up[e].n_out});
+    for (int64_t e = 0; e < X; ++e)
+        if (start_[e + 1] > start_[e] && gate[e].data) F = std::max(F, gate[e].n_out);
+    if (F == 0) return;  // no rows, or every expert computed elsewhere
+    // With one token, every expert's gate and up read the same row: one input, quantized once.
+    const bool one = T == 1;
+    xe_.resize(static_cast<size_t>((one ? 1 : T * k) * E));
+    ge_.resize(static_cast<size_t>(T * k * F));
+    ue_.resize(static_cast<size_t>(T * k * F));
+    ye_.resize(static_cast<size_t>(T * k * E));
+    ins_.clear();
+    outs_.clear();
+    in_of_.clear();
+    if (one) {
+        std::memcpy(xe_.data(), h.row(0), sizeof(float) * E);
+        ins_.push_back({xe_.data(), E, 1});
     }
-    strata::matmul_multi(pool_, gu_, h.row(0), E, 1);
-    for (int64_t s = 0; s < k; ++s) {
-        const auto e = static_cast<size_t>(ids[s]);
-        if (!gate[e].data) continue;
+    for (int64_t e = 0; e < X; ++e) {
+        const int64_t r0 = start_[e], n = start_[e + 1] - r0;
+        if (n == 0 || !gate[e].data) continue;
         const int64_t f = gate[e].n_out;
-        float* g = ge_.data() + s * F;
-        ops::swiglu(g, ue_.data() + s * F, f, g);
-        strata::matmul(pool_, down[e], g, f, 1, routed.row(s), E);
+        if (!one) {
+            for (int64_t i = 0; i < n; ++i)
+                std::memcpy(xe_.data() + (r0 + i) * E, h.row(order_[r0 + i] / k), sizeof(float) * E);
+            ins_.push_back({xe_.data() + r0 * E, E, n});
+        }
+        const int in = static_cast<int>(ins_.size()) - 1;
+        outs_.push_back({gate[e], ge_.data() + r0 * F, f});
+        outs_.push_back({up[e], ue_.data() + r0 * F, f});
+        in_of_.insert(in_of_.end(), {in, in});
+    }
+    strata::matmul_grouped(pool_, ins_, outs_, in_of_);
+
+    // SwiGLU, then every expert's down over its own rows.
+    ins_.clear();
+    outs_.clear();
+    in_of_.clear();
+    for (int64_t e = 0; e < X; ++e) {
+        const int64_t r0 = start_[e], n = start_[e + 1] - r0;
+        if (n == 0 || !gate[e].data) continue;
+        const int64_t f = gate[e].n_out;
+        float* g = ge_.data() + r0 * F;
+        ops::swiglu(g, ue_.data() + r0 * F, n * f, g);
+        in_of_.push_back(static_cast<int>(ins_.size()));
+        ins_.push_back({g, f, n});
+        outs_.push_back({down[e], ye_.data() + r0 * E, E});
+    }
+    strata::matmul_grouped(pool_, ins_, outs_, in_of_);
+    for (int64_t e = 0; e < X; ++e) {
+        if (!gate[e].data) continue;
+        for (int64_t i = start_[e]; i < start_[e + 1]; ++i)
+            std::memcpy(routed.row(order_[i]), ye_.data() + i * E, sizeof(float) * E);
     }
 }
 

@@ -94,9 +94,9 @@ private:
     std::vector<float> conv_in_;     // conv1d: [K - 1 + n, conv_dim]
     std::vector<int32_t> order_, start_, next_;  // moe: rows grouped by expert
     std::vector<float> xe_, ge_, ue_, ye_;       // moe: one expert's rows
-    std::vector<MatOut> gu_;                     // moe, one token: every expert's gate and up
-    void moe_experts_one(std::span<const MatView> gate, std::span<const MatView> up, std::span<const MatView> down,
-                         const int32_t* ids, int64_t k, Tensor h, Tensor routed);
+    std::vector<MatIn> ins_;                     // moe: the experts' rows (one input per expert)
+    std::vector<MatOut> outs_;                   // moe: their gate and up, or their down
+    std::vector<int> in_of_;                     // moe: the input each output reads
 };
 
 }  // namespace strata

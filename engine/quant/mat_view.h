@@ -37,4 +37,11 @@ struct MatOut {
     int64_t ldy;
 };
 
+// An activation [T, n_in] f32 with row stride ldx (floats), read by one or more MatOuts.
+struct MatIn {
+    const float* x;
+    int64_t ldx;
+    int64_t T;
+};
+
 }  // namespace strata

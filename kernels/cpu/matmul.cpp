@@ -51,7 +51,7 @@ void tile_dot(const float* rows, int nr, int64_t n, const float* x, int64_t ldx,
 
 // Integer-dot path (matmul_q.h): quantize each token of x on its own, once for all the
 // weights, then give each task a fixed range of rows of one weight, for all tokens.
-constexpr size_t kMaxOuts = 8;
+constexpr size_t kMaxOuts = 32;  // outputs (and inputs) of one parallel run
 
 // One thread's share of a call's units: claimed one chunk at a time from the front by
 // its owner and one unit at a time from the back by a thread that has finished its own.
@@ -111,21 +111,28 @@ kq::Isa path_for(int64_t T, bool packed_q8) {
     return isa;
 }
 
-void matmul_q(ThreadPool& pool, std::span<const MatOut> outs, const float* x, int64_t ldx, int64_t T) {
-    // Grow-only, per calling thread: no allocation once the largest shape has been seen.
-    thread_local ActQ act;
-    act.reserve(outs[0].w.n_in, T);
+// Several activations, each quantized once, and the outputs reading them (outs[i] reads
+// ins[in_of[i]]), all in one parallel run.
+void matmul_q(ThreadPool& pool, std::span<const MatIn> ins, std::span<const MatOut> outs, std::span<const int> in_of) {
+    // Grow-only, per calling thread: no allocation once the largest shapes have been seen.
+    thread_local ActQ acts[kMaxOuts];
     struct Ctx {
-        const float* x;
-        int64_t ldx;
-        ActQ* a;
+        struct In {
+            const float* x;
+            int64_t ldx;
+            ActQ* a;
+            int64_t q_per_tok;  // quantization claims per token
+            int64_t q0;         // its first claim
+        };
+        In in[kMaxOuts];
+        size_t n_in;
         size_t n;
         int64_t unit;  // rows per unit of work: four 4-row tiles, or two 16-row packed groups
         int n_shares;
         kq::Job jobs[kMaxOuts];
+        void (*fn[kMaxOuts])(const kq::Job&, int64_t, int64_t);  // per output: the path for its T
         int64_t first[kMaxOuts + 1];  // first unit of each output
-        void (*fn)(const kq::Job&, int64_t, int64_t);
-        int64_t q_per_tok, n_q;  // quantization claims: per token, in all
+        int64_t n_q;  // quantization claims in all
         alignas(64) std::atomic<int64_t> q_next{0};
         alignas(64) std::atomic<int64_t> q_done{0};
         Share shares[kMaxShares];
@@ -136,7 +143,7 @@ void matmul_q(ThreadPool& pool, std::span<const MatOut> outs, const float* x, in
                 while (u0 >= first[i + 1]) ++i;
                 const int64_t stop = std::min(u1, first[i + 1]);
                 const kq::Job& job = jobs[i];
-                fn(job, (u0 - first[i]) * unit, std::min(job.w->n_out, (stop - first[i]) * unit));
+                fn[i](job, (u0 - first[i]) * unit, std::min(job.w->n_out, (stop - first[i]) * unit));
                 u0 = stop;
             }
         }
@@ -165,9 +172,12 @@ void matmul_q(ThreadPool& pool, std::span<const MatOut> outs, const float* x, in
         // waits for nothing before it finishes it, so this never deadlocks, however the
         // pool hands out the tasks.
         void quantize() {
+            size_t j = 0;
             for (int64_t i; (i = q_next.fetch_add(1, std::memory_order_relaxed)) < n_q;) {
-                const int64_t t = i / q_per_tok, b0 = i % q_per_tok * kQuantBlocks;
-                quantize_act_blocks(x + t * ldx, t, b0, std::min(a->nb, b0 + kQuantBlocks), *a);
+                while (j + 1 < n_in && i >= in[j + 1].q0) ++j;  // a thread's claims only increase
+                const In& s = in[j];
+                const int64_t c = i - s.q0, t = c / s.q_per_tok, b0 = c % s.q_per_tok * kQuantBlocks;
+                quantize_act_blocks(s.x + t * s.ldx, t, b0, std::min(s.a->nb, b0 + kQuantBlocks), *s.a);
                 q_done.fetch_add(1, std::memory_order_release);
             }
             // A claim takes about a microsecond; past that, the thread that holds one may
@@ -178,29 +188,43 @@ void matmul_q(ThreadPool& pool, std::span<const MatOut> outs, const float* x, in
         }
     };
     thread_local Ctx c;
-    c.x = x;
-    c.ldx = ldx;
-    c.a = &act;
+    c.n_in = ins.size();
     c.n = outs.size();
     c.unit = 16;
-    c.q_per_tok = (act.nb + kQuantBlocks - 1) / kQuantBlocks;
-    c.n_q = T * c.q_per_tok;
+    int64_t q = 0;
+    for (size_t j = 0; j < ins.size(); ++j) {
+        int64_t n_in = 0;
+        for (size_t i = 0; i < outs.size(); ++i)
+            if (in_of[i] == static_cast<int>(j)) n_in = outs[i].w.n_in;
+        acts[j].reserve(n_in, ins[j].T);
+        c.in[j] = {ins[j].x, ins[j].ldx, &acts[j], (acts[j].nb + kQuantBlocks - 1) / kQuantBlocks, q};
+        q += ins[j].T * c.in[j].q_per_tok;
+    }
+    c.n_q = q;
     c.q_next.store(0, std::memory_order_relaxed);
     c.q_done.store(0, std::memory_order_relaxed);
-    const bool packed_q8 =
-        std::all_of(outs.begin(), outs.end(), [](const MatOut& o) { return o.w.packed && o.w.type == GgmlType::Q8_0; });
-    switch (path_for(T, packed_q8)) {
-    case kq::Isa::Amx:
-    case kq::Isa::Avx512Vnni: c.fn = kq::rows_avx512; break;
-    case kq::Isa::Avx2: c.fn = kq::rows_avx2; break;
-    case kq::Isa::AvxVnni: c.fn = kq::rows_avxvnni; break;
-    default: c.fn = kq::rows_scalar; break;
+    for (size_t j = 0; j < ins.size(); ++j) {
+        // The path of the outputs reading input j: by its T (and packed Q8_0, path_for).
+        bool packed_q8 = true;
+        for (size_t i = 0; i < outs.size(); ++i)
+            if (in_of[i] == static_cast<int>(j))
+                packed_q8 = packed_q8 && outs[i].w.packed && outs[i].w.type == GgmlType::Q8_0;
+        void (*fn)(const kq::Job&, int64_t, int64_t) = kq::rows_scalar;
+        switch (path_for(ins[j].T, packed_q8)) {
+        case kq::Isa::Amx:
+        case kq::Isa::Avx512Vnni: fn = kq::rows_avx512; break;
+        case kq::Isa::Avx2: fn = kq::rows_avx2; break;
+        case kq::Isa::AvxVnni: fn = kq::rows_avxvnni; break;
+        default: break;
+        }
+        for (size_t i = 0; i < outs.size(); ++i)
+            if (in_of[i] == static_cast<int>(j)) c.fn[i] = fn;
     }
     for (const MatOut& o : outs)
         if (o.w.packed) c.unit = 2 * kq::kPackRows;  // decode reads packed groups two at a time
     c.first[0] = 0;
     for (size_t i = 0; i < c.n; ++i) {
-        c.jobs[i] = {&outs[i].w, &act, outs[i].y, outs[i].ldy};
+        c.jobs[i] = {&outs[i].w, &acts[in_of[i]], outs[i].y, outs[i].ldy};
         c.first[i + 1] = c.first[i] + (outs[i].w.n_out + c.unit - 1) / c.unit;
     }
     // Each thread gets one contiguous share of the rows (one run of memory per weight,
@@ -259,27 +283,63 @@ const char* int_decode_path_name(GgmlType type) {
     return kq::supported(type) ? kq::name(path_for(1, type == GgmlType::Q8_0)) : "none (f32 path)";
 }
 
+void matmul_grouped(ThreadPool& pool, std::span<const MatIn> ins, std::span<const MatOut> outs, std::span<const int> in_of) {
+    STRATA_CHECK(in_of.size() == outs.size(), "matmul: {} inputs named for {} outputs", in_of.size(), outs.size());
+    for (size_t i = 0; i < outs.size(); ++i) {
+        const MatOut& o = outs[i];
+        STRATA_CHECK(in_of[i] >= 0 && static_cast<size_t>(in_of[i]) < ins.size(), "matmul: output {} reads input {} of {}",
+                     i, in_of[i], ins.size());
+        const MatIn& x = ins[static_cast<size_t>(in_of[i])];
+        STRATA_CHECK(o.w.n_in > 0 && o.w.n_out > 0, "matmul: empty weight {}x{}", o.w.n_out, o.w.n_in);
+        STRATA_CHECK(x.ldx >= o.w.n_in && o.ldy >= o.w.n_out, "matmul: strides {} / {} too small", x.ldx, o.ldy);
+        for (size_t j = 0; j < i; ++j)
+            STRATA_CHECK(in_of[j] != in_of[i] || outs[j].w.n_in == o.w.n_in, "matmul: weights with {} and {} inputs read one x",
+                         outs[j].w.n_in, o.w.n_in);
+    }
+    // The integer path in runs of up to kMaxOuts outputs (with their inputs, renumbered);
+    // the f32 path one output at a time.
+    thread_local std::vector<MatIn> run_in;
+    thread_local std::vector<MatOut> run_out;
+    thread_local std::vector<int> run_of, map;
+    run_in.clear();
+    run_out.clear();
+    run_of.clear();
+    map.assign(ins.size(), -1);
+    auto flush = [&] {
+        if (!run_out.empty()) matmul_q(pool, run_in, run_out, run_of);
+        run_in.clear();
+        run_out.clear();
+        run_of.clear();
+        std::fill(map.begin(), map.end(), -1);
+    };
+    for (size_t i = 0; i < outs.size(); ++i) {
+        const MatOut& o = outs[i];
+        const auto j = static_cast<size_t>(in_of[i]);
+        const MatIn& x = ins[j];
+        if (x.T <= 0) continue;
+        if (!kq::supported(o.w.type)) {
+            matmul_f32(pool, o.w, x.x, x.ldx, x.T, o.y, o.ldy);
+            continue;
+        }
+        if (run_out.size() == kMaxOuts || (map[j] < 0 && run_in.size() == kMaxOuts)) flush();
+        if (map[j] < 0) {
+            map[j] = static_cast<int>(run_in.size());
+            run_in.push_back(x);
+        }
+        run_out.push_back(o);
+        run_of.push_back(map[j]);
+    }
+    flush();
+}
+
 void matmul_multi(ThreadPool& pool, std::span<const MatOut> outs, const float* x, int64_t ldx, int64_t T) {
     if (outs.empty()) return;
-    bool all_q = true;
-    for (const MatOut& o : outs) {
-        STRATA_CHECK(o.w.n_in > 0 && o.w.n_out > 0, "matmul: empty weight {}x{}", o.w.n_out, o.w.n_in);
+    for (const MatOut& o : outs)
         STRATA_CHECK(o.w.n_in == outs[0].w.n_in, "matmul: weights with {} and {} inputs", o.w.n_in, outs[0].w.n_in);
-        STRATA_CHECK(ldx >= o.w.n_in && o.ldy >= o.w.n_out, "matmul: strides {} / {} too small", ldx, o.ldy);
-        all_q = all_q && kq::supported(o.w.type);
-    }
-    if (T <= 0) return;
-    if (all_q) {
-        for (size_t i = 0; i < outs.size(); i += kMaxOuts)
-            matmul_q(pool, outs.subspan(i, std::min(kMaxOuts, outs.size() - i)), x, ldx, T);
-        return;
-    }
-    for (const MatOut& o : outs) {
-        if (kq::supported(o.w.type))
-            matmul_q(pool, std::span<const MatOut>(&o, 1), x, ldx, T);
-        else
-            matmul_f32(pool, o.w, x, ldx, T, o.y, o.ldy);
-    }
+    const MatIn in{x, ldx, T};
+    thread_local std::vector<int> zeros;
+    zeros.assign(outs.size(), 0);
+    matmul_grouped(pool, std::span<const MatIn>(&in, 1), outs, zeros);
 }
 
 void matmul(ThreadPool& pool, const MatView& w, const float* x, int64_t ldx, int64_t T, float* y,

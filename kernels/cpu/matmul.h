@@ -29,6 +29,12 @@ void matmul(ThreadPool& pool, const MatView& w, const float* x, int64_t ldx, int
 // per weight).
 void matmul_multi(ThreadPool& pool, std::span<const MatOut> outs, const float* x, int64_t ldx, int64_t T);
 
+// Several activations, and weights each applied to one of them: outs[i] = ins[in_of[i]].x ·
+// outs[i].wᵀ (an MoE layer's experts, each over its own tokens). Exactly the results of
+// one matmul per output, each activation quantized once, all in one parallel run (one
+// hand-off to the threads instead of one per expert and weight).
+void matmul_grouped(ThreadPool& pool, std::span<const MatIn> ins, std::span<const MatOut> outs, std::span<const int> in_of);
+
 // Repacking at load time. The integer-path types other than IQ1_S and IQ1_M have packed
 // layouts (matmul_q.h): 16 rows interleaved in groups of four values, so one vector
 // instruction multiplies the same four activations into 16 rows. packed_size is 0 for
