@@ -97,6 +97,7 @@ private:
     void step(const MtpCall& mtp, int32_t token);  // one pair (current hidden, token)
     int64_t E_, chunk_;
     std::vector<float> logits_;          // [n_vocab] prediction of the next token
+    std::vector<float> exps_;            // [n_vocab] scratch of a draft's probability
     std::vector<float> hid_, hid_next_;  // the chain's current hidden row (last row of hid_)
     int64_t next_pos_ = 0;               // MTP position of the next pair
     bool pending_ = false;               // draft() appended a token whose step has not run
