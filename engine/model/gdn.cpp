@@ -36,6 +36,19 @@ void deinterleave(Ops& ops, const GdnDims& d, Tensor mixed, Tensor qkv, Tensor z
     }
 }
 
+// One sequence's rows of a GDN layer: the causal conv with SiLU over the conv history
+// of state slot `slot` (qkv [n, conv_dim] -> u), the L2 norms of q (scaled) and k, and
+// the delta rule over the slot's state (-> o [n, nv * dv]). What a window runs, and what
+// a rollback runs again from the window's log: one body, so the two cannot drift apart.
+void advance(Ops& ops, const GdnDims& d, const float* conv_w, GdnState& g, int64_t slot, Tensor qkv, Tensor gate,
+             Tensor beta, Tensor u, Tensor o, GdnForm form) {
+    ops.conv1d_silu(d, qkv, conv_w, g.conv(slot), u);
+    ops.l2_norm(u, 0, d.nk, d.dk, d.eps, 1.0f / std::sqrt(static_cast<float>(d.dk)));
+    ops.l2_norm(u, d.key_dim(), d.nk, d.dk, d.eps, 1.0f);
+    if (form == GdnForm::Chunked) ops.gdn_chunked(d, u, gate, beta, g.ssm(slot), o, 64);
+    else ops.gdn_recurrent(d, u, gate, beta, g.ssm(slot), o);
+}
+
 }  // namespace
 
 void prepare(WeightPlacer& ops, GdnWeights& w) {
@@ -77,24 +90,20 @@ void gdn_block(ForwardCtx& ctx, const GdnDims& d, const GdnWeights& w, const Bat
     ops.gdn_gates(d, ba, w.a.data(), w.dt_bias.data(), bt, gl);
 
     // Per sequence: the causal conv with SiLU over its own history, L2 norms, and the
-    // delta rule over its own state.
+    // delta rule over its own state (advance); a verify window's inputs also go to the
+    // sequence's log for its rollback (gdn_replay).
     const Tensor u = rows(cd);
     const Tensor o = rows(vd);  // [T, nv, dv]
-    const float qscale = 1.0f / std::sqrt(static_cast<float>(d.dk));
     for (const BatchSeq& bs : batch.seqs) {
         const int64_t slot = bs.state->gdn_slot[static_cast<size_t>(il)];
-        const Tensor us = u.rows(bs.row0, bs.n);
-        ops.conv1d_silu(d, qkv.rows(bs.row0, bs.n), w.conv.data(), bs.state->gdn->conv(slot), us);
-        ops.l2_norm(us, 0, d.nk, d.dk, d.eps, qscale);
-        ops.l2_norm(us, d.key_dim(), d.nk, d.dk, d.eps, 1.0f);
-        const Tensor gs = gl.rows(bs.row0, bs.n), bs_beta = bt.rows(bs.row0, bs.n), os = o.rows(bs.row0, bs.n);
+        const Tensor qs = qkv.rows(bs.row0, bs.n), gs = gl.rows(bs.row0, bs.n), bs_beta = bt.rows(bs.row0, bs.n);
         if (GdnLog* log = bs.state->gdn_log.get(); log && log->take(slot, bs.n)) {
-            ops.copy(Tensor::f32(log->qkv(slot), cd, bs.n), qkv.rows(bs.row0, bs.n));
+            ops.copy(Tensor::f32(log->qkv(slot), cd, bs.n), qs);
             ops.copy(Tensor::f32(log->gate(slot), nv, bs.n), gs);
             ops.copy(Tensor::f32(log->beta(slot), nv, bs.n), bs_beta);
         }
-        if (form == GdnForm::Chunked) ops.gdn_chunked(d, us, gs, bs_beta, bs.state->gdn->ssm(slot), os, 64);
-        else ops.gdn_recurrent(d, us, gs, bs_beta, bs.state->gdn->ssm(slot), os);
+        advance(ops, d, w.conv.data(), *bs.state->gdn, slot, qs, gs, bs_beta, u.rows(bs.row0, bs.n),
+                o.rows(bs.row0, bs.n), form);
     }
 
     // Gated RMSNorm per value head: rmsnorm(o_h) * ssm_norm * silu(z_h).
@@ -103,16 +112,13 @@ void gdn_block(ForwardCtx& ctx, const GdnDims& d, const GdnWeights& w, const Bat
 }
 
 void gdn_replay(ForwardCtx& ctx, const GdnDims& d, const GdnWeights& w, SeqState& s, int64_t il, int64_t n) {
-    Ops& ops = ctx.ops;
     const int64_t slot = s.gdn_slot[static_cast<size_t>(il)], cd = d.conv_dim(), nv = d.nv;
     const GdnLog& log = *s.gdn_log;
     const Scratch::Frame frame(ctx.scratch);
-    const Tensor u = ctx.scratch.rows(cd, n), o = ctx.scratch.rows(d.value_dim(), n);
-    // gdn_block's steps from the kept inputs on; the output rows o are not needed.
-    ops.conv1d_silu(d, Tensor::f32(log.qkv(slot), cd, n), w.conv.data(), s.gdn->conv(slot), u);
-    ops.l2_norm(u, 0, d.nk, d.dk, d.eps, 1.0f / std::sqrt(static_cast<float>(d.dk)));
-    ops.l2_norm(u, d.key_dim(), d.nk, d.dk, d.eps, 1.0f);
-    ops.gdn_recurrent(d, u, Tensor::f32(log.gate(slot), nv, n), Tensor::f32(log.beta(slot), nv, n), s.gdn->ssm(slot), o);
+    // gdn_block's per-sequence steps on the kept inputs; the output rows are not needed.
+    advance(ctx.ops, d, w.conv.data(), *s.gdn, slot, Tensor::f32(log.qkv(slot), cd, n), Tensor::f32(log.gate(slot), nv, n),
+            Tensor::f32(log.beta(slot), nv, n), ctx.scratch.rows(cd, n), ctx.scratch.rows(d.value_dim(), n),
+            GdnForm::Recurrent);
 }
 
 }  // namespace strata

@@ -191,35 +191,33 @@ void matmul_q(ThreadPool& pool, std::span<const MatIn> ins, std::span<const MatO
     c.n_in = ins.size();
     c.n = outs.size();
     c.unit = 16;
+    // Per input: its width, and whether every weight reading it is packed Q8_0 (path_for).
+    int64_t width[kMaxOuts];
+    bool packed_q8[kMaxOuts];
+    std::fill_n(packed_q8, ins.size(), true);
+    for (size_t i = 0; i < outs.size(); ++i) {
+        const auto j = static_cast<size_t>(in_of[i]);
+        width[j] = outs[i].w.n_in;
+        packed_q8[j] = packed_q8[j] && outs[i].w.packed && outs[i].w.type == GgmlType::Q8_0;
+    }
     int64_t q = 0;
+    void (*fn_of[kMaxOuts])(const kq::Job&, int64_t, int64_t);  // the path of each input's T
     for (size_t j = 0; j < ins.size(); ++j) {
-        int64_t n_in = 0;
-        for (size_t i = 0; i < outs.size(); ++i)
-            if (in_of[i] == static_cast<int>(j)) n_in = outs[i].w.n_in;
-        acts[j].reserve(n_in, ins[j].T);
+        acts[j].reserve(width[j], ins[j].T);
         c.in[j] = {ins[j].x, ins[j].ldx, &acts[j], (acts[j].nb + kQuantBlocks - 1) / kQuantBlocks, q};
         q += ins[j].T * c.in[j].q_per_tok;
+        switch (path_for(ins[j].T, packed_q8[j])) {
+        case kq::Isa::Amx:
+        case kq::Isa::Avx512Vnni: fn_of[j] = kq::rows_avx512; break;
+        case kq::Isa::Avx2: fn_of[j] = kq::rows_avx2; break;
+        case kq::Isa::AvxVnni: fn_of[j] = kq::rows_avxvnni; break;
+        default: fn_of[j] = kq::rows_scalar; break;
+        }
     }
     c.n_q = q;
     c.q_next.store(0, std::memory_order_relaxed);
     c.q_done.store(0, std::memory_order_relaxed);
-    for (size_t j = 0; j < ins.size(); ++j) {
-        // The path of the outputs reading input j: by its T (and packed Q8_0, path_for).
-        bool packed_q8 = true;
-        for (size_t i = 0; i < outs.size(); ++i)
-            if (in_of[i] == static_cast<int>(j))
-                packed_q8 = packed_q8 && outs[i].w.packed && outs[i].w.type == GgmlType::Q8_0;
-        void (*fn)(const kq::Job&, int64_t, int64_t) = kq::rows_scalar;
-        switch (path_for(ins[j].T, packed_q8)) {
-        case kq::Isa::Amx:
-        case kq::Isa::Avx512Vnni: fn = kq::rows_avx512; break;
-        case kq::Isa::Avx2: fn = kq::rows_avx2; break;
-        case kq::Isa::AvxVnni: fn = kq::rows_avxvnni; break;
-        default: break;
-        }
-        for (size_t i = 0; i < outs.size(); ++i)
-            if (in_of[i] == static_cast<int>(j)) c.fn[i] = fn;
-    }
+    for (size_t i = 0; i < outs.size(); ++i) c.fn[i] = fn_of[in_of[i]];
     for (const MatOut& o : outs)
         if (o.w.packed) c.unit = 2 * kq::kPackRows;  // decode reads packed groups two at a time
     c.first[0] = 0;
@@ -285,6 +283,8 @@ const char* int_decode_path_name(GgmlType type) {
 
 void matmul_grouped(ThreadPool& pool, std::span<const MatIn> ins, std::span<const MatOut> outs, std::span<const int> in_of) {
     STRATA_CHECK(in_of.size() == outs.size(), "matmul: {} inputs named for {} outputs", in_of.size(), outs.size());
+    thread_local std::vector<int64_t> width;  // per input: the n_in of the weights reading it (0: none yet)
+    width.assign(ins.size(), 0);
     for (size_t i = 0; i < outs.size(); ++i) {
         const MatOut& o = outs[i];
         STRATA_CHECK(in_of[i] >= 0 && static_cast<size_t>(in_of[i]) < ins.size(), "matmul: output {} reads input {} of {}",
@@ -292,9 +292,9 @@ void matmul_grouped(ThreadPool& pool, std::span<const MatIn> ins, std::span<cons
         const MatIn& x = ins[static_cast<size_t>(in_of[i])];
         STRATA_CHECK(o.w.n_in > 0 && o.w.n_out > 0, "matmul: empty weight {}x{}", o.w.n_out, o.w.n_in);
         STRATA_CHECK(x.ldx >= o.w.n_in && o.ldy >= o.w.n_out, "matmul: strides {} / {} too small", x.ldx, o.ldy);
-        for (size_t j = 0; j < i; ++j)
-            STRATA_CHECK(in_of[j] != in_of[i] || outs[j].w.n_in == o.w.n_in, "matmul: weights with {} and {} inputs read one x",
-                         outs[j].w.n_in, o.w.n_in);
+        int64_t& n_in = width[static_cast<size_t>(in_of[i])];
+        STRATA_CHECK(n_in == 0 || n_in == o.w.n_in, "matmul: weights with {} and {} inputs read one x", n_in, o.w.n_in);
+        n_in = o.w.n_in;
     }
     // The integer path in runs of up to kMaxOuts outputs (with their inputs, renumbered);
     // the f32 path one output at a time.

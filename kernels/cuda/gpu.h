@@ -38,7 +38,7 @@ Event event_create();
 void event_destroy(Event e);
 void event_record(Event e, Stream s);      // e completes when s reaches this point
 void stream_wait(Stream s, Event e);       // what s runs after this waits for e
-void event_sync(Event e);                  // the host waits for e (at once if never recorded)
+void event_sync(Event e);                  // the host waits for e (record it first: HIP-CPU refuses a never-recorded one)
 void memset_async(void* p, int v, size_t bytes, Stream s);
 void copy_async(void* dst, const void* src, size_t bytes, Stream s);  // any direction
 void check_launch(const char* what);       // the last launch's error, if any
