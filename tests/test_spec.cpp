@@ -10,6 +10,7 @@
 #include "engine/backend/cpu_ops.h"
 #include "engine/generate.h"
 #include "engine/speculative/accept.h"
+#include "engine/speculative/mtp_drafter.h"
 #include "engine/speculative/speculative.h"
 #include "engine/split/split_runner.h"
 #include "tests/model_helpers.h"
@@ -257,6 +258,70 @@ TEST_CASE("spec: hidden rows and the MTP through a runner match the model", "[sp
         CHECK(mh == mh_ref);
         CHECK(std::equal(ml.begin(), ml.end(), ml_ref.begin() + (T - 1) * V));
     }
+}
+
+TEST_CASE("spec: the MTP chain runs the LM head only where a draft reads its prediction", "[spec][mtp]") {
+    // A stand-in MTP whose prediction after (h, token) at position p is (token * 7 + p) % V
+    // and whose hidden row carries the token, so every call and its inputs can be checked.
+    constexpr int64_t E = 4, V = 50;
+    struct Call {
+        int64_t T, pos0;
+        int32_t last;
+        bool head;
+    };
+    std::vector<Call> calls;
+    const MtpCall mtp = [&](const float*, const int32_t* tokens, int64_t T, int64_t pos0, float* logits,
+                            float* hidden_out) {
+        calls.push_back({T, pos0, tokens[T - 1], logits != nullptr});
+        if (hidden_out) std::fill(hidden_out, hidden_out + T * E, static_cast<float>(tokens[T - 1]));
+        if (logits) {
+            std::fill(logits, logits + V, 0.0f);
+            logits[(tokens[T - 1] * 7 + pos0 + T - 1) % V] = 5.0f;
+        }
+    };
+    const std::vector<float> hidden(3 * E, 1.0f);
+    const std::vector<int32_t> pairs = {4, 9, 11};
+    const std::vector<int32_t> forced = {20, 21, 22};
+
+    // The pipelined chain's shape: committed pairs, a window's drafts forced, then drafts.
+    MtpChain chain(E, V);
+    chain.feed(mtp, hidden.data(), pairs.data(), 3, 10, /*logits=*/false);
+    chain.force(mtp, forced);
+    Draft d;
+    chain.draft(mtp, 3, 0.0f, d);
+    // feed, three forced steps, then the steps of drafts 2 and 3 (draft 1 is the last
+    // forced step's prediction; draft 3's own step waits for a later call)
+    REQUIRE(calls.size() == 6);
+    CHECK(calls[0].T == 3);
+    CHECK(calls[0].pos0 == 10);
+    CHECK_FALSE(calls[0].head);
+    for (int i = 0; i < 3; ++i) {
+        CHECK(calls[1 + i].pos0 == 13 + i);
+        CHECK(calls[1 + i].last == forced[static_cast<size_t>(i)]);
+        CHECK(calls[1 + i].head == (i == 2));  // only the last forced step's prediction is read
+    }
+    const int32_t d1 = (22 * 7 + 15) % V, d2 = (d1 * 7 + 16) % V, d3 = (d2 * 7 + 17) % V;
+    CHECK(d.tokens == std::vector<int32_t>{d1, d2, d3});
+    CHECK(calls[4].last == d1);
+    CHECK(calls[5].last == d2);
+    CHECK((calls[4].head && calls[5].head));
+
+    // A pending draft then forced tokens: the pending step's prediction is overridden too.
+    calls.clear();
+    chain.force(mtp, std::vector<int32_t>{30});
+    REQUIRE(calls.size() == 2);
+    CHECK(calls[0].last == d3);
+    CHECK_FALSE(calls[0].head);
+    CHECK(calls[1].last == 30);
+    CHECK(calls[1].head);
+
+    // A feed whose prediction was skipped cannot be drafted from.
+    MtpChain bare(E, V);
+    bare.feed(mtp, hidden.data(), pairs.data(), 3, 0, /*logits=*/false);
+    Draft none;
+    CHECK_THROWS_WITH(bare.draft(mtp, 1, 0.0f, none), Catch::Contains("without its LM head"));
+    bare.force(mtp, std::vector<int32_t>{});  // nothing forced: still no prediction
+    CHECK_THROWS(bare.draft(mtp, 1, 0.0f, none));
 }
 
 TEST_CASE("spec: greedy output is identical with speculation off and K = 1..4", "[spec][greedy]") {

@@ -25,7 +25,8 @@ MtpChain::MtpChain(int64_t n_embd, int64_t n_vocab, int64_t chunk) : E_(n_embd),
     logits_.resize(static_cast<size_t>(n_vocab));
 }
 
-void MtpChain::feed(const MtpCall& mtp, const float* hidden, const int32_t* next_tokens, int64_t T, int64_t pos0) {
+void MtpChain::feed(const MtpCall& mtp, const float* hidden, const int32_t* next_tokens, int64_t T, int64_t pos0,
+                    bool logits) {
     STRATA_CHECK(T > 0, "draft: no committed pairs to feed");
     // Only the last chunk's last row matters for the chain (its logits give the next
     // draft, its hidden feeds the next step).
@@ -33,31 +34,37 @@ void MtpChain::feed(const MtpCall& mtp, const float* hidden, const int32_t* next
         const int64_t n = std::min(chunk_, T - c0);
         const bool last = c0 + n == T;
         if (last) hid_.resize(static_cast<size_t>(n * E_));
-        mtp(hidden + c0 * E_, next_tokens + c0, n, pos0 + c0, last ? logits_.data() : nullptr,
+        mtp(hidden + c0 * E_, next_tokens + c0, n, pos0 + c0, last && logits ? logits_.data() : nullptr,
             last ? hid_.data() : nullptr);
     }
     next_pos_ = pos0 + T;
     pending_ = false;
+    have_logits_ = logits;
 }
 
-void MtpChain::step(const MtpCall& mtp, int32_t token) {
+void MtpChain::step(const MtpCall& mtp, int32_t token, bool logits) {
     STRATA_CHECK(!hid_.empty(), "the MTP chain has not been fed");
     const float* h = hid_.data() + (static_cast<int64_t>(hid_.size()) / E_ - 1) * E_;  // last row
     hid_next_.resize(static_cast<size_t>(E_));
-    mtp(h, &token, 1, next_pos_++, logits_.data(), hid_next_.data());
+    // The LM head is most of a draft step on a small model (a 32k x n_embd head against
+    // one layer), so the steps whose prediction is overridden skip it.
+    mtp(h, &token, 1, next_pos_++, logits ? logits_.data() : nullptr, hid_next_.data());
     std::swap(hid_, hid_next_);
+    have_logits_ = logits;
 }
 
-void MtpChain::force(const MtpCall& mtp, int32_t token) {
-    if (pending_) step(mtp, pending_token_);
+void MtpChain::force(const MtpCall& mtp, std::span<const int32_t> tokens) {
+    if (tokens.empty()) return;
+    if (pending_) step(mtp, pending_token_, false);
     pending_ = false;
-    step(mtp, token);
+    for (size_t i = 0; i < tokens.size(); ++i) step(mtp, tokens[i], i + 1 == tokens.size());
 }
 
 void MtpChain::draft(const MtpCall& mtp, int n, float min_p, Draft& out) {
     for (int i = 0; i < n; ++i) {
         if (pending_) step(mtp, pending_token_);
         pending_ = false;
+        STRATA_CHECK(have_logits_, "the MTP chain's last step ran without its LM head (feed without logits, no force)");
         const int32_t d = argmax(logits_);
         const float pd = probability(logits_, d, exps_);
         if (pd < min_p) break;  // unsure: a short window costs less than a likely rejection

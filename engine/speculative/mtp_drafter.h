@@ -83,24 +83,30 @@ public:
     MtpChain(int64_t n_embd, int64_t n_vocab, int64_t chunk = 256);
 
     // Feeds the committed pairs (hidden[t], next_tokens[t]) at MTP positions pos0 + t
-    // (t < T, T >= 1; in chunks): the chain then stands after the last pair.
-    void feed(const MtpCall& mtp, const float* hidden, const int32_t* next_tokens, int64_t T, int64_t pos0);
-    // Teacher forcing: the next token is `token` whatever the MTP predicts (its chain
-    // input is the MTP's own hidden state, as in a free step).
-    void force(const MtpCall& mtp, int32_t token);
+    // (t < T, T >= 1; in chunks): the chain then stands after the last pair. logits =
+    // false skips the LM head of the last pair (its prediction is not needed when force()
+    // follows); only force() may follow such a feed.
+    void feed(const MtpCall& mtp, const float* hidden, const int32_t* next_tokens, int64_t T, int64_t pos0,
+              bool logits = true);
+    // Teacher forcing through `tokens` in turn: each is the next token whatever the MTP
+    // predicts (its chain input is the MTP's own hidden state, as in a free step). Only
+    // the last step runs the LM head: the predictions of the others are overridden.
+    void force(const MtpCall& mtp, std::span<const int32_t> tokens);
     // Up to n free greedy drafts appended to out (stops below min_p). The chain stands
     // before the last draft it appended (its prediction is known, its step not run), so
     // a later force()/draft() continues from there: `pending` tracks that draft.
     void draft(const MtpCall& mtp, int n, float min_p, Draft& out);
 
 private:
-    void step(const MtpCall& mtp, int32_t token);  // one pair (current hidden, token)
+    // One pair (current hidden, token); logits: run the LM head on its output.
+    void step(const MtpCall& mtp, int32_t token, bool logits = true);
     int64_t E_, chunk_;
     std::vector<float> logits_;          // [n_vocab] prediction of the next token
     std::vector<float> exps_;            // [n_vocab] scratch of a draft's probability
     std::vector<float> hid_, hid_next_;  // the chain's current hidden row (last row of hid_)
     int64_t next_pos_ = 0;               // MTP position of the next pair
     bool pending_ = false;               // draft() appended a token whose step has not run
+    bool have_logits_ = false;           // logits_ predicts the token after the chain's current pair
     int32_t pending_token_ = 0;
 };
 

@@ -171,8 +171,10 @@ void PipelinedDecoder::run_step(int64_t max_emit, std::vector<int32_t>& out, int
         for (float p : wprobs) est *= p;
         ev_chain = on(1, [this, e, prev, j, est, wtok] {
             if (prev) {  // the real pairs of the previous window, then W's drafts as given
-                chain_.feed(call_, pend_.hidden.data(), pend_.tokens.data(), pend_.size(), pend_.pos0);
-                for (size_t i = 1; i < wtok.size(); ++i) chain_.force(call_, wtok[i]);
+                // the feed's prediction is overridden by W's first draft when W has one
+                chain_.feed(call_, pend_.hidden.data(), pend_.tokens.data(), pend_.size(), pend_.pos0,
+                            wtok.size() == 1);
+                chain_.force(call_, std::span<const int32_t>(wtok).subspan(1));
             }
             chain_.draft(call_, j + 1, 0.0f, e->guess);
             if (opt_.edit_draft) {
