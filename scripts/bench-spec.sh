@@ -22,7 +22,9 @@
 # (~/.cache/strata/models), AGREES ("0.3 0.6 0.9"), REPS (3), N_PREDICT (128),
 # THREADS (2), K (3), CTX (512), PROMPT, OUT_JSON ($BUILD_DIR/bench-spec.json), VOCAB
 # (make-model's --vocab-size; default its own, 32000: set 151936 for a model whose LM
-# head is most of its bytes, where the draft vocabulary matters).
+# head is most of its bytes, where the draft vocabulary matters), LAYERS (make-model's
+# --layers; default the preset's 8: 48 makes the MTP step and the LM head a small part of
+# a step, as in the real models of this size class).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${BUILD_DIR:-$root/build-bench}"
@@ -36,6 +38,7 @@ ctx="${CTX:-512}"
 prompt="${PROMPT:-The quick brown fox jumps over the lazy dog}"
 out_json="${OUT_JSON:-$build/bench-spec.json}"
 vocab="${VOCAB:-}"
+layers="${LAYERS:-}"
 
 if [[ "${NO_BUILD:-0}" != 1 ]]; then
     cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DSTRATA_CUDA=OFF >/dev/null
@@ -73,10 +76,10 @@ status=0  # 1 when a mode printed different text (greedy output must not depend 
 rows=()   # markdown rows
 json=()   # JSON objects
 for a in $agrees; do
-    file="$models/qwen3next-small-q8_0-mtp-agree-$a${vocab:+-v$vocab}.gguf"
+    file="$models/qwen3next-small-q8_0-mtp-agree-$a${vocab:+-v$vocab}${layers:+-l$layers}.gguf"
     if [[ ! -f "$file" ]]; then
         "$strata" make-model --arch qwen3next --preset small --type q8_0 --seed 1 --mtp-agree "$a" \
-            ${vocab:+--vocab-size "$vocab"} --out "$file" >&2
+            ${vocab:+--vocab-size "$vocab"} ${layers:+--layers "$layers"} --out "$file" >&2
     fi
     base_tps=""
     ref_md5=""
@@ -133,7 +136,7 @@ for a in $agrees; do
 done
 
 {
-    echo "Speculative decoding, qwen3next small q8_0 predictable models (make-model --mtp-agree A, seed 1${vocab:+, --vocab-size $vocab}),"
+    echo "Speculative decoding, qwen3next small q8_0 predictable models (make-model --mtp-agree A, seed 1${vocab:+, --vocab-size $vocab}${layers:+, --layers $layers}),"
     echo "$n_predict tokens, prompt \"$prompt\", K=$k, median (min-max) of $reps runs; local uses -t $threads,"
     echo "split uses ${split_flags[*]}. Load average before: $load_before."
     echo

@@ -81,6 +81,9 @@ TEST_CASE("pipeline: greedy output is identical across every execution mode", "[
                 CHECK(p.misses > 0);  // ... and rolled-back ones
             }
             if (forced->empty()) CHECK(p.hits == 0);  // a random MTP head never agrees
+            // Rejected windows roll back from their kept inputs where the stage still holds
+            // them (stage 1 always; stage 0 unless an early window took its log over).
+            if (!forced->empty()) CHECK(p.log_rollbacks > 0);
         }
         struct Variant {
             const char* name;
@@ -118,7 +121,12 @@ TEST_CASE("pipeline: greedy output is identical across every execution mode", "[
             const Run run = gen(*pipe, tok, prompt, 3, 48, *forced, v.o);
             CHECK(run.out == want);
             const PipelineStats& p = run.st.pipe;
-            if (v.o.theta > 1) CHECK(p.early == 0);
+            if (v.o.theta > 1) {
+                CHECK(p.early == 0);
+                CHECK(p.replays == 0);  // no early window: every stage keeps its window's inputs
+                if (!forced->empty()) CHECK(p.log_rollbacks > 0);
+            }
+            if (!v.o.snap_overlap) CHECK(p.log_rollbacks == 0);  // the Verifier restores and replays
             if (v.o.force_miss == 1) CHECK(p.hits == 0);
             if (v.o.force_miss > 0) {
                 CHECK(p.early > 0);  // theta 0: a window starts early wherever one fits

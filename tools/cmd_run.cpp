@@ -91,8 +91,9 @@ int cmd_run(int argc, char** argv) {
             const PipelineStats& p = st.pipe;
             fmt::print(stderr,
                        "pipelined windows: {} early ({} kept, {} rolled back, {} forced, {} cut short), {} below "
-                       "theta, second buffer set {:.1f} KiB per stage\n",
-                       p.early, p.hits, p.misses, p.forced, p.cut, p.below_theta,
+                       "theta; stage rollbacks: {} from the kept inputs, {} by replay; second buffer set {:.1f} "
+                       "KiB per stage\n",
+                       p.early, p.hits, p.misses, p.forced, p.cut, p.below_theta, p.log_rollbacks, p.replays,
                        static_cast<double>(p.buffer_bytes) / 1024.0);
         }
     }

@@ -62,9 +62,26 @@ void PipelinedDecoder::StageTarget::run(std::span<const int32_t> tokens, int64_t
     });
 }
 
-void PipelinedDecoder::state_copy(size_t stage, int slot, bool save) {
-    auto copy = [this, stage, slot, save] {
-        if (save) pipe_.snapshot(stage, seq_, slot);
+bool PipelinedDecoder::StageTarget::rollback(std::span<const int32_t> kept, int64_t pos0) {
+    // Whether the stage still holds the window's inputs is known on its queue only (an
+    // early window may take the log over, or be cut part-way), so the op decides, and
+    // restores and replays itself where it cannot roll back.
+    if (!d.popt_.snap_overlap) return false;  // snapshots on the host: the Verifier's path
+    d.on(stage, [&dec = d, s = stage, toks = std::vector<int32_t>(kept.begin(), kept.end()), pos0, b = buf, sl = slot] {
+        if (dec.pipe_.rollback(s, dec.seq_, sl, static_cast<int64_t>(toks.size()))) {
+            dec.log_rollbacks_.fetch_add(1, std::memory_order_relaxed);
+            return;
+        }
+        dec.replays_.fetch_add(1, std::memory_order_relaxed);
+        dec.pipe_.restore(s, dec.seq_, sl);
+        dec.pipe_.forward(s, dec.seq_, toks, pos0, b, 0, Mode::Replay, nullptr);
+    });
+    return true;
+}
+
+void PipelinedDecoder::state_copy(size_t stage, int slot, bool save, int64_t rows) {
+    auto copy = [this, stage, slot, save, rows] {
+        if (save) pipe_.snapshot(stage, seq_, slot, rows);
         else pipe_.restore(stage, seq_, slot);
     };
     if (popt_.snap_overlap) {  // a device op, queued behind the stage's work
@@ -196,14 +213,15 @@ void PipelinedDecoder::run_step(int64_t max_emit, std::vector<int32_t>& out, int
     if (e) {
         auto run_early = [this, e](bool take_snapshot) {
             if (!e->go) return;
-            if (take_snapshot) pipe_.snapshot(0, seq_, e->slot);
+            if (take_snapshot) pipe_.snapshot(0, seq_, e->slot, static_cast<int64_t>(e->guess.tokens.size()));
             const std::vector<int32_t> toks = e->guess.tokens;
             if (!pipe_.forward(0, seq_, toks, e->pos0, e->buf, e->window, Mode::Verify,
                                popt_.doom_skip ? &e->cancel : nullptr))
                 cut_.fetch_add(1, std::memory_order_relaxed);
         };
         if (popt_.prestage) {  // queued now; starts on the device the moment the chain is done
-            if (!popt_.snap_overlap) snapshot(0, e->slot);  // on the host, before it is queued
+            // on the host, before it is queued (the guess is not drafted yet: no log kept)
+            if (!popt_.snap_overlap) snapshot(0, e->slot, 0);
             // Stage 0's queue waits for the chain (a device operation, not the host); a
             // chain that failed left e->go false, so the early window does not run, and
             // the host reports the chain's error.
@@ -212,7 +230,7 @@ void PipelinedDecoder::run_step(int64_t max_emit, std::vector<int32_t>& out, int
         } else {
             pipe_.wait(ev_chain, 1);
             if (e->go) {
-                snapshot(0, e->slot);
+                snapshot(0, e->slot, static_cast<int64_t>(e->guess.tokens.size()));
                 on(0, [run_early] { run_early(false); });
             }
         }

@@ -47,6 +47,8 @@ struct PipelineStats {
     int64_t forced = 0;       // of the misses, forced by STRATA_PIPELINE_FORCE_MISS
     int64_t below_theta = 0;  // windows not started early: the estimate was below theta
     int64_t cut = 0;          // early windows stopped part-way by the doom skip
+    int64_t log_rollbacks = 0;  // stage rollbacks from the window's kept inputs (no replay)
+    int64_t replays = 0;        // stage rollbacks by restore and replay
     size_t buffer_bytes = 0;  // the second buffer set, per stage
 };
 
@@ -82,6 +84,8 @@ public:
     PipelineStats pipeline_stats() const {
         PipelineStats p = pstats_;
         p.cut = cut_.load();
+        p.log_rollbacks = log_rollbacks_.load();
+        p.replays = replays_.load();
         return p;
     }
     bool pipeline_stats(PipelineStats& out) const override {
@@ -110,8 +114,9 @@ private:
     // for a replay); snapshot and restore use the stage's snapshot slot `slot`.
     struct StageTarget final : VerifyTarget {
         StageTarget(PipelinedDecoder& dec, size_t s) : d(dec), stage(s) {}
-        void snapshot(int64_t) override { d.snapshot(stage, slot); }
+        void snapshot(int64_t rows) override { d.snapshot(stage, slot, rows); }
         void restore() override { d.restore(stage, slot); }
+        bool rollback(std::span<const int32_t> kept, int64_t pos0) override;
         void run(std::span<const int32_t> tokens, int64_t pos0, bool verify) override;
         void set(int b, int sl, uint64_t w) {
             buf = b;
@@ -126,10 +131,10 @@ private:
 
     void run_step(int64_t max_emit, std::vector<int32_t>& out, int k_round);
     DeviceEvent on(size_t stage, std::function<void()> op);  // submit and remember as the stage's last op
-    // Stage `stage`'s state into (save) or back from snapshot slot `slot`: queued or on
-    // the host (PipelineOptions::snap_overlap).
-    void state_copy(size_t stage, int slot, bool save);
-    void snapshot(size_t stage, int slot) { state_copy(stage, slot, true); }
+    // Stage `stage`'s state into (save, for a window of `rows` rows) or back from snapshot
+    // slot `slot`: queued or on the host (PipelineOptions::snap_overlap).
+    void state_copy(size_t stage, int slot, bool save, int64_t rows = 0);
+    void snapshot(size_t stage, int slot, int64_t rows) { state_copy(stage, slot, true, rows); }
     void restore(size_t stage, int slot) { state_copy(stage, slot, false); }
     void drain() noexcept;                              // wait for both stages, errors ignored
     void fail_cleanup() noexcept;
@@ -145,6 +150,7 @@ private:
     SpecStats stats_;
     PipelineStats pstats_;
     std::atomic<int64_t> cut_{0};  // counted by stage 0's ops
+    std::atomic<int64_t> log_rollbacks_{0}, replays_{0};  // counted by the stages' ops
     std::array<DeviceEvent, 2> last_ev_;  // the last op queued on each stage
 
     // One Verifier per stage, on its target (the window's buffer set and snapshot slot).

@@ -20,9 +20,10 @@ bool Verifier::commit(int64_t m) {
     const int64_t k = static_cast<int64_t>(window_.size()) - 1;
     STRATA_CHECK(m >= 0 && m <= k, "commit: {} drafts kept of {}", m, k);
     if (m == k) return false;
-    if (target_.rollback(m + 1)) return true;
+    const std::span<const int32_t> kept(window_.data(), static_cast<size_t>(m + 1));
+    if (target_.rollback(kept, pos0_)) return true;
     target_.restore();
-    target_.run(std::span<const int32_t>(window_.data(), static_cast<size_t>(m + 1)), pos0_, /*verify=*/false);
+    target_.run(kept, pos0_, /*verify=*/false);
     return true;
 }
 

@@ -24,9 +24,11 @@ public:
     // Keep the state from before a window of `rows` rows (the next run()).
     virtual void snapshot(int64_t rows) = 0;
     virtual void restore() = 0;  // back to it
-    // Back to it and on through the window's first n rows without running them again
-    // (Runner::rollback); false, changing nothing, where the target cannot.
-    virtual bool rollback(int64_t) { return false; }
+    // Back to it and on through the window's first rows, `kept` at positions pos0..,
+    // without running them again (Runner::rollback); false, changing nothing, where the
+    // target cannot. A target may also return true having queued the restore and replay
+    // itself, when only its device can tell which one applies.
+    virtual bool rollback(std::span<const int32_t> /*kept*/, int64_t /*pos0*/) { return false; }
     // tokens at positions pos0..: verify = with every row's output (logits and hidden
     // rows, where the target has an output), else only rebuilding the state (a replay).
     virtual void run(std::span<const int32_t> tokens, int64_t pos0, bool verify) = 0;
@@ -60,7 +62,9 @@ public:
 
     void snapshot(int64_t rows) override { runner_.snapshot(seq_, rows); }
     void restore() override { runner_.restore(seq_); }
-    bool rollback(int64_t n) override { return runner_.rollback(seq_, n); }
+    bool rollback(std::span<const int32_t> kept, int64_t) override {
+        return runner_.rollback(seq_, static_cast<int64_t>(kept.size()));
+    }
     void run(std::span<const int32_t> tokens, int64_t pos0, bool verify) override;
 
     // Of the last verify window: [n_vocab] of row `row` (the acceptance edits it in

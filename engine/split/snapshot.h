@@ -53,15 +53,16 @@ private:
 
 // After a snapshot for a verify window of `rows` rows (0: not one), the window's Gated
 // DeltaNet inputs go into the state's log (allocated at the first such window), so the
-// window can roll back without a replay (Runner::rollback). Call it where save is called.
-inline void arm_log(Ops& ops, SeqState& s, int64_t rows) {
+// window can roll back without a replay (Runner::rollback). Call it where save is called;
+// owner tells the windows of different snapshot slots apart (GdnLog::arm).
+inline void arm_log(Ops& ops, SeqState& s, int64_t rows, int owner = 0) {
     if (!s.gdn) return;
     if (rows <= 0 || rows > GdnLog::kRows) {
         if (s.gdn_log) s.gdn_log->disarm();
         return;
     }
     if (!s.gdn_log) s.gdn_log = std::make_unique<GdnLog>(ops.allocator(), s.gdn->n_layers(), s.gdn->conv_dim(), s.gdn->nv());
-    s.gdn_log->arm();
+    s.gdn_log->arm(owner);
 }
 
 }  // namespace strata

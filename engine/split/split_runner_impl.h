@@ -77,8 +77,9 @@ public:
     void wait(const DeviceEvent& ev, size_t stage) override;
     bool forward(size_t stage, int seq, std::span<const int32_t> tokens, int64_t pos0, int buf, uint64_t window,
                  Mode mode, const std::atomic<bool>* cancel) override;
-    void snapshot(size_t stage, int seq, int slot) override;
+    void snapshot(size_t stage, int seq, int slot, int64_t rows) override;
     void restore(size_t stage, int seq, int slot) override;
+    bool rollback(size_t stage, int seq, int slot, int64_t n) override;
     void mtp_here(int seq, const float* hidden, const int32_t* tokens, int64_t T, int64_t pos0, float* logits,
                   float* hidden_out) override;
     float* logits(int buf) override { return sets_[check_buf(buf)].logits.data(); }

@@ -102,16 +102,41 @@ bool Pipe::forward(size_t stage, int seq, std::span<const int32_t> tokens, int64
     return true;
 }
 
-void Pipe::snapshot(size_t stage, int seq, int slot) {
+void Pipe::snapshot(size_t stage, int seq, int slot, int64_t rows) {
     Sequence& q = r_.sequence(seq);
     STRATA_CHECK(stage < q.pipe_snaps.size() && slot >= 0 && slot < kSnapSlots, "no snapshot slot {}:{}", stage, slot);
-    q.pipe_snaps[stage][static_cast<size_t>(slot)].save(r_.stages_[stage].dev->ops(), q.states[stage]);
+    Ops& ops = r_.stages_[stage].dev->ops();
+    q.pipe_snaps[stage][static_cast<size_t>(slot)].save(ops, q.states[stage]);
+    // The log is the stage's, one for both slots: the window after this snapshot fills it,
+    // and a later snapshot (the early window's, in the other slot) takes it over.
+    arm_log(ops, q.states[stage], rows, slot);
 }
 
 void Pipe::restore(size_t stage, int seq, int slot) {
     Sequence& q = r_.sequence(seq);
     STRATA_CHECK(stage < q.pipe_snaps.size() && slot >= 0 && slot < kSnapSlots, "no snapshot slot {}:{}", stage, slot);
-    q.pipe_snaps[stage][static_cast<size_t>(slot)].load(r_.stages_[stage].dev->ops(), q.states[stage]);
+    SeqState& state = q.states[stage];
+    q.pipe_snaps[stage][static_cast<size_t>(slot)].load(r_.stages_[stage].dev->ops(), state);
+    // Whatever the log holds belongs to a window now undone; the replay that may follow
+    // must not complete a log a cut window left half filled.
+    if (state.gdn_log) state.gdn_log->disarm();
+}
+
+bool Pipe::rollback(size_t stage, int seq, int slot, int64_t n) {
+    Sequence& q = r_.sequence(seq);
+    STRATA_CHECK(stage < q.pipe_snaps.size() && slot >= 0 && slot < kSnapSlots, "no snapshot slot {}:{}", stage, slot);
+    STRATA_CHECK(n >= 1, "rollback: {} rows kept", n);
+    const StateSnapshot& snap = q.pipe_snaps[stage][static_cast<size_t>(slot)];
+    SeqState& state = q.states[stage];
+    Stage& st = r_.stages_[stage];
+    if (!snap.valid() || snap.n_past() + n > state.n_past) return false;
+    if (state.gdn && (!state.gdn_log || state.gdn_log->owner() != slot)) return false;
+    if (!r_.model_->can_replay_log(*st.weights, state, n)) return false;
+    snap.load(st.dev->ops(), state);
+    r_.model_->replay_log(*st.ctx, state, n);
+    state.n_past += n;
+    if (state.gdn_log) state.gdn_log->disarm();  // its window is settled
+    return true;
 }
 
 void Pipe::mtp_here(int seq, const float* hidden, const int32_t* tokens, int64_t T, int64_t pos0, float* logits,

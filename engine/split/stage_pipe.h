@@ -53,8 +53,16 @@ public:
     // Stage 1 in Verify mode throws HandoffError when its wait fails. Returns true when done.
     virtual bool forward(size_t stage, int seq, std::span<const int32_t> tokens, int64_t pos0, int buf,
                          uint64_t window, Mode mode, const std::atomic<bool>* cancel) = 0;
-    virtual void snapshot(size_t stage, int seq, int slot) = 0;
+    // rows > 0: the snapshot is for a window of that many rows, whose Gated DeltaNet inputs
+    // the stage then keeps for rollback() (engine/state/gdn_log.h). restore() forgets them.
+    virtual void snapshot(size_t stage, int seq, int slot, int64_t rows = 0) = 0;
     virtual void restore(size_t stage, int seq, int slot) = 0;
+    // Back to snapshot `slot` and on through the first n rows of the window it was taken
+    // for, from the inputs that window kept (Runner::rollback), when the stage still holds
+    // them all: the latest snapshot was this slot's, the window ran whole, no layer of the
+    // stage is streamed. Returns false, changing nothing, otherwise (the caller restores
+    // and replays).
+    virtual bool rollback(size_t stage, int seq, int slot, int64_t n) = 0;
     // Model::mtp_forward on the last stage (same contract as Runner::mtp).
     virtual void mtp_here(int seq, const float* hidden, const int32_t* tokens, int64_t T, int64_t pos0, float* logits,
                      float* hidden_out) = 0;

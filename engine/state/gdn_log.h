@@ -35,10 +35,14 @@ public:
     int64_t nv() const { return nv_; }
     size_t size() const { return mem_.size(); }
 
-    void arm() {
+    // owner: who armed it (a pipelined stage's snapshot slot), so that a rollback can tell
+    // whether the rows kept are those of its own window.
+    void arm(int owner = 0) {
         armed_ = true;
+        owner_ = owner;
         std::fill(filled_.begin(), filled_.end(), -1);
     }
+    int owner() const { return owner_; }
     void disarm() { armed_ = false; }
     // Whether layer l's n rows of the window now running go into the log (once per
     // arming; a window of more than kRows rows is not kept: covers() is then false).
@@ -62,6 +66,7 @@ private:
 
     int64_t conv_dim_, nv_;
     bool armed_ = false;
+    int owner_ = 0;
     std::vector<int64_t> filled_;  // per layer: rows kept since arm() (-1: none yet)
     Buffer mem_;
 };
