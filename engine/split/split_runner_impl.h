@@ -63,6 +63,10 @@ struct Sequence {
     // Pipelined windows: per stage, StagePipe::kSnapSlots snapshots (allocated with the
     // sequence when the pipe is on).
     std::vector<std::array<StateSnapshot, StagePipe::kSnapSlots>> pipe_snaps;
+    // Per stage, the GDN log of the other slot's window, parked while an early window
+    // fills the state's own (Pipe::snapshot): a rejected window then rolls back on stage 0
+    // too. Allocated at the first early window.
+    std::vector<std::unique_ptr<GdnLog>> parked_logs;
 };
 
 class SplitRunnerImpl;

@@ -106,10 +106,22 @@ void Pipe::snapshot(size_t stage, int seq, int slot, int64_t rows) {
     Sequence& q = r_.sequence(seq);
     STRATA_CHECK(stage < q.pipe_snaps.size() && slot >= 0 && slot < kSnapSlots, "no snapshot slot {}:{}", stage, slot);
     Ops& ops = r_.stages_[stage].dev->ops();
-    q.pipe_snaps[stage][static_cast<size_t>(slot)].save(ops, q.states[stage]);
-    // The log is the stage's, one for both slots: the window after this snapshot fills it,
-    // and a later snapshot (the early window's, in the other slot) takes it over.
-    arm_log(ops, q.states[stage], rows, slot);
+    SeqState& state = q.states[stage];
+    q.pipe_snaps[stage][static_cast<size_t>(slot)].save(ops, state);
+    // The window after this snapshot fills the state's log (gdn_block); the other slot's
+    // window, still undecided (the early window starts before the verdict on the one
+    // before it), keeps its rows in the parked log. A parked log of this slot is stale.
+    q.parked_logs.resize(q.states.size());
+    std::unique_ptr<GdnLog>& parked = q.parked_logs[stage];
+    GdnLog* active = state.gdn_log.get();
+    if (rows > 0 && active && active->armed() && active->owner() != slot) {
+        if (!parked) parked = std::make_unique<GdnLog>(ops.allocator(), state.gdn->n_layers(), state.gdn->conv_dim(),
+                                                       state.gdn->nv());
+        std::swap(state.gdn_log, parked);
+    } else if (parked && parked->owner() == slot) {
+        parked->disarm();
+    }
+    arm_log(ops, state, rows, slot);
 }
 
 void Pipe::restore(size_t stage, int seq, int slot) {
@@ -130,7 +142,13 @@ bool Pipe::rollback(size_t stage, int seq, int slot, int64_t n) {
     SeqState& state = q.states[stage];
     Stage& st = r_.stages_[stage];
     if (!snap.valid() || snap.n_past() + n > state.n_past) return false;
-    if (state.gdn && (!state.gdn_log || state.gdn_log->owner() != slot)) return false;
+    if (state.gdn && (!state.gdn_log || !state.gdn_log->armed() || state.gdn_log->owner() != slot)) {
+        // The window's rows may be parked: an early window took the state's log after it.
+        std::unique_ptr<GdnLog>* parked = stage < q.parked_logs.size() ? &q.parked_logs[stage] : nullptr;
+        if (!parked || !*parked || !(*parked)->armed() || (*parked)->owner() != slot) return false;
+        if (!(*parked)->covers(n)) return false;
+        std::swap(state.gdn_log, *parked);
+    }
     if (!r_.model_->can_replay_log(*st.weights, state, n)) return false;
     snap.load(st.dev->ops(), state);
     r_.model_->replay_log(*st.ctx, state, n);

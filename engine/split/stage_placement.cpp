@@ -27,8 +27,11 @@ PlacementRequest stage_request(const Model& m, Ops& ops, const StagePlan& sp, bo
         per_seq = ops.meter().used() - before;
         const int64_t gdn = s.gdn ? static_cast<int64_t>(s.gdn->bytes()) : 0;
         per_seq += gdn * (1 + (cfg.pipeline_windows == 2 ? StagePipe::kSnapSlots : 0));
-        // and the inputs a verify window keeps for its rollback (GdnLog)
-        if (s.gdn) per_seq += static_cast<int64_t>(GdnLog::bytes(s.gdn->n_layers(), s.gdn->conv_dim(), s.gdn->nv()));
+        // and the inputs a verify window keeps for its rollback (GdnLog; the pipeline parks
+        // a second one while an early window runs)
+        if (s.gdn)
+            per_seq += static_cast<int64_t>(GdnLog::bytes(s.gdn->n_layers(), s.gdn->conv_dim(), s.gdn->nv())) *
+                       (cfg.pipeline_windows == 2 ? 2 : 1);
     }
     const int64_t rows = std::max<int64_t>(cfg.max_rows, 1);
     const int64_t act_rows = sizeof(float) * static_cast<size_t>(rows * m.hp().n_embd);

@@ -43,6 +43,7 @@ public:
         std::fill(filled_.begin(), filled_.end(), -1);
     }
     int owner() const { return owner_; }
+    bool armed() const { return armed_; }
     void disarm() { armed_ = false; }
     // Whether layer l's n rows of the window now running go into the log (once per
     // arming; a window of more than kRows rows is not kept: covers() is then false).
