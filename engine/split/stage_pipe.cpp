@@ -142,14 +142,17 @@ bool Pipe::rollback(size_t stage, int seq, int slot, int64_t n) {
     SeqState& state = q.states[stage];
     Stage& st = r_.stages_[stage];
     if (!snap.valid() || snap.n_past() + n > state.n_past) return false;
+    std::unique_ptr<GdnLog>* parked = nullptr;
     if (state.gdn && (!state.gdn_log || !state.gdn_log->armed() || state.gdn_log->owner() != slot)) {
         // The window's rows may be parked: an early window took the state's log after it.
-        std::unique_ptr<GdnLog>* parked = stage < q.parked_logs.size() ? &q.parked_logs[stage] : nullptr;
+        parked = stage < q.parked_logs.size() ? &q.parked_logs[stage] : nullptr;
         if (!parked || !*parked || !(*parked)->armed() || (*parked)->owner() != slot) return false;
-        if (!(*parked)->covers(n)) return false;
         std::swap(state.gdn_log, *parked);
     }
-    if (!r_.model_->can_replay_log(*st.weights, state, n)) return false;
+    if (!r_.model_->can_replay_log(*st.weights, state, n)) {
+        if (parked) std::swap(state.gdn_log, *parked);  // as it was
+        return false;
+    }
     snap.load(st.dev->ops(), state);
     r_.model_->replay_log(*st.ctx, state, n);
     state.n_past += n;
