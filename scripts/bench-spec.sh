@@ -8,6 +8,7 @@
 #   split        --devices cpu:0,cpu:1 --threads-per-device 1, no speculation (serial hand-off)
 #   split+overlap  the same with STRATA_SPLIT_OVERLAP=1 (every stage launched up front)
 #   split+spec   the same with --spec-draft K (serial windows)
+#   split+spec+overlap  the same with STRATA_SPLIT_OVERLAP=1 (each window's stages launched up front)
 #   split+pipe   the same with --spec-draft K --pipeline-windows 2 (skipped, with a
 #                message, when this strata does not accept the flag)
 #   local+spec/whole-head  only with VOCAB over 65536: local+spec with --spec-draft-vocab 0,
@@ -48,8 +49,10 @@ strata="$build/bin/strata"
 [[ -x "$strata" ]] || { echo "bench-spec: no $strata (build it, or set BUILD_DIR)" >&2; exit 1; }
 mkdir -p "$models" "$(dirname "$out_json")"
 
-modes=(local local+spec split split+overlap split+spec split+pipe)
-if [[ -n "$vocab" && "$vocab" -gt 65536 ]]; then modes=(local local+spec local+spec/whole-head split split+overlap split+spec split+pipe); fi
+modes=(local local+spec split split+overlap split+spec split+spec+overlap split+pipe)
+if [[ -n "$vocab" && "$vocab" -gt 65536 ]]; then
+    modes=(local local+spec local+spec/whole-head split split+overlap split+spec split+spec+overlap split+pipe)
+fi
 split_flags=(--devices "cpu:0,cpu:1" --threads-per-device 1)
 mode_flags() {  # the flags of one mode, one per line
     case "$1" in
@@ -57,12 +60,15 @@ mode_flags() {  # the flags of one mode, one per line
         local+spec) printf '%s\n' -t "$threads" --spec-draft "$k" ;;
         local+spec/whole-head) printf '%s\n' -t "$threads" --spec-draft "$k" --spec-draft-vocab 0 ;;
         split | split+overlap) printf '%s\n' "${split_flags[@]}" --spec-draft 0 ;;
-        split+spec) printf '%s\n' "${split_flags[@]}" --spec-draft "$k" ;;
+        split+spec | split+spec+overlap) printf '%s\n' "${split_flags[@]}" --spec-draft "$k" ;;
         split+pipe) printf '%s\n' "${split_flags[@]}" --spec-draft "$k" --pipeline-windows 2 ;;
     esac
 }
 pipe_ok=1
-if ! "$strata" run --help 2>&1 | grep -q -- '--pipeline-windows'; then
+# (the help text is read whole first: grep -q quits at the match, and under pipefail the
+# SIGPIPE that strata may then get would read as "no flag")
+run_help="$("$strata" run --help 2>&1 || true)"
+if ! grep -q -- '--pipeline-windows' <<<"$run_help"; then
     pipe_ok=0
     echo "bench-spec: skipping split+pipe: this strata run has no --pipeline-windows flag" >&2
 fi
@@ -91,7 +97,7 @@ for a in $agrees; do
         fi
         mapfile -t flags < <(mode_flags "$mode")
         overlap=0
-        [[ "$mode" == split+overlap ]] && overlap=1
+        [[ "$mode" == split+overlap || "$mode" == split+spec+overlap ]] && overlap=1
         cmd=(env "STRATA_SPLIT_OVERLAP=$overlap" "$strata" run -m "$file" -p "$prompt" -n "$n_predict" -c "$ctx" "${flags[@]}")
         echo "+ ${cmd[*]}" >&2
         tps=() ; first="" ; all="" ; tpw="" ; failed=""
