@@ -65,7 +65,7 @@ struct Sequence {
     std::vector<std::array<StateSnapshot, StagePipe::kSnapSlots>> pipe_snaps;
     // Per stage, the GDN log of the other slot's window, parked while an early window
     // fills the state's own (Pipe::snapshot): a rejected window then rolls back on stage 0
-    // too. Allocated at the first early window.
+    // too. Sized with pipe_snaps; each log allocated at its stage's first early window.
     std::vector<std::unique_ptr<GdnLog>> parked_logs;
 };
 
@@ -265,6 +265,7 @@ private:
                                                  /*with_mtp=*/s + 1 == stages_.size()));
         if (pipe_) {  // the pipeline's snapshot memory, allocated up front
             q.pipe_snaps.resize(stages_.size());
+            q.parked_logs.resize(stages_.size());  // here: the stages' threads fill their own entries
             for (size_t s = 0; s < stages_.size(); ++s)
                 for (StateSnapshot& snap : q.pipe_snaps[s]) snap.reserve(stages_[s].dev->ops(), q.states[s]);
         }

@@ -111,7 +111,7 @@ void Pipe::snapshot(size_t stage, int seq, int slot, int64_t rows) {
     // The window after this snapshot fills the state's log (gdn_block); the other slot's
     // window, still undecided (the early window starts before the verdict on the one
     // before it), keeps its rows in the parked log. A parked log of this slot is stale.
-    q.parked_logs.resize(q.states.size());
+    STRATA_CHECK(stage < q.parked_logs.size(), "no parked log for stage {}", stage);
     std::unique_ptr<GdnLog>& parked = q.parked_logs[stage];
     GdnLog* active = state.gdn_log.get();
     if (rows > 0 && active && active->armed() && active->owner() != slot) {
