@@ -204,14 +204,8 @@ bool SplitRunnerImpl::rollback(int seq, int64_t n_keep) {
     if (q.snaps.size() != q.states.size() || q.snaps.empty() || q.snaps.front().n_past() + n_keep > q.n_past) return false;
     for (size_t s = 0; s < stages_.size(); ++s)
         if (!q.snaps[s].valid() || !model_->can_replay_log(*stages_[s].weights, q.states[s], n_keep)) return false;
-    on_every_stage([this, &q, n_keep](size_t s) {
-        Stage& st = stages_[s];
-        SeqState& state = q.states[s];
-        q.snaps[s].load(st.dev->ops(), state);
-        model_->replay_log(*st.ctx, state, n_keep);
-        state.n_past += n_keep;
-        if (state.gdn_log) state.gdn_log->disarm();  // its window is settled
-    });
+    on_every_stage(
+        [this, &q, n_keep](size_t s) { roll_back_stage(*model_, stages_[s], q.states[s], q.snaps[s], n_keep); });
     q.n_past = q.states.front().n_past;
     return true;
 }

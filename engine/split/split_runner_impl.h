@@ -55,6 +55,9 @@ struct StageStep {
 };
 enum class StepEnd { Done, HandInFailed, Cancelled };
 StepEnd run_stage_step(const Model& model, Stage& st, const StageStep& step);
+// One stage's rollback (Runner::rollback, Pipe::rollback): the state from `snap`, then on
+// through the first n rows its log kept (the caller checked Model::can_replay_log).
+void roll_back_stage(const Model& model, Stage& st, SeqState& state, const StateSnapshot& snap, int64_t n);
 
 struct Sequence {
     int64_t n_past = 0;

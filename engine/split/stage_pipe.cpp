@@ -153,10 +153,7 @@ bool Pipe::rollback(size_t stage, int seq, int slot, int64_t n) {
         if (parked) std::swap(state.gdn_log, *parked);  // as it was
         return false;
     }
-    snap.load(st.dev->ops(), state);
-    r_.model_->replay_log(*st.ctx, state, n);
-    state.n_past += n;
-    if (state.gdn_log) state.gdn_log->disarm();  // its window is settled
+    roll_back_stage(*r_.model_, st, state, snap, n);
     return true;
 }
 

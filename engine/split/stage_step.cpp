@@ -36,4 +36,11 @@ StepEnd run_stage_step(const Model& model, Stage& st, const StageStep& step) {
     return StepEnd::Done;
 }
 
+void roll_back_stage(const Model& model, Stage& st, SeqState& state, const StateSnapshot& snap, int64_t n) {
+    snap.load(st.dev->ops(), state);
+    model.replay_log(*st.ctx, state, n);
+    state.n_past += n;
+    if (state.gdn_log) state.gdn_log->disarm();  // its window is settled
+}
+
 }  // namespace strata::split_detail
