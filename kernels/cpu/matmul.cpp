@@ -100,13 +100,25 @@ constexpr int kMaxShares = 64;
 // claims, so both threads share it.
 constexpr int64_t kQuantBlocks = 16;
 
-// The integer path a product of T tokens runs. Decode of packed Q8_0 on a CPU with
-// AVX-512 VNNI and AVX-VNNI takes the 256-bit kernel: it streams 3-4% faster here (same
-// process, alternating; the 4-6 bit formats are 5-30% slower in 256 bits, so only Q8_0).
-// The same bits either way; a forced path is kept.
+// Whether decode of packed Q8_0 takes the 256-bit AVX-VNNI kernel on a CPU that also runs
+// AVX-512 VNNI: on Intel's (Sapphire Rapids) it streamed 3-4% faster (same process,
+// alternating; the 4-6 bit formats were 5-30% slower in 256 bits, so only Q8_0). On AMD's
+// (an EPYC with AVX-512 VNNI and AVX-VNNI) the two decode equally fast from memory, and
+// the 512-bit kernel runs 30-60% faster from the cache (bench/matmul_speed), so there
+// it keeps AVX-512.
+bool q8_decode_prefers_256() {
+    static const bool intel = [] {
+        __builtin_cpu_init();
+        return __builtin_cpu_is("intel") != 0;
+    }();
+    return intel && kq::available(kq::Isa::AvxVnni);
+}
+
+// The integer path a product of T tokens runs. The same bits on every path; a forced
+// path is kept.
 kq::Isa path_for(int64_t T, bool packed_q8) {
     const kq::Isa isa = kq::active();
-    if (T == 1 && packed_q8 && !kq::forced() && isa >= kq::Isa::Avx512Vnni && kq::available(kq::Isa::AvxVnni))
+    if (T == 1 && packed_q8 && !kq::forced() && isa >= kq::Isa::Avx512Vnni && q8_decode_prefers_256())
         return kq::Isa::AvxVnni;
     return isa;
 }

@@ -150,6 +150,11 @@ void rows_scalar(const Job& job, int64_t r0, int64_t r1);
 void rows_avx2(const Job& job, int64_t r0, int64_t r1);
 void rows_avxvnni(const Job& job, int64_t r0, int64_t r1);
 void rows_avx512(const Job& job, int64_t r0, int64_t r1);
+// Packed IQ3_XXS with AVX-512 VBMI (matmul_q_avx512vbmi.cpp); rows_avx512 calls it where
+// vbmi_usable().
+bool vbmi_usable();
+void rows_iq3xxs_vbmi(const Job& job, int64_t r0, int64_t r1);
+const std::array<uint8_t, 1024>& iq3_planes();
 
 // AMX (matmul_q_amx.cpp): whether this CPU and OS run it (asks Linux for the tile state
 // once), and packed Q8_0 group g for tokens [t0, t0 + 16).

@@ -30,5 +30,8 @@
 #pragma GCC pop_options
 
 namespace strata::kq {
-void rows_avx512(const Job& job, int64_t r0, int64_t r1) { avx512::run_rows(job, r0, r1); }
+void rows_avx512(const Job& job, int64_t r0, int64_t r1) {
+    if (job.w->packed && job.w->type == GgmlType::IQ3_XXS && vbmi_usable()) return rows_iq3xxs_vbmi(job, r0, r1);
+    avx512::run_rows(job, r0, r1);
+}
 }  // namespace strata::kq

@@ -1,0 +1,150 @@
+// Decode-shaped products (one token) of packed weights, one thread: how fast the integer
+// kernel of each type runs from the cache and from memory, beside a read-only loop over
+// the same memory. The cache figure is the kernel's compute ceiling; when it is well
+// above the memory figure, a decode below the read bandwidth is a matter of the memory
+// access (prefetch, streams in flight), not of the arithmetic.
+//
+// Usage: matmul_speed [--isa NAME] [--mib N] [TYPE...]   (default types: q8_0 q4_K q6_K
+// q4_0 iq4_xs iq3_xxs; N: MiB of the memory-resident matrix, default 256)
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <immintrin.h>
+
+#include "engine/core/huge_buffer.h"
+#include "engine/core/thread_pool.h"
+#include "engine/quant/quant.h"
+#include "engine/quant/types.h"
+#include "kernels/cpu/matmul.h"
+
+namespace {
+
+using namespace strata;
+using Clock = std::chrono::steady_clock;
+
+constexpr int64_t kIn = 2048;       // a small model's hidden size
+constexpr int64_t kSeedRows = 256;  // rows quantized; the rest are copies of them
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+struct Packed {
+    MatView w;
+    std::vector<uint8_t> rows;
+    HugeBuffer packed;
+};
+
+Packed make(GgmlType type, int64_t n_out) {
+    std::mt19937 rng(1);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    const size_t rb = row_bytes(type, kIn);
+    std::vector<float> f(static_cast<size_t>(kIn));
+    Packed p;
+    p.rows.resize(rb * static_cast<size_t>(n_out));
+    for (int64_t r = 0; r < std::min(n_out, kSeedRows); ++r) {
+        for (float& v : f) v = nd(rng);
+        quantize_row(type, f.data(), p.rows.data() + static_cast<size_t>(r) * rb, kIn);
+    }
+    for (int64_t r = kSeedRows; r < n_out; ++r)
+        std::memcpy(p.rows.data() + static_cast<size_t>(r) * rb, p.rows.data() + static_cast<size_t>(r % kSeedRows) * rb, rb);
+    p.w = MatView{type, p.rows.data(), kIn, n_out, rb, nullptr};
+    p.packed = HugeBuffer(packed_size(p.w));
+    pack_weights(p.w, p.packed.data());
+    p.w.packed = p.packed.data();
+    p.rows.clear();
+    p.rows.shrink_to_fit();
+    return p;
+}
+
+// GB/s of packed bytes: the best of `reps` timings of `iters` products over `mats`
+// (consecutive products read different matrices when there are several).
+double product_gbs(ThreadPool& pool, const std::vector<const MatView*>& mats, size_t bytes_each, int iters, int reps) {
+    std::vector<float> x(static_cast<size_t>(kIn)), y(static_cast<size_t>(mats[0]->n_out));
+    std::mt19937 rng(2);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    for (float& v : x) v = nd(rng);
+    double best = 0;
+    for (int r = 0; r < reps; ++r) {
+        const auto t0 = Clock::now();
+        for (int i = 0; i < iters; ++i) {
+            const MatView& w = *mats[static_cast<size_t>(i) % mats.size()];
+            matmul(pool, w, x.data(), kIn, 1, y.data(), w.n_out);
+        }
+        best = std::max(best, static_cast<double>(bytes_each) * iters / seconds_since(t0) / 1e9);
+    }
+    return best;
+}
+
+// A read-only loop (512-bit loads, the sum kept live) over the same bytes.
+__attribute__((target("avx512f"))) double read_gbs(const uint8_t* p, size_t bytes, int reps) {
+    double best = 0;
+    __m512i acc = _mm512_setzero_si512();
+    for (int r = 0; r < reps; ++r) {
+        const auto t0 = Clock::now();
+        for (size_t o = 0; o + 256 <= bytes; o += 256) {
+            acc = _mm512_xor_si512(acc, _mm512_load_si512(p + o));
+            acc = _mm512_xor_si512(acc, _mm512_load_si512(p + o + 64));
+            acc = _mm512_xor_si512(acc, _mm512_load_si512(p + o + 128));
+            acc = _mm512_xor_si512(acc, _mm512_load_si512(p + o + 192));
+        }
+        best = std::max(best, static_cast<double>(bytes) / seconds_since(t0) / 1e9);
+    }
+    alignas(64) int32_t lanes[16];
+    _mm512_store_si512(lanes, acc);
+    volatile int32_t sink = lanes[0];
+    (void)sink;
+    return best;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    std::vector<std::string> types;
+    double mib = 256;
+    try {
+        for (int i = 1; i < argc; ++i) {
+            const std::string a = argv[i];
+            if (a == "--isa" && i + 1 < argc) force_int_path(argv[++i]);
+            else if (a == "--mib" && i + 1 < argc) mib = std::atof(argv[++i]);
+            else if (a == "-h" || a == "--help") {
+                std::printf("usage: matmul_speed [--isa NAME] [--mib N] [TYPE...]\n");
+                return 0;
+            } else types.push_back(a);
+        }
+        if (types.empty()) types = {"q8_0", "q4_K", "q6_K", "q4_0", "iq4_xs", "iq3_xxs"};
+        const bool avx512 = __builtin_cpu_supports("avx512f");
+        ThreadPool pool(1);
+        std::printf("one thread, one token, n_in %lld, integer path %s\n\n", static_cast<long long>(kIn), int_path_name());
+        std::printf("| type | decode path | cache GB/s (%lld rows) | memory GB/s (%.0f MiB) | read GB/s (same memory) | memory / read | memory / cache |\n",
+                    static_cast<long long>(kSeedRows), mib);
+        std::printf("|---|---|---:|---:|---:|---:|---:|\n");
+        for (const std::string& name : types) {
+            const auto type = type_from_name(name);
+            if (!type) {
+                std::fprintf(stderr, "matmul_speed: unknown type %s\n", name.c_str());
+                return 2;
+            }
+            // Cache: one small matrix (a few hundred KB), read over and over.
+            const Packed small = make(*type, kSeedRows);
+            const size_t small_bytes = packed_size(small.w);
+            const double cache = product_gbs(pool, {&small.w}, small_bytes, 2000, 5);
+            // Memory: one matrix of `mib` MiB, far beyond the last-level cache.
+            const int64_t rows = std::max<int64_t>(kSeedRows, static_cast<int64_t>(mib * 1048576.0 / static_cast<double>(small_bytes) * kSeedRows) / 16 * 16);
+            const Packed big = make(*type, rows);
+            const size_t big_bytes = packed_size(big.w);
+            const double mem = product_gbs(pool, {&big.w}, big_bytes, 3, 5);
+            const double rd = avx512 ? read_gbs(static_cast<const uint8_t*>(big.w.packed), big_bytes, 5) : 0.0;
+            std::printf("| %s | %s | %.1f | %.1f | %.1f | %.0f%% | %.0f%% |\n", name.c_str(), int_decode_path_name(*type), cache, mem, rd,
+                        rd > 0 ? 100.0 * mem / rd : 0.0, 100.0 * mem / cache);
+        }
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "matmul_speed: %s\n", e.what());
+        return 1;
+    }
+    return 0;
+}

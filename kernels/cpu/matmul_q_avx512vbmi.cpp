@@ -1,0 +1,54 @@
+// Packed IQ3_XXS on AVX-512 VBMI (matmul_q_simd_packed_k.inc, KQ_VBMI): its grid lookups
+// as byte permutes instead of vpgatherdd, which AMD's cores run slowly. A translation unit
+// of its own because AVX-512 VNNI CPUs without VBMI exist (Cascade Lake): only this
+// code may use VBMI, and rows_avx512 calls it only where the CPU has it.
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "engine/core/error.h"
+#include "engine/quant/blocks.h"
+#include "engine/quant/iq_grids.h"
+#include "kernels/cpu/matmul_q.h"
+
+namespace strata::kq {
+// Byte i of each of the 256 grid entries, as plane i (i < 4) of 256 bytes: the tables
+// of the four byte permutes of a lookup.
+const std::array<uint8_t, 1024>& iq3_planes() {
+    static const std::array<uint8_t, 1024> planes = [] {
+        std::array<uint8_t, 1024> a{};
+        for (int e = 0; e < 256; ++e)
+            for (int i = 0; i < 4; ++i)
+                a[static_cast<size_t>(256 * i + e)] = static_cast<uint8_t>(iq::kIq3xxsGrid[static_cast<size_t>(e)] >> (8 * i));
+        return a;
+    }();
+    return planes;
+}
+}  // namespace strata::kq
+
+#pragma GCC push_options
+#pragma GCC optimize("fp-contract=off")  // as matmul_q_avx512.cpp
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC target("avx2,bmi2,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx512vbmi")
+#include <immintrin.h>
+
+#define KQ_NS avx512vbmi
+#define KQ_VNNI 1
+#define KQ_VBMI 1
+#include "kernels/cpu/matmul_q_simd.inc"
+
+#pragma GCC pop_options
+
+namespace strata::kq {
+bool vbmi_usable() {
+    static const bool ok = [] {
+        __builtin_cpu_init();
+        return __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512vnni") &&
+               __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+    }();
+    return ok;
+}
+void rows_iq3xxs_vbmi(const Job& job, int64_t r0, int64_t r1) { avx512vbmi::run_iq3xxs(job, r0, r1); }
+}  // namespace strata::kq
