@@ -1,7 +1,8 @@
-// Packed IQ3_XXS on AVX-512 VBMI (matmul_q_simd_packed_k.inc, KQ_VBMI): its grid lookups
-// as byte permutes instead of vpgatherdd, which AMD's cores run slowly. A translation unit
-// of its own because AVX-512 VNNI CPUs without VBMI exist (Cascade Lake): only this
-// code may use VBMI, and rows_avx512 calls it only where the CPU has it.
+// Packed IQ3_XXS on AVX-512 VBMI and BITALG (matmul_q_simd_packed_k.inc, KQ_VBMI): its
+// grid lookups as byte permutes instead of vpgatherdd, which AMD's cores run slowly, and
+// its signs by vpshufbitqmb. A translation unit of its own because AVX-512 VNNI CPUs
+// without them exist (Cascade Lake): only this code may use them, and rows_avx512 calls
+// it only where the CPU has them (Ice Lake, Sapphire Rapids, Zen 4 and later do).
 #include <algorithm>
 #include <array>
 #include <cstdint>
@@ -14,14 +15,14 @@
 #include "kernels/cpu/matmul_q.h"
 
 namespace strata::kq {
-// Byte i of each of the 256 grid entries, as plane i (i < 4) of 256 bytes: the tables
-// of the four byte permutes of a lookup.
+// Byte i of each of the 256 grid entries plus 128 (the VNNI bias; every byte is at most
+// 62), as plane i (i < 4) of 256 bytes: the tables of the four byte permutes of a lookup.
 const std::array<uint8_t, 1024>& iq3_planes() {
     static const std::array<uint8_t, 1024> planes = [] {
         std::array<uint8_t, 1024> a{};
         for (int e = 0; e < 256; ++e)
             for (int i = 0; i < 4; ++i)
-                a[static_cast<size_t>(256 * i + e)] = static_cast<uint8_t>(iq::kIq3xxsGrid[static_cast<size_t>(e)] >> (8 * i));
+                a[static_cast<size_t>(256 * i + e)] = static_cast<uint8_t>(((iq::kIq3xxsGrid[static_cast<size_t>(e)] >> (8 * i)) & 0xFF) + 128);
         return a;
     }();
     return planes;
@@ -31,7 +32,7 @@ const std::array<uint8_t, 1024>& iq3_planes() {
 #pragma GCC push_options
 #pragma GCC optimize("fp-contract=off")  // as matmul_q_avx512.cpp
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC target("avx2,bmi2,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx512vbmi")
+#pragma GCC target("avx2,bmi2,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx512vbmi,avx512bitalg")
 #include <immintrin.h>
 
 #define KQ_NS avx512vbmi
@@ -45,7 +46,8 @@ namespace strata::kq {
 bool vbmi_usable() {
     static const bool ok = [] {
         __builtin_cpu_init();
-        return __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512vnni") &&
+        return __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512bitalg") &&
+               __builtin_cpu_supports("avx512vnni") &&
                __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
     }();
     return ok;
