@@ -1,4 +1,5 @@
-// Decode-shaped products (one token) of packed weights, one thread: how fast the integer
+// Decode-shaped products (one token) of quantized weights (packed where the type has a
+// packed layout), one thread: how fast the integer
 // kernel of each type runs from the cache and from memory, beside a read-only loop over
 // the same memory. The cache figure is the kernel's compute ceiling; when it is well
 // above the memory figure, a decode below the read bandwidth is a matter of the memory
@@ -53,6 +54,7 @@ Packed make(GgmlType type, int64_t n_out) {
     for (int64_t r = kSeedRows; r < n_out; ++r)
         std::memcpy(p.rows.data() + static_cast<size_t>(r) * rb, p.rows.data() + static_cast<size_t>(r % kSeedRows) * rb, rb);
     p.w = MatView{type, p.rows.data(), kIn, n_out, rb, nullptr};
+    if (packed_size(p.w) == 0) return p;  // no packed layout: the rows as they are
     p.packed = HugeBuffer(packed_size(p.w));
     pack_weights(p.w, p.packed.data());
     p.w.packed = p.packed.data();
@@ -61,7 +63,13 @@ Packed make(GgmlType type, int64_t n_out) {
     return p;
 }
 
-// GB/s of packed bytes: the best of `reps` timings of `iters` products over `mats`
+// Bytes a product reads: the packed copy where the type has one, else the rows.
+size_t bytes_read(const MatView& w) {
+    const size_t n = packed_size(w);
+    return n > 0 ? n : w.row_stride * static_cast<size_t>(w.n_out);
+}
+
+// GB/s of the weights' bytes: the best of `reps` timings of `iters` products over `mats`
 // (consecutive products read different matrices when there are several).
 double product_gbs(ThreadPool& pool, const std::vector<const MatView*>& mats, size_t bytes_each, int iters, int reps) {
     std::vector<float> x(static_cast<size_t>(kIn)), y(static_cast<size_t>(mats[0]->n_out));
@@ -87,10 +95,10 @@ __attribute__((target("avx512f"))) double read_gbs(const uint8_t* p, size_t byte
     for (int r = 0; r < reps; ++r) {
         const auto t0 = Clock::now();
         for (size_t o = 0; o + 256 <= bytes; o += 256) {
-            acc = _mm512_xor_si512(acc, _mm512_load_si512(p + o));
-            acc = _mm512_xor_si512(acc, _mm512_load_si512(p + o + 64));
-            acc = _mm512_xor_si512(acc, _mm512_load_si512(p + o + 128));
-            acc = _mm512_xor_si512(acc, _mm512_load_si512(p + o + 192));
+            acc = _mm512_xor_si512(acc, _mm512_loadu_si512(p + o));
+            acc = _mm512_xor_si512(acc, _mm512_loadu_si512(p + o + 64));
+            acc = _mm512_xor_si512(acc, _mm512_loadu_si512(p + o + 128));
+            acc = _mm512_xor_si512(acc, _mm512_loadu_si512(p + o + 192));
         }
         best = std::max(best, static_cast<double>(bytes) / seconds_since(t0) / 1e9);
     }
@@ -131,14 +139,15 @@ int main(int argc, char** argv) {
             }
             // Cache: one small matrix (a few hundred KB), read over and over.
             const Packed small = make(*type, kSeedRows);
-            const size_t small_bytes = packed_size(small.w);
+            const size_t small_bytes = bytes_read(small.w);
             const double cache = product_gbs(pool, {&small.w}, small_bytes, 2000, 5);
             // Memory: one matrix of `mib` MiB, far beyond the last-level cache.
             const int64_t rows = std::max<int64_t>(kSeedRows, static_cast<int64_t>(mib * 1048576.0 / static_cast<double>(small_bytes) * kSeedRows) / 16 * 16);
             const Packed big = make(*type, rows);
-            const size_t big_bytes = packed_size(big.w);
+            const size_t big_bytes = bytes_read(big.w);
             const double mem = product_gbs(pool, {&big.w}, big_bytes, 3, 5);
-            const double rd = avx512 ? read_gbs(static_cast<const uint8_t*>(big.w.packed), big_bytes, 5) : 0.0;
+            const auto* bytes = static_cast<const uint8_t*>(big.w.packed ? big.w.packed : big.w.data);
+            const double rd = avx512 ? read_gbs(bytes, big_bytes, 5) : 0.0;
             std::printf("| %s | %s | %.1f | %.1f | %.1f | %.0f%% | %.0f%% |\n", name.c_str(), int_decode_path_name(*type), cache, mem, rd,
                         rd > 0 ? 100.0 * mem / rd : 0.0, 100.0 * mem / cache);
         }
