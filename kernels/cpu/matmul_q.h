@@ -1,11 +1,12 @@
 // Internal to kernels/cpu: matrix products of quantized weights with quantized
-// activations (act_quant.h) by integer dot products, for Q8_0, Q4_0, Q4_K, Q6_K,
+// activations (act_quant.h) by integer dot products, for Q8_0, Q4_0, Q4_K, Q5_K, Q6_K,
 // IQ4_XS, IQ3_XXS, IQ1_S and IQ1_M. Three implementations (scalar, AVX2, AVX-512 VNNI)
 // compute the same floats; see "Integer dot products" in docs/architecture.md.
 //
 // Canonical computation of y[t][r] (every path does exactly this, in this order). For
 // each 32-value block b of the row, in index order, the weight block is decoded to 32
-// signed integers w (and a float scale ws, for Q4_K also a float minimum wm, for Q6_K
+// signed integers w (and a float scale ws, for Q4_K and Q5_K also a float minimum wm
+// (Q5_K: Q4_K's values with bit j of qh as bit 4, w in [0, 31]), for Q6_K
 // and IQ1_M two integer sub-scales m0, m1); the products with the activation's two-digit
 // integers x = 128 q + r are exact integers on every path, and s = ws * d_x[b].
 // IQ1_S / IQ1_M: w = 8 g + shift (g in {-1, 0, 1} from iq1s_grid, shift = +-1 for
@@ -18,7 +19,7 @@
 //   127 * 128 + 64 = 16320, so |P| <= 2 * 128 * 16 * 32 * 16320 = 2139095040 < 2^31 for
 //   Q6_K, whose w is in [-32, 31] and m in [-128, 127]), then
 //   acc = acc + s * float(P) (a multiply then an add, never fused), acc starting at 0,
-//   and for Q4_K  mn = mn + (wm * d_x[b]) * float(sum_x[b]);  y = acc [- mn for Q4_K].
+//   and for Q4_K, Q5_K  mn = mn + (wm * d_x[b]) * float(sum_x[b]);  y = acc [- mn for them].
 //   One sum per block lets a vector hold 16 rows (the packed layouts below) or 16
 //   tokens, so the float work is one operation per 16 products of blocks.
 //
@@ -52,7 +53,7 @@
 // word (block j: bits 4j..4j+3), for each block and row the 32 values' signs as one word
 // (bit i: value i is negative), and the grid indices ([block][column][row]: column c
 // is the grid entry of values 4c .. 4c + 3).
-// IQ1_S and IQ1_M have no packed layout (packed_size 0): their rows take the unpacked
+// Q5_K, IQ1_S and IQ1_M have no packed layout (packed_size 0): their rows take the unpacked
 // kernels.
 #pragma once
 #include <array>

@@ -60,6 +60,17 @@ void decode(GgmlType type, const uint8_t* row, int64_t b, Blk& k) {
         k.wm = half_to_float(x.dmin) * static_cast<float>(mn);
         break;
     }
+    case GgmlType::Q5_K: {  // Q4_K's nibbles and scales, plus bit j of qh[l] as bit 4
+        const auto& x = sblock<block_q5_K>(row, i);
+        const uint8_t* q = x.qs + 32 * (j / 2);
+        for (int l = 0; l < 32; ++l)
+            k.w[l] = static_cast<int8_t>((j % 2 ? q[l] >> 4 : q[l] & 0xF) | (((x.qh[l] >> j) & 1) << 4));
+        int sc, mn;
+        q4k_scale_min(x.scales, j, &sc, &mn);
+        k.ws = half_to_float(x.d) * static_cast<float>(sc);
+        k.wm = half_to_float(x.dmin) * static_cast<float>(mn);
+        break;
+    }
     case GgmlType::Q6_K: {
         const auto& x = sblock<block_q6_K>(row, i);
         const int h = j / 4, c = j % 4;
@@ -209,6 +220,7 @@ bool supported(GgmlType t) {
     case GgmlType::Q8_0:
     case GgmlType::Q4_0:
     case GgmlType::Q4_K:
+    case GgmlType::Q5_K:
     case GgmlType::Q6_K:
     case GgmlType::IQ4_XS:
     case GgmlType::IQ3_XXS:
@@ -275,7 +287,7 @@ const char* name(Isa isa) {
 void rows_scalar(const Job& job, int64_t r0, int64_t r1) {
     const MatView& w = *job.w;
     const ActQ& x = *job.x;
-    const bool has_min = w.type == GgmlType::Q4_K;
+    const bool has_min = w.type == GgmlType::Q4_K || w.type == GgmlType::Q5_K;
     Blk k;
     for (int64_t r = r0; r < r1; ++r) {
         for (int64_t t = 0; t < x.T; ++t) {
