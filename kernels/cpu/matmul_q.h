@@ -36,6 +36,9 @@
 // ([block][row]), then block j's 32 values of the 16 rows as four 64-byte vectors:
 // vector k holds, for row r, bytes q[32j + 4k + i] | q[32j + 4(k + 4) + i] << 4, i < 4 (the
 // low nibbles are four-value column k, the high nibbles column k + 4).
+// Packed Q5_K: Q4_K's layout (the low four bits of each value as its nibbles), then per
+// block the values' bit 4 as one 64-byte vector: byte i of row r holds at bit c the bit 4
+// of value 4c + i (2880 bytes per super-block of 16 rows, 2% more than the rows' 2816).
 // Packed Q6_K: the same grouping, one 3360-byte PackedQ6K per super-block (as many bytes as
 // the 16 rows' block_q6_K): the rows' fp16 d, their sixteen sub-scales ([sub-block][row]),
 // then for block j the low four bits of its values as Q4_K's nibbles are laid out
@@ -53,7 +56,7 @@
 // word (block j: bits 4j..4j+3), for each block and row the 32 values' signs as one word
 // (bit i: value i is negative), and the grid indices ([block][column][row]: column c
 // is the grid entry of values 4c .. 4c + 3).
-// Q5_K, IQ1_S and IQ1_M have no packed layout (packed_size 0): their rows take the unpacked
+// IQ1_S and IQ1_M have no packed layout (packed_size 0): their rows take the unpacked
 // kernels.
 #pragma once
 #include <array>
@@ -105,6 +108,13 @@ struct PackedQ4K {
     uint8_t q[8][4][16][4];  // [block][k][row][i]
 };
 static_assert(sizeof(PackedQ4K) == 2368);
+struct PackedQ5K {  // PackedQ4K, then the values' bit 4 (see the top of this file)
+    uint16_t d[16], dmin[16];
+    uint8_t sc[8][16], mn[8][16];
+    uint8_t q[8][4][16][4];   // [block][k][row][i]
+    uint8_t hb[8][16][4];     // [block][row][i]: bit c = bit 4 of value 4c + i
+};
+static_assert(sizeof(PackedQ5K) == 2880);
 struct PackedQ6K {
     uint16_t d[16];
     int8_t sc[16][16];            // [sub-block][row]

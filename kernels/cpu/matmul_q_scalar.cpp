@@ -180,6 +180,14 @@ void decode_packed(const MatView& w, int64_t r, int64_t b, Blk& k) {
         k.wm = half_to_float(p.dmin[j]) * static_cast<float>(p.mn[blk][j]);
         break;
     }
+    case GgmlType::Q5_K: {
+        const PackedQ5K& p = static_cast<const PackedQ5K*>(w.packed)[group * super_per_group + b / 8];
+        for (int i = 0; i < 32; ++i)
+            k.w[i] = static_cast<int8_t>(packed_nibble(p.q[blk], j, i) | (((p.hb[blk][j][i % 4] >> (i / 4)) & 1) << 4));
+        k.ws = half_to_float(p.d[j]) * static_cast<float>(p.sc[blk][j]);
+        k.wm = half_to_float(p.dmin[j]) * static_cast<float>(p.mn[blk][j]);
+        break;
+    }
     case GgmlType::Q6_K: {
         const PackedQ6K& p = static_cast<const PackedQ6K*>(w.packed)[group * super_per_group + b / 8];
         for (int i = 0; i < 32; ++i) {
@@ -337,6 +345,7 @@ size_t packed_size(const MatView& w) {
     case GgmlType::Q8_0: return static_cast<size_t>(groups * (w.n_in / 32)) * sizeof(kq::PackedQ8);
     case GgmlType::Q4_0: return static_cast<size_t>(groups * (w.n_in / 32)) * sizeof(kq::PackedQ40);
     case GgmlType::Q4_K: return static_cast<size_t>(groups * (w.n_in / 256)) * sizeof(kq::PackedQ4K);
+    case GgmlType::Q5_K: return static_cast<size_t>(groups * (w.n_in / 256)) * sizeof(kq::PackedQ5K);
     case GgmlType::Q6_K: return static_cast<size_t>(groups * (w.n_in / 256)) * sizeof(kq::PackedQ6K);
     case GgmlType::IQ4_XS: return static_cast<size_t>(groups * (w.n_in / 256)) * sizeof(kq::PackedIQ4XS);
     case GgmlType::IQ3_XXS: return static_cast<size_t>(groups * (w.n_in / 256)) * sizeof(kq::PackedIQ3XXS);
@@ -429,6 +438,30 @@ void pack_groups(const MatView& w, void* dst, int64_t g0, int64_t g1) {
                     p.q[blk][g][j] = x.qs[8 * blk + g];
                 }
                 p.sg[blk][j] = sg;
+            }
+        });
+    if (w.type == GgmlType::Q5_K)
+        return pack_units<kq::PackedQ5K, block_q5_K>(w, dst, g0, g1, w.n_in / 256, kq::PackedQ5K{},
+                                                     [](kq::PackedQ5K& p, int j, const block_q5_K& x) {
+            p.d[j] = x.d;
+            p.dmin[j] = x.dmin;
+            for (int blk = 0; blk < 8; ++blk) {
+                int sc, mn;
+                kq::q4k_scale_min(x.scales, blk, &sc, &mn);
+                p.sc[blk][j] = static_cast<uint8_t>(sc);
+                p.mn[blk][j] = static_cast<uint8_t>(mn);
+                auto val = [&](int l) {  // the value's low four bits, as Q4_K's
+                    const uint8_t q = x.qs[32 * (blk / 2) + l];
+                    return blk % 2 ? q >> 4 : q & 0xF;
+                };
+                for (int k = 0; k < 4; ++k)
+                    for (int i = 0; i < 4; ++i)
+                        p.q[blk][k][j][i] = static_cast<uint8_t>(val(4 * k + i) | val(4 * (k + 4) + i) << 4);
+                for (int i = 0; i < 4; ++i) {
+                    uint8_t h = 0;
+                    for (int c = 0; c < 8; ++c) h |= static_cast<uint8_t>(((x.qh[4 * c + i] >> blk) & 1) << c);
+                    p.hb[blk][j][i] = h;
+                }
             }
         });
     pack_units<kq::PackedQ4K, block_q4_K>(w, dst, g0, g1, w.n_in / 256, kq::PackedQ4K{},
