@@ -77,7 +77,7 @@ TEST_CASE("matmul: every type agrees with the reference", "[matmul]") {
 TEST_CASE("matmul: batch- and thread-count-invariant", "[matmul][determinism]") {
     const int64_t n_in = 320, n_out = 45, T = 9;  // sizes that leave partial tiles
     for (GgmlType type : {GgmlType::F32, GgmlType::F16, GgmlType::Q4_K, GgmlType::Q8_0, GgmlType::Q4_0,
-                          GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_XS, GgmlType::IQ3_XXS, GgmlType::IQ1_S,
+                          GgmlType::Q3_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_XS, GgmlType::IQ3_XXS, GgmlType::IQ1_S,
                           GgmlType::IQ1_M}) {
         INFO(type_info(type).name);
         Weights w = make_weights(type, type_info(type).block_size == 256 ? 512 : n_in, n_out, 3);
@@ -106,9 +106,9 @@ TEST_CASE("matmul: batch- and thread-count-invariant", "[matmul][determinism]") 
 
 namespace {
 
-const GgmlType kIntTypes[] = {GgmlType::Q8_0,   GgmlType::Q4_0,    GgmlType::Q4_K,  GgmlType::Q5_K, GgmlType::Q6_K,
+const GgmlType kIntTypes[] = {GgmlType::Q8_0,   GgmlType::Q4_0,    GgmlType::Q3_K,  GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K,
                               GgmlType::IQ4_XS, GgmlType::IQ3_XXS, GgmlType::IQ1_S, GgmlType::IQ1_M};
-// The integer-path types with a packed layout (pack_weights); IQ1_S and IQ1_M have none.
+// The integer-path types with a packed layout (pack_weights); Q3_K, IQ1_S and IQ1_M have none.
 const GgmlType kPackedTypes[] = {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q5_K,
                                  GgmlType::Q6_K, GgmlType::IQ4_XS, GgmlType::IQ3_XXS};
 

@@ -1,12 +1,12 @@
 // Internal to kernels/cpu: matrix products of quantized weights with quantized
-// activations (act_quant.h) by integer dot products, for Q8_0, Q4_0, Q4_K, Q5_K, Q6_K,
+// activations (act_quant.h) by integer dot products, for Q8_0, Q4_0, Q3_K, Q4_K, Q5_K, Q6_K,
 // IQ4_XS, IQ3_XXS, IQ1_S and IQ1_M. Three implementations (scalar, AVX2, AVX-512 VNNI)
 // compute the same floats; see "Integer dot products" in docs/architecture.md.
 //
 // Canonical computation of y[t][r] (every path does exactly this, in this order). For
 // each 32-value block b of the row, in index order, the weight block is decoded to 32
 // signed integers w (and a float scale ws, for Q4_K and Q5_K also a float minimum wm
-// (Q5_K: Q4_K's values with bit j of qh as bit 4, w in [0, 31]), for Q6_K
+// (Q5_K: Q4_K's values with bit j of qh as bit 4, w in [0, 31]), for Q3_K, Q6_K
 // and IQ1_M two integer sub-scales m0, m1); the products with the activation's two-digit
 // integers x = 128 q + r are exact integers on every path, and s = ws * d_x[b].
 // IQ1_S / IQ1_M: w = 8 g + shift (g in {-1, 0, 1} from iq1s_grid, shift = +-1 for
@@ -153,6 +153,13 @@ inline void q4k_scale_min(const uint8_t* s, int j, int* sc, int* mn) {
         *sc = (s[j + 4] & 0xF) | ((s[j - 4] >> 6) << 4);
         *mn = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
     }
+}
+
+// Q3_K: the signed 6-bit scale of 16-value sub-block s (0..15) of a super-block's 12 bytes.
+inline int q3k_scale(const uint8_t* sc, int s) {
+    const int low = s < 8 ? sc[s] & 0xF : sc[s - 8] >> 4;
+    const int high = (sc[8 + s % 4] >> (2 * (s / 4))) & 3;
+    return (low | (high << 4)) - 32;
 }
 
 // Rows [r0, r1) for every token of the job. With w->packed set, r0 is a multiple of

@@ -60,6 +60,16 @@ void decode(GgmlType type, const uint8_t* row, int64_t b, Blk& k) {
         k.wm = half_to_float(x.dmin) * static_cast<float>(mn);
         break;
     }
+    case GgmlType::Q3_K: {  // w in [-4, 3] with the 16-value sub-scales as m0, m1 (Q6_K's form)
+        const auto& x = sblock<block_q3_K>(row, i);
+        const int h = j / 4, c = j % 4;
+        for (int l = 0; l < 32; ++l)
+            k.w[l] = static_cast<int8_t>(((x.qs[32 * h + l] >> (2 * c)) & 3) - ((x.hmask[l] >> (4 * h + c)) & 1 ? 0 : 4));
+        k.m0 = q3k_scale(x.scales, 2 * j);
+        k.m1 = q3k_scale(x.scales, 2 * j + 1);
+        k.ws = half_to_float(x.d);
+        break;
+    }
     case GgmlType::Q5_K: {  // Q4_K's nibbles and scales, plus bit j of qh[l] as bit 4
         const auto& x = sblock<block_q5_K>(row, i);
         const uint8_t* q = x.qs + 32 * (j / 2);
@@ -227,6 +237,7 @@ bool supported(GgmlType t) {
     switch (t) {
     case GgmlType::Q8_0:
     case GgmlType::Q4_0:
+    case GgmlType::Q3_K:
     case GgmlType::Q4_K:
     case GgmlType::Q5_K:
     case GgmlType::Q6_K:
@@ -311,7 +322,7 @@ void rows_scalar(const Job& job, int64_t r0, int64_t r1) {
                 int32_t p0 = 0, p1 = 0;  // the block's two halves (Q6_K's sub-blocks)
                 for (int i = 0; i < 16; ++i) p0 += int32_t{k.w[i]} * (128 * xq[32 * b + i] + xr[32 * b + i]);
                 for (int i = 16; i < 32; ++i) p1 += int32_t{k.w[i]} * (128 * xq[32 * b + i] + xr[32 * b + i]);
-                const int32_t p = k.m0 * p0 + k.m1 * p1;  // m0 = m1 = 1 but for Q6_K and IQ1_M
+                const int32_t p = k.m0 * p0 + k.m1 * p1;  // m0 = m1 = 1 but for Q3_K, Q6_K and IQ1_M
                 acc = acc + (k.ws * dx) * static_cast<float>(p);
                 if (has_min) mn = mn + (k.wm * dx) * static_cast<float>(x.st(t)[b]);
             }
