@@ -383,6 +383,28 @@ void pack_units(const MatView& w, void* dst, int64_t g0, int64_t g1, int64_t n, 
         }
 }
 
+// Row j of a packed Q4_K super-block (or of Q5_K's, which has the same fields): its d,
+// dmin, unpacked scales and minimums, and the low four bits of its values as nibbles.
+template <class P, class B>
+void pack_q4k_row(P& p, int j, const B& x) {
+    p.d[j] = x.d;
+    p.dmin[j] = x.dmin;
+    for (int blk = 0; blk < 8; ++blk) {
+        int sc, mn;
+        kq::q4k_scale_min(x.scales, blk, &sc, &mn);
+        p.sc[blk][j] = static_cast<uint8_t>(sc);
+        p.mn[blk][j] = static_cast<uint8_t>(mn);
+        // value l of the block: low nibble of qs[32 (blk / 2) + l] for even blk, high for odd
+        auto val = [&](int l) {
+            const uint8_t q = x.qs[32 * (blk / 2) + l];
+            return blk % 2 ? q >> 4 : q & 0xF;
+        };
+        for (int k = 0; k < 4; ++k)
+            for (int i = 0; i < 4; ++i)
+                p.q[blk][k][j][i] = static_cast<uint8_t>(val(4 * k + i) | val(4 * (k + 4) + i) << 4);
+    }
+}
+
 void pack_groups(const MatView& w, void* dst, int64_t g0, int64_t g1) {
     if (w.type == GgmlType::Q8_0) {
         kq::PackedQ8 pad{};  // zero scale, zero weights (u = w + 128)
@@ -454,46 +476,16 @@ void pack_groups(const MatView& w, void* dst, int64_t g0, int64_t g1) {
     if (w.type == GgmlType::Q5_K)
         return pack_units<kq::PackedQ5K, block_q5_K>(w, dst, g0, g1, w.n_in / 256, kq::PackedQ5K{},
                                                      [](kq::PackedQ5K& p, int j, const block_q5_K& x) {
-            p.d[j] = x.d;
-            p.dmin[j] = x.dmin;
-            for (int blk = 0; blk < 8; ++blk) {
-                int sc, mn;
-                kq::q4k_scale_min(x.scales, blk, &sc, &mn);
-                p.sc[blk][j] = static_cast<uint8_t>(sc);
-                p.mn[blk][j] = static_cast<uint8_t>(mn);
-                auto val = [&](int l) {  // the value's low four bits, as Q4_K's
-                    const uint8_t q = x.qs[32 * (blk / 2) + l];
-                    return blk % 2 ? q >> 4 : q & 0xF;
-                };
-                for (int k = 0; k < 4; ++k)
-                    for (int i = 0; i < 4; ++i)
-                        p.q[blk][k][j][i] = static_cast<uint8_t>(val(4 * k + i) | val(4 * (k + 4) + i) << 4);
+            pack_q4k_row(p, j, x);
+            for (int blk = 0; blk < 8; ++blk)
                 for (int i = 0; i < 4; ++i) {
                     uint8_t h = 0;
                     for (int c = 0; c < 8; ++c) h |= static_cast<uint8_t>(((x.qh[4 * c + i] >> blk) & 1) << c);
                     p.hb[blk][j][i] = h;
                 }
-            }
         });
     pack_units<kq::PackedQ4K, block_q4_K>(w, dst, g0, g1, w.n_in / 256, kq::PackedQ4K{},
-                                          [](kq::PackedQ4K& p, int j, const block_q4_K& x) {
-        p.d[j] = x.d;
-        p.dmin[j] = x.dmin;
-        for (int blk = 0; blk < 8; ++blk) {
-            int sc, mn;
-            kq::q4k_scale_min(x.scales, blk, &sc, &mn);
-            p.sc[blk][j] = static_cast<uint8_t>(sc);
-            p.mn[blk][j] = static_cast<uint8_t>(mn);
-            // value l of the block: low nibble of qs[32 (blk / 2) + l] for even blk, high for odd
-            auto val = [&](int l) {
-                const uint8_t q = x.qs[32 * (blk / 2) + l];
-                return blk % 2 ? q >> 4 : q & 0xF;
-            };
-            for (int k = 0; k < 4; ++k)
-                for (int i = 0; i < 4; ++i)
-                    p.q[blk][k][j][i] = static_cast<uint8_t>(val(4 * k + i) | val(4 * (k + 4) + i) << 4);
-        }
-    });
+                                          [](kq::PackedQ4K& p, int j, const block_q4_K& x) { pack_q4k_row(p, j, x); });
 }
 
 }  // namespace
