@@ -234,6 +234,28 @@ TEST_CASE("matmul: IQ1 random blocks on every path", "[matmul][determinism]") {
     }
 }
 
+// Packed IQ3_XXS where the CPU has AVX-512 VBMI looks its grid up by byte permutes;
+// AVX-512 CPUs without VBMI gather. Both forms give the same bits (decode, a window,
+// partial groups). Nothing to compare on a CPU without VBMI (it runs the gathers).
+TEST_CASE("matmul: packed IQ3_XXS by byte permutes and by gathers", "[matmul][determinism]") {
+    if (!kq::vbmi_usable()) return;
+    ThreadPool pool(2);
+    for (const int64_t n_out : {int64_t{21}, int64_t{130}}) {
+        Weights w = make_weights(GgmlType::IQ3_XXS, 2048, n_out, 23);
+        const PackedCopy packed = packed_copy(w.view);
+        for (const int64_t T : {1, 5}) {
+            auto x = randn(static_cast<size_t>(T * 2048), 24);
+            std::vector<float> by_permutes(static_cast<size_t>(T * n_out)), by_gathers(by_permutes.size());
+            matmul(pool, packed.view, x.data(), 2048, T, by_permutes.data(), n_out);
+            kq::allow_vbmi(false);
+            matmul(pool, packed.view, x.data(), 2048, T, by_gathers.data(), n_out);
+            kq::allow_vbmi(true);
+            INFO("n_out " << n_out << " T " << T);
+            CHECK(by_permutes == by_gathers);
+        }
+    }
+}
+
 TEST_CASE("matmul: integer path bit-identical on every instruction set", "[matmul][determinism]") {
     ThreadPool pool(2);
     const int64_t n_out = 21;  // partial row tiles

@@ -171,6 +171,9 @@ void rows_avx512(const Job& job, int64_t r0, int64_t r1);
 // Packed IQ3_XXS with AVX-512 VBMI (matmul_q_avx512vbmi.cpp); rows_avx512 calls it where
 // vbmi_usable().
 bool vbmi_usable();
+// Tests: off makes vbmi_usable() false, so packed IQ3_XXS takes the gather form that
+// AVX-512 CPUs without VBMI run (on by default).
+void allow_vbmi(bool on);
 void rows_iq3xxs_vbmi(const Job& job, int64_t r0, int64_t r1);
 const std::array<uint8_t, 1024>& iq3_planes();
 

@@ -5,6 +5,7 @@
 // it only where the CPU has them (Ice Lake, Sapphire Rapids, Zen 4 and later do).
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
@@ -43,6 +44,12 @@ const std::array<uint8_t, 1024>& iq3_planes() {
 #pragma GCC pop_options
 
 namespace strata::kq {
+namespace {
+std::atomic<bool> g_allow_vbmi{true};
+}  // namespace
+
+void allow_vbmi(bool on) { g_allow_vbmi.store(on, std::memory_order_relaxed); }
+
 bool vbmi_usable() {
     static const bool ok = [] {
         __builtin_cpu_init();
@@ -50,7 +57,7 @@ bool vbmi_usable() {
                __builtin_cpu_supports("avx512vnni") &&
                __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
     }();
-    return ok;
+    return ok && g_allow_vbmi.load(std::memory_order_relaxed);
 }
 void rows_iq3xxs_vbmi(const Job& job, int64_t r0, int64_t r1) { avx512vbmi::run_iq3xxs(job, r0, r1); }
 }  // namespace strata::kq
