@@ -108,8 +108,8 @@ namespace {
 
 const GgmlType kIntTypes[] = {GgmlType::Q8_0,   GgmlType::Q4_0,    GgmlType::Q3_K,  GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K,
                               GgmlType::IQ4_XS, GgmlType::IQ3_XXS, GgmlType::IQ1_S, GgmlType::IQ1_M};
-// The integer-path types with a packed layout (pack_weights); Q3_K, IQ1_S and IQ1_M have none.
-const GgmlType kPackedTypes[] = {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q5_K,
+// The integer-path types with a packed layout (pack_weights); IQ1_S and IQ1_M have none.
+const GgmlType kPackedTypes[] = {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K,
                                  GgmlType::Q6_K, GgmlType::IQ4_XS, GgmlType::IQ3_XXS};
 
 // IQ1 weights from random bytes (every grid index, shift and 3-bit scale, not only what
@@ -314,6 +314,7 @@ TEST_CASE("matmul: packed layouts give the unpacked results", "[matmul][determin
                 if (type == GgmlType::Q6_K) reinterpret_cast<block_q6_K*>(w.bytes.data())[1].scales[3] = -128;
                 const size_t unit = q8                          ? sizeof(kq::PackedQ8)
                                     : type == GgmlType::Q4_0    ? sizeof(kq::PackedQ40)
+                                    : type == GgmlType::Q3_K    ? sizeof(kq::PackedQ3K)
                                     : type == GgmlType::Q4_K    ? sizeof(kq::PackedQ4K)
                                     : type == GgmlType::Q5_K    ? sizeof(kq::PackedQ5K)
                                     : type == GgmlType::Q6_K    ? sizeof(kq::PackedQ6K)

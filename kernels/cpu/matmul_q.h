@@ -36,6 +36,11 @@
 // ([block][row]), then block j's 32 values of the 16 rows as four 64-byte vectors:
 // vector k holds, for row r, bytes q[32j + 4k + i] | q[32j + 4(k + 4) + i] << 4, i < 4 (the
 // low nibbles are four-value column k, the high nibbles column k + 4).
+// Packed Q3_K: the same grouping, one 1824-byte PackedQ3K per super-block (3.6% more than
+// the rows' 1760): the rows' fp16 d, their sixteen signed sub-scales ([sub-block][row]),
+// then per block the values u = w + 4 (0..7) as two planes: the low two bits as Q6_K's
+// high bits are laid out (lo[j][h][r][i], bits 2c..2c+1: value 4 (4h + c) + i) and bit 2
+// as Q5_K's bit plane (hb[j][r][i], bit c: value 4c + i).
 // Packed Q5_K: Q4_K's layout (the low four bits of each value as its nibbles), then per
 // block the values' bit 4 as one 64-byte vector: byte i of row r holds at bit c the bit 4
 // of value 4c + i (2880 bytes per super-block of 16 rows, 2% more than the rows' 2816).
@@ -108,6 +113,13 @@ struct PackedQ4K {
     uint8_t q[8][4][16][4];  // [block][k][row][i]
 };
 static_assert(sizeof(PackedQ4K) == 2368);
+struct PackedQ3K {  // see the top of this file
+    uint16_t d[16];
+    int8_t sc[16][16];        // [sub-block][row]
+    uint8_t lo[8][2][16][4];  // [block][h][row][i]: bits 2c..2c+1 = bits 0-1 of value 4 (4h + c) + i
+    uint8_t hb[8][16][4];     // [block][row][i]: bit c = bit 2 of value 4c + i
+};
+static_assert(sizeof(PackedQ3K) == 1824);
 struct PackedQ5K {  // PackedQ4K, then the values' bit 4 (see the top of this file)
     uint16_t d[16], dmin[16];
     uint8_t sc[8][16], mn[8][16];

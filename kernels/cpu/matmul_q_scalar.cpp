@@ -190,6 +190,18 @@ void decode_packed(const MatView& w, int64_t r, int64_t b, Blk& k) {
         k.wm = half_to_float(p.dmin[j]) * static_cast<float>(p.mn[blk][j]);
         break;
     }
+    case GgmlType::Q3_K: {
+        const PackedQ3K& p = static_cast<const PackedQ3K*>(w.packed)[group * super_per_group + b / 8];
+        for (int i = 0; i < 32; ++i) {
+            const int c = i / 4, lo = (p.lo[blk][c / 4][j][i % 4] >> (2 * (c % 4))) & 3;
+            const int hi = (p.hb[blk][j][i % 4] >> c) & 1;
+            k.w[i] = static_cast<int8_t>((lo | (hi << 2)) - 4);
+        }
+        k.m0 = p.sc[2 * blk][j];
+        k.m1 = p.sc[2 * blk + 1][j];
+        k.ws = half_to_float(p.d[j]);
+        break;
+    }
     case GgmlType::Q5_K: {
         const PackedQ5K& p = static_cast<const PackedQ5K*>(w.packed)[group * super_per_group + b / 8];
         for (int i = 0; i < 32; ++i)
@@ -356,6 +368,7 @@ size_t packed_size(const MatView& w) {
     case GgmlType::Q8_0: return static_cast<size_t>(groups * (w.n_in / 32)) * sizeof(kq::PackedQ8);
     case GgmlType::Q4_0: return static_cast<size_t>(groups * (w.n_in / 32)) * sizeof(kq::PackedQ40);
     case GgmlType::Q4_K: return static_cast<size_t>(groups * (w.n_in / 256)) * sizeof(kq::PackedQ4K);
+    case GgmlType::Q3_K: return static_cast<size_t>(groups * (w.n_in / 256)) * sizeof(kq::PackedQ3K);
     case GgmlType::Q5_K: return static_cast<size_t>(groups * (w.n_in / 256)) * sizeof(kq::PackedQ5K);
     case GgmlType::Q6_K: return static_cast<size_t>(groups * (w.n_in / 256)) * sizeof(kq::PackedQ6K);
     case GgmlType::IQ4_XS: return static_cast<size_t>(groups * (w.n_in / 256)) * sizeof(kq::PackedIQ4XS);
@@ -471,6 +484,21 @@ void pack_groups(const MatView& w, void* dst, int64_t g0, int64_t g1) {
                     p.q[blk][g][j] = x.qs[8 * blk + g];
                 }
                 p.sg[blk][j] = sg;
+            }
+        });
+    if (w.type == GgmlType::Q3_K)
+        return pack_units<kq::PackedQ3K, block_q3_K>(w, dst, g0, g1, w.n_in / 256, kq::PackedQ3K{},
+                                                     [](kq::PackedQ3K& p, int j, const block_q3_K& x) {
+            p.d[j] = x.d;
+            for (int s = 0; s < 16; ++s) p.sc[s][j] = static_cast<int8_t>(kq::q3k_scale(x.scales, s));
+            for (int blk = 0; blk < 8; ++blk) {
+                const int h = blk / 4, cq = blk % 4;
+                for (int l = 0; l < 32; ++l) {  // u = w + 4: two bits of qs, and the hmask bit as bit 2
+                    const int lo = (x.qs[32 * h + l] >> (2 * cq)) & 3, hi = (x.hmask[l] >> (4 * h + cq)) & 1;
+                    const int c = l / 4, i = l % 4;
+                    p.lo[blk][c / 4][j][i] |= static_cast<uint8_t>(lo << (2 * (c % 4)));
+                    p.hb[blk][j][i] |= static_cast<uint8_t>(hi << c);
+                }
             }
         });
     if (w.type == GgmlType::Q5_K)
