@@ -187,7 +187,6 @@ bool vbmi_usable();
 // AVX-512 CPUs without VBMI run (on by default).
 void allow_vbmi(bool on);
 void rows_iq3xxs_vbmi(const Job& job, int64_t r0, int64_t r1);
-const std::array<uint8_t, 1024>& iq3_planes();
 
 // AMX (matmul_q_amx.cpp): whether this CPU and OS run it (asks Linux for the tile state
 // once), and packed Q8_0 group g for tokens [t0, t0 + 16).

@@ -16,6 +16,7 @@
 #include "kernels/cpu/matmul_q.h"
 
 namespace strata::kq {
+namespace {
 // Byte i of each of the 256 grid entries plus 128 (the VNNI bias; every byte is at most
 // 62), as plane i (i < 4) of 256 bytes: the tables of the four byte permutes of a lookup.
 const std::array<uint8_t, 1024>& iq3_planes() {
@@ -28,6 +29,7 @@ const std::array<uint8_t, 1024>& iq3_planes() {
     }();
     return planes;
 }
+}  // namespace
 }  // namespace strata::kq
 
 #pragma GCC push_options
