@@ -1,13 +1,14 @@
 // Internal to kernels/cpu: matrix products of quantized weights with quantized
-// activations (act_quant.h) by integer dot products, for Q8_0, Q4_0, Q3_K, Q4_K, Q5_K, Q6_K,
-// IQ4_XS, IQ3_XXS, IQ1_S and IQ1_M. Three implementations (scalar, AVX2, AVX-512 VNNI)
+// activations (act_quant.h) by integer dot products, for Q8_0, Q4_0, Q2_K, Q3_K, Q4_K, Q5_K,
+// Q6_K, IQ4_XS, IQ3_XXS, IQ1_S and IQ1_M. Three implementations (scalar, AVX2, AVX-512 VNNI)
 // compute the same floats; see "Integer dot products" in docs/architecture.md.
 //
 // Canonical computation of y[t][r] (every path does exactly this, in this order). For
 // each 32-value block b of the row, in index order, the weight block is decoded to 32
 // signed integers w (and a float scale ws, for Q4_K and Q5_K also a float minimum wm
 // (Q5_K: Q4_K's values with bit j of qh as bit 4, w in [0, 31]), for Q3_K, Q6_K
-// and IQ1_M two integer sub-scales m0, m1); the products with the activation's two-digit
+// and IQ1_M two integer sub-scales m0, m1; Q2_K: w in [0, 3], m0, m1 its two 4-bit
+// sub-scales, ws = d, wm = dmin and two 4-bit sub-minimums n0, n1); the products with the activation's two-digit
 // integers x = 128 q + r are exact integers on every path, and s = ws * d_x[b].
 // IQ1_S / IQ1_M: w = 8 g + shift (g in {-1, 0, 1} from iq1s_grid, shift = +-1 for
 // ggml's delta +-1/8), so w is in [-9, 9] and ws carries the 1/8: IQ1_S ws =
@@ -19,7 +20,10 @@
 //   127 * 128 + 64 = 16320, so |P| <= 2 * 128 * 16 * 32 * 16320 = 2139095040 < 2^31 for
 //   Q6_K, whose w is in [-32, 31] and m in [-128, 127]), then
 //   acc = acc + s * float(P) (a multiply then an add, never fused), acc starting at 0,
-//   and for Q4_K, Q5_K  mn = mn + (wm * d_x[b]) * float(sum_x[b]);  y = acc [- mn for them].
+//   and for Q4_K, Q5_K  mn = mn + (wm * d_x[b]) * float(sum_x[b]),
+//   for Q2_K            mn = mn + (wm * d_x[b]) * float(n0 S0 + n1 S1) with S0, S1 the
+//                       exact sums of x over the block's two halves (|.| < 2^24);
+//   y = acc [- mn for them].
 //   One sum per block lets a vector hold 16 rows (the packed layouts below) or 16
 //   tokens, so the float work is one operation per 16 products of blocks.
 //
@@ -41,6 +45,10 @@
 // then per block the values u = w + 4 (0..7) as two planes: the low two bits as Q6_K's
 // high bits are laid out (lo[j][h][r][i], bits 2c..2c+1: value 4 (4h + c) + i) and bit 2
 // as Q5_K's bit plane (hb[j][r][i], bit c: value 4c + i).
+// Packed Q2_K: the same grouping, one 1344-byte PackedQ2K per super-block (as many bytes
+// as the rows' block_q2_K): the rows' fp16 d and dmin, their sixteen scale bytes
+// ([sub-block][row]: sub-scale | sub-minimum << 4, the format's own bytes), then per block
+// the values' two bits laid out as Packed Q3_K's lo planes.
 // Packed Q5_K: Q4_K's layout (the low four bits of each value as its nibbles), then per
 // block the values' bit 4 as one 64-byte vector: byte i of row r holds at bit c the bit 4
 // of value 4c + i (2880 bytes per super-block of 16 rows, 2% more than the rows' 2816).
@@ -120,6 +128,12 @@ struct PackedQ3K {  // see the top of this file
     uint8_t hb[8][16][4];     // [block][row][i]: bit c = bit 2 of value 4c + i
 };
 static_assert(sizeof(PackedQ3K) == 1824);
+struct PackedQ2K {  // see the top of this file
+    uint16_t d[16], dmin[16];
+    uint8_t sc[16][16];       // [sub-block][row]: scale | min << 4
+    uint8_t lo[8][2][16][4];  // [block][h][row][i]: bits 2c..2c+1 = value 4 (4h + c) + i
+};
+static_assert(sizeof(PackedQ2K) == 16 * sizeof(block_q2_K));
 struct PackedQ5K {  // PackedQ4K, then the values' bit 4 (see the top of this file)
     uint16_t d[16], dmin[16];
     uint8_t sc[8][16], mn[8][16];

@@ -24,6 +24,7 @@ struct Blk {
     int8_t w[32];
     float ws = 0, wm = 0;
     int32_t m0 = 1, m1 = 1;
+    int32_t n0 = 0, n1 = 0;  // Q2_K: the halves' minimums (matmul_q.h)
 };
 
 template <typename B>
@@ -58,6 +59,18 @@ void decode(GgmlType type, const uint8_t* row, int64_t b, Blk& k) {
         q4k_scale_min(x.scales, j, &sc, &mn);
         k.ws = half_to_float(x.d) * static_cast<float>(sc);
         k.wm = half_to_float(x.dmin) * static_cast<float>(mn);
+        break;
+    }
+    case GgmlType::Q2_K: {  // w in [0, 3]; per half a 4-bit scale (m) and minimum (n)
+        const auto& x = sblock<block_q2_K>(row, i);
+        const int h = j / 4, c = j % 4;
+        for (int l = 0; l < 32; ++l) k.w[l] = static_cast<int8_t>((x.qs[32 * h + l] >> (2 * c)) & 3);
+        k.m0 = x.scales[2 * j] & 0xF;
+        k.m1 = x.scales[2 * j + 1] & 0xF;
+        k.n0 = x.scales[2 * j] >> 4;
+        k.n1 = x.scales[2 * j + 1] >> 4;
+        k.ws = half_to_float(x.d);
+        k.wm = half_to_float(x.dmin);
         break;
     }
     case GgmlType::Q3_K: {  // w in [-4, 3] with the 16-value sub-scales as m0, m1 (Q6_K's form)
@@ -190,6 +203,20 @@ void decode_packed(const MatView& w, int64_t r, int64_t b, Blk& k) {
         k.wm = half_to_float(p.dmin[j]) * static_cast<float>(p.mn[blk][j]);
         break;
     }
+    case GgmlType::Q2_K: {
+        const PackedQ2K& p = static_cast<const PackedQ2K*>(w.packed)[group * super_per_group + b / 8];
+        for (int i = 0; i < 32; ++i) {
+            const int c = i / 4;
+            k.w[i] = static_cast<int8_t>((p.lo[blk][c / 4][j][i % 4] >> (2 * (c % 4))) & 3);
+        }
+        k.m0 = p.sc[2 * blk][j] & 0xF;
+        k.m1 = p.sc[2 * blk + 1][j] & 0xF;
+        k.n0 = p.sc[2 * blk][j] >> 4;
+        k.n1 = p.sc[2 * blk + 1][j] >> 4;
+        k.ws = half_to_float(p.d[j]);
+        k.wm = half_to_float(p.dmin[j]);
+        break;
+    }
     case GgmlType::Q3_K: {
         const PackedQ3K& p = static_cast<const PackedQ3K*>(w.packed)[group * super_per_group + b / 8];
         for (int i = 0; i < 32; ++i) {
@@ -249,6 +276,7 @@ bool supported(GgmlType t) {
     switch (t) {
     case GgmlType::Q8_0:
     case GgmlType::Q4_0:
+    case GgmlType::Q2_K:
     case GgmlType::Q3_K:
     case GgmlType::Q4_K:
     case GgmlType::Q5_K:
@@ -318,7 +346,8 @@ const char* name(Isa isa) {
 void rows_scalar(const Job& job, int64_t r0, int64_t r1) {
     const MatView& w = *job.w;
     const ActQ& x = *job.x;
-    const bool has_min = w.type == GgmlType::Q4_K || w.type == GgmlType::Q5_K;
+    const bool q2 = w.type == GgmlType::Q2_K;
+    const bool has_min = w.type == GgmlType::Q4_K || w.type == GgmlType::Q5_K || q2;
     Blk k;
     for (int64_t r = r0; r < r1; ++r) {
         for (int64_t t = 0; t < x.T; ++t) {
@@ -334,9 +363,16 @@ void rows_scalar(const Job& job, int64_t r0, int64_t r1) {
                 int32_t p0 = 0, p1 = 0;  // the block's two halves (Q6_K's sub-blocks)
                 for (int i = 0; i < 16; ++i) p0 += int32_t{k.w[i]} * (128 * xq[32 * b + i] + xr[32 * b + i]);
                 for (int i = 16; i < 32; ++i) p1 += int32_t{k.w[i]} * (128 * xq[32 * b + i] + xr[32 * b + i]);
-                const int32_t p = k.m0 * p0 + k.m1 * p1;  // m0 = m1 = 1 but for Q3_K, Q6_K and IQ1_M
+                const int32_t p = k.m0 * p0 + k.m1 * p1;  // m0 = m1 = 1 but for Q2_K, Q3_K, Q6_K and IQ1_M
                 acc = acc + (k.ws * dx) * static_cast<float>(p);
-                if (has_min) mn = mn + (k.wm * dx) * static_cast<float>(x.st(t)[b]);
+                int32_t ms = x.st(t)[b];  // the block's sum of x, or Q2_K's halves' sums times their minimums
+                if (q2) {
+                    int32_t s0 = 0, s1 = 0;
+                    for (int i = 0; i < 16; ++i) s0 += 128 * xq[32 * b + i] + xr[32 * b + i];
+                    for (int i = 16; i < 32; ++i) s1 += 128 * xq[32 * b + i] + xr[32 * b + i];
+                    ms = k.n0 * s0 + k.n1 * s1;
+                }
+                if (has_min) mn = mn + (k.wm * dx) * static_cast<float>(ms);
             }
             float y = acc;
             if (has_min) y = y - mn;
@@ -368,6 +404,7 @@ size_t packed_size(const MatView& w) {
     case GgmlType::Q8_0: return static_cast<size_t>(groups * (w.n_in / 32)) * sizeof(kq::PackedQ8);
     case GgmlType::Q4_0: return static_cast<size_t>(groups * (w.n_in / 32)) * sizeof(kq::PackedQ40);
     case GgmlType::Q4_K: return static_cast<size_t>(groups * (w.n_in / 256)) * sizeof(kq::PackedQ4K);
+    case GgmlType::Q2_K: return static_cast<size_t>(groups * (w.n_in / 256)) * sizeof(kq::PackedQ2K);
     case GgmlType::Q3_K: return static_cast<size_t>(groups * (w.n_in / 256)) * sizeof(kq::PackedQ3K);
     case GgmlType::Q5_K: return static_cast<size_t>(groups * (w.n_in / 256)) * sizeof(kq::PackedQ5K);
     case GgmlType::Q6_K: return static_cast<size_t>(groups * (w.n_in / 256)) * sizeof(kq::PackedQ6K);
@@ -484,6 +521,20 @@ void pack_groups(const MatView& w, void* dst, int64_t g0, int64_t g1) {
                     p.q[blk][g][j] = x.qs[8 * blk + g];
                 }
                 p.sg[blk][j] = sg;
+            }
+        });
+    if (w.type == GgmlType::Q2_K)
+        return pack_units<kq::PackedQ2K, block_q2_K>(w, dst, g0, g1, w.n_in / 256, kq::PackedQ2K{},
+                                                     [](kq::PackedQ2K& p, int j, const block_q2_K& x) {
+            p.d[j] = x.d;
+            p.dmin[j] = x.dmin;
+            for (int s = 0; s < 16; ++s) p.sc[s][j] = x.scales[s];
+            for (int blk = 0; blk < 8; ++blk) {
+                const int h = blk / 4, cq = blk % 4;
+                for (int l = 0; l < 32; ++l) {
+                    const int c = l / 4, i = l % 4;
+                    p.lo[blk][c / 4][j][i] |= static_cast<uint8_t>(((x.qs[32 * h + l] >> (2 * cq)) & 3) << (2 * (c % 4)));
+                }
             }
         });
     if (w.type == GgmlType::Q3_K)
