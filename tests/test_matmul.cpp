@@ -77,6 +77,7 @@ TEST_CASE("matmul: every type agrees with the reference", "[matmul]") {
 TEST_CASE("matmul: batch- and thread-count-invariant", "[matmul][determinism]") {
     const int64_t n_in = 320, n_out = 45, T = 9;  // sizes that leave partial tiles
     for (GgmlType type : {GgmlType::F32, GgmlType::F16, GgmlType::Q4_K, GgmlType::Q8_0, GgmlType::Q4_0,
+                          GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::IQ4_NL,
                           GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_XS, GgmlType::IQ3_XXS, GgmlType::IQ1_S,
                           GgmlType::IQ1_M}) {
         INFO(type_info(type).name);
@@ -106,10 +107,12 @@ TEST_CASE("matmul: batch- and thread-count-invariant", "[matmul][determinism]") 
 
 namespace {
 
-const GgmlType kIntTypes[] = {GgmlType::Q8_0,   GgmlType::Q4_0,    GgmlType::Q2_K,  GgmlType::Q3_K,  GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K,
+const GgmlType kIntTypes[] = {GgmlType::Q8_0,   GgmlType::Q4_0,    GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1,
+                              GgmlType::IQ4_NL, GgmlType::Q2_K,  GgmlType::Q3_K,  GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K,
                               GgmlType::IQ4_XS, GgmlType::IQ3_XXS, GgmlType::IQ1_S, GgmlType::IQ1_M};
 // The integer-path types with a packed layout (pack_weights); IQ1_S and IQ1_M have none.
-const GgmlType kPackedTypes[] = {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K,
+const GgmlType kPackedTypes[] = {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1,
+                                 GgmlType::IQ4_NL, GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K,
                                  GgmlType::Q6_K, GgmlType::IQ4_XS, GgmlType::IQ3_XXS};
 
 // IQ1 weights from random bytes (every grid index, shift and 3-bit scale, not only what
@@ -314,6 +317,10 @@ TEST_CASE("matmul: packed layouts give the unpacked results", "[matmul][determin
                 if (type == GgmlType::Q6_K) reinterpret_cast<block_q6_K*>(w.bytes.data())[1].scales[3] = -128;
                 const size_t unit = q8                          ? sizeof(kq::PackedQ8)
                                     : type == GgmlType::Q4_0    ? sizeof(kq::PackedQ40)
+                                    : type == GgmlType::IQ4_NL  ? sizeof(kq::PackedQ40)
+                                    : type == GgmlType::Q4_1    ? sizeof(kq::PackedQ41)
+                                    : type == GgmlType::Q5_0    ? sizeof(kq::PackedQ50)
+                                    : type == GgmlType::Q5_1    ? sizeof(kq::PackedQ51)
                                     : type == GgmlType::Q2_K    ? sizeof(kq::PackedQ2K)
                                     : type == GgmlType::Q3_K    ? sizeof(kq::PackedQ3K)
                                     : type == GgmlType::Q4_K    ? sizeof(kq::PackedQ4K)

@@ -1,5 +1,6 @@
-// y = x · Wᵀ for a weight matrix in any supported block format. Q8_0, Q4_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K,
-// IQ4_XS, IQ3_XXS, IQ1_S and IQ1_M take the integer path (matmul_q.h): each token of x is quantized
+// y = x · Wᵀ for a weight matrix in any supported block format. Q8_0, Q4_0, Q4_1, Q5_0,
+// Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS, IQ3_XXS, IQ1_S and IQ1_M take the
+// integer path (matmul_q.h): each token of x is quantized
 // on its own to 8-bit blocks of 32 and multiplied by integer dot products. Other types
 // are dequantized on the fly, row by row, and multiplied in f32. Either way each output
 // element is one task's fixed sequence of operations: the result for a token does not

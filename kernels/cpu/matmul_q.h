@@ -1,11 +1,13 @@
 // Internal to kernels/cpu: matrix products of quantized weights with quantized
-// activations (act_quant.h) by integer dot products, for Q8_0, Q4_0, Q2_K, Q3_K, Q4_K, Q5_K,
-// Q6_K, IQ4_XS, IQ3_XXS, IQ1_S and IQ1_M. Three implementations (scalar, AVX2, AVX-512 VNNI)
+// activations (act_quant.h) by integer dot products, for Q8_0, Q4_0, Q4_1, Q5_0, Q5_1,
+// IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS, IQ3_XXS, IQ1_S and IQ1_M. Three implementations (scalar, AVX2, AVX-512 VNNI)
 // compute the same floats; see "Integer dot products" in docs/architecture.md.
 //
 // Canonical computation of y[t][r] (every path does exactly this, in this order). For
 // each 32-value block b of the row, in index order, the weight block is decoded to 32
-// signed integers w (and a float scale ws, for Q4_K and Q5_K also a float minimum wm
+// signed integers w (and a float scale ws; Q4_0: nibble - 8, Q5_0: five bits - 16, IQ4_NL:
+// the codebook's value; Q4_1, Q5_1: the unsigned nibble or five bits with wm = -m, the
+// negated block minimum, so that y = acc - mn adds it; for Q4_K and Q5_K also a float minimum wm
 // (Q5_K: Q4_K's values with bit j of qh as bit 4, w in [0, 31]), for Q3_K, Q6_K
 // and IQ1_M two integer sub-scales m0, m1; Q2_K: w in [0, 3], m0, m1 its two 4-bit
 // sub-scales, ws = d, wm = dmin and two 4-bit sub-minimums n0, n1); the products with the activation's two-digit
@@ -20,7 +22,7 @@
 //   127 * 128 + 64 = 16320, so |P| <= 2 * 128 * 16 * 32 * 16320 = 2139095040 < 2^31 for
 //   Q6_K, whose w is in [-32, 31] and m in [-128, 127]), then
 //   acc = acc + s * float(P) (a multiply then an add, never fused), acc starting at 0,
-//   and for Q4_K, Q5_K  mn = mn + (wm * d_x[b]) * float(sum_x[b]),
+//   and for Q4_K, Q5_K, Q4_1, Q5_1  mn = mn + (wm * d_x[b]) * float(sum_x[b]),
 //   for Q2_K            mn = mn + (wm * d_x[b]) * float(n0 S0 + n1 S1) with S0, S1 the
 //                       exact sums of x over the block's two halves (|.| < 2^24);
 //   y = acc [- mn for them].
@@ -35,6 +37,11 @@
 // scales, then four 64-byte vectors: vector c holds, for row r, the block's bytes
 // qs[4c + i], i < 4 (low nibbles: values 4c + i, column c; high nibbles: values 16 + 4c + i,
 // column c + 4); a value is its nibble - 8.
+// Packed IQ4_NL: Q4_0's layout (PackedQ40), the nibbles indexing kValuesIq4nl.
+// Packed Q5_0, Q4_1, Q5_1 (as many bytes as the rows): Q4_0's layout, with the blocks'
+// fp16 minimums after the scales (Q4_1, Q5_1) and the values' bit 4 after the nibbles as
+// one 64-byte vector (Q5_0, Q5_1: byte i of row r holds at bit c the bit 4 of value
+// 4c + i, and at bit c + 4 that of value 16 + 4c + i, the nibbles' order).
 // Packed Q4_K: the same grouping by 16 rows, one 2368-byte PackedQ4K per super-block of
 // 256 values: the rows' fp16 d and dmin, their eight 6-bit scales and minimums as bytes
 // ([block][row]), then block j's 32 values of the 16 rows as four 64-byte vectors:
@@ -115,6 +122,23 @@ struct PackedQ40 {
     uint8_t q[4][16][4];  // [vector c][row][i]
 };
 static_assert(sizeof(PackedQ40) == 288);
+struct PackedQ50 {
+    uint16_t d[16];
+    uint8_t q[4][16][4];
+    uint8_t hb[16][4];  // [row][i]: bit c = bit 4 of value 4c + i, bit c + 4 of value 16 + 4c + i
+};
+static_assert(sizeof(PackedQ50) == 16 * sizeof(block_q5_0));
+struct PackedQ41 {
+    uint16_t d[16], m[16];
+    uint8_t q[4][16][4];
+};
+static_assert(sizeof(PackedQ41) == 16 * sizeof(block_q4_1));
+struct PackedQ51 {
+    uint16_t d[16], m[16];
+    uint8_t q[4][16][4];
+    uint8_t hb[16][4];
+};
+static_assert(sizeof(PackedQ51) == 16 * sizeof(block_q5_1));
 struct PackedQ4K {
     uint16_t d[16], dmin[16];
     uint8_t sc[8][16], mn[8][16];

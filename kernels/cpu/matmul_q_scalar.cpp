@@ -51,6 +51,39 @@ void decode(GgmlType type, const uint8_t* row, int64_t b, Blk& k) {
         k.ws = half_to_float(x.d);
         break;
     }
+    case GgmlType::Q4_1: {  // unsigned nibbles; the minimum enters negated (matmul_q.h)
+        const auto& x = sblock<block_q4_1>(row, b);
+        for (int l = 0; l < 16; ++l) {
+            k.w[l] = static_cast<int8_t>(x.qs[l] & 0xF);
+            k.w[l + 16] = static_cast<int8_t>(x.qs[l] >> 4);
+        }
+        k.ws = half_to_float(x.d);
+        k.wm = -half_to_float(x.m);
+        break;
+    }
+    case GgmlType::Q5_0:
+    case GgmlType::Q5_1: {  // the nibbles with bit l of qh as bit 4: Q5_0 less 16, Q5_1 unsigned
+        const bool q51 = type == GgmlType::Q5_1;
+        const uint8_t* qs = q51 ? sblock<block_q5_1>(row, b).qs : sblock<block_q5_0>(row, b).qs;
+        uint32_t qh;
+        std::memcpy(&qh, q51 ? sblock<block_q5_1>(row, b).qh : sblock<block_q5_0>(row, b).qh, 4);
+        for (int l = 0; l < 16; ++l) {
+            k.w[l] = static_cast<int8_t>(((qs[l] & 0xF) | ((qh >> l) & 1) << 4) - (q51 ? 0 : 16));
+            k.w[l + 16] = static_cast<int8_t>(((qs[l] >> 4) | ((qh >> (l + 16)) & 1) << 4) - (q51 ? 0 : 16));
+        }
+        k.ws = half_to_float(q51 ? sblock<block_q5_1>(row, b).d : sblock<block_q5_0>(row, b).d);
+        if (q51) k.wm = -half_to_float(sblock<block_q5_1>(row, b).m);
+        break;
+    }
+    case GgmlType::IQ4_NL: {
+        const auto& x = sblock<block_iq4_nl>(row, b);
+        for (int l = 0; l < 16; ++l) {
+            k.w[l] = kValuesIq4nl[x.qs[l] & 0xF];
+            k.w[l + 16] = kValuesIq4nl[x.qs[l] >> 4];
+        }
+        k.ws = half_to_float(x.d);
+        break;
+    }
     case GgmlType::Q4_K: {
         const auto& x = sblock<block_q4_K>(row, i);
         const uint8_t* q = x.qs + 32 * (j / 2);
@@ -196,6 +229,34 @@ void decode_packed(const MatView& w, int64_t r, int64_t b, Blk& k) {
         k.ws = half_to_float(p.d[j]);
         break;
     }
+    case GgmlType::IQ4_NL: {
+        const PackedQ40& p = static_cast<const PackedQ40*>(w.packed)[group * (w.n_in / 32) + b];
+        for (int i = 0; i < 32; ++i) k.w[i] = kValuesIq4nl[packed_nibble(p.q, j, i)];
+        k.ws = half_to_float(p.d[j]);
+        break;
+    }
+    case GgmlType::Q4_1: {
+        const PackedQ41& p = static_cast<const PackedQ41*>(w.packed)[group * (w.n_in / 32) + b];
+        for (int i = 0; i < 32; ++i) k.w[i] = static_cast<int8_t>(packed_nibble(p.q, j, i));
+        k.ws = half_to_float(p.d[j]);
+        k.wm = -half_to_float(p.m[j]);
+        break;
+    }
+    case GgmlType::Q5_0: {
+        const PackedQ50& p = static_cast<const PackedQ50*>(w.packed)[group * (w.n_in / 32) + b];
+        for (int i = 0; i < 32; ++i)
+            k.w[i] = static_cast<int8_t>((packed_nibble(p.q, j, i) | ((p.hb[j][i % 4] >> (i / 4)) & 1) << 4) - 16);
+        k.ws = half_to_float(p.d[j]);
+        break;
+    }
+    case GgmlType::Q5_1: {
+        const PackedQ51& p = static_cast<const PackedQ51*>(w.packed)[group * (w.n_in / 32) + b];
+        for (int i = 0; i < 32; ++i)
+            k.w[i] = static_cast<int8_t>(packed_nibble(p.q, j, i) | ((p.hb[j][i % 4] >> (i / 4)) & 1) << 4);
+        k.ws = half_to_float(p.d[j]);
+        k.wm = -half_to_float(p.m[j]);
+        break;
+    }
     case GgmlType::Q4_K: {
         const PackedQ4K& p = static_cast<const PackedQ4K*>(w.packed)[group * super_per_group + b / 8];
         for (int i = 0; i < 32; ++i) k.w[i] = static_cast<int8_t>(packed_nibble(p.q[blk], j, i));
@@ -276,6 +337,10 @@ bool supported(GgmlType t) {
     switch (t) {
     case GgmlType::Q8_0:
     case GgmlType::Q4_0:
+    case GgmlType::Q4_1:
+    case GgmlType::Q5_0:
+    case GgmlType::Q5_1:
+    case GgmlType::IQ4_NL:
     case GgmlType::Q2_K:
     case GgmlType::Q3_K:
     case GgmlType::Q4_K:
@@ -347,7 +412,8 @@ void rows_scalar(const Job& job, int64_t r0, int64_t r1) {
     const MatView& w = *job.w;
     const ActQ& x = *job.x;
     const bool q2 = w.type == GgmlType::Q2_K;
-    const bool has_min = w.type == GgmlType::Q4_K || w.type == GgmlType::Q5_K || q2;
+    const bool has_min = w.type == GgmlType::Q4_K || w.type == GgmlType::Q5_K || w.type == GgmlType::Q4_1 ||
+                         w.type == GgmlType::Q5_1 || q2;
     Blk k;
     for (int64_t r = r0; r < r1; ++r) {
         for (int64_t t = 0; t < x.T; ++t) {
@@ -402,7 +468,11 @@ size_t packed_size(const MatView& w) {
     const int64_t groups = (w.n_out + kq::kPackRows - 1) / kq::kPackRows;
     switch (w.type) {
     case GgmlType::Q8_0: return static_cast<size_t>(groups * (w.n_in / 32)) * sizeof(kq::PackedQ8);
-    case GgmlType::Q4_0: return static_cast<size_t>(groups * (w.n_in / 32)) * sizeof(kq::PackedQ40);
+    case GgmlType::Q4_0:
+    case GgmlType::IQ4_NL: return static_cast<size_t>(groups * (w.n_in / 32)) * sizeof(kq::PackedQ40);
+    case GgmlType::Q4_1: return static_cast<size_t>(groups * (w.n_in / 32)) * sizeof(kq::PackedQ41);
+    case GgmlType::Q5_0: return static_cast<size_t>(groups * (w.n_in / 32)) * sizeof(kq::PackedQ50);
+    case GgmlType::Q5_1: return static_cast<size_t>(groups * (w.n_in / 32)) * sizeof(kq::PackedQ51);
     case GgmlType::Q4_K: return static_cast<size_t>(groups * (w.n_in / 256)) * sizeof(kq::PackedQ4K);
     case GgmlType::Q2_K: return static_cast<size_t>(groups * (w.n_in / 256)) * sizeof(kq::PackedQ2K);
     case GgmlType::Q3_K: return static_cast<size_t>(groups * (w.n_in / 256)) * sizeof(kq::PackedQ3K);
@@ -455,6 +525,28 @@ void pack_q4k_row(P& p, int j, const B& x) {
     }
 }
 
+// Row j of a 32-value block laid out as packed Q4_0 (its d and nibbles): Q4_0, IQ4_NL,
+// Q4_1, and the low bits of Q5_0 and Q5_1.
+template <class P, class B>
+void pack_nibble_row(P& p, int j, const B& x) {
+    p.d[j] = x.d;
+    for (int c = 0; c < 4; ++c) std::memcpy(p.q[c][j], x.qs + 4 * c, 4);
+}
+
+// Q5_0 / Q5_1: the nibbles, and bit 4 of value 4c + i (c < 8: column c) as bit c of
+// hb[j][i] (matmul_q.h).
+template <class P, class B>
+void pack_q5_row(P& p, int j, const B& x) {
+    pack_nibble_row(p, j, x);
+    uint32_t qh;
+    std::memcpy(&qh, x.qh, 4);
+    for (int i = 0; i < 4; ++i) {
+        uint8_t h = 0;
+        for (int c = 0; c < 8; ++c) h |= static_cast<uint8_t>(((qh >> (4 * c + i)) & 1) << c);
+        p.hb[j][i] = h;
+    }
+}
+
 void pack_groups(const MatView& w, void* dst, int64_t g0, int64_t g1) {
     if (w.type == GgmlType::Q8_0) {
         kq::PackedQ8 pad{};  // zero scale, zero weights (u = w + 128)
@@ -472,9 +564,24 @@ void pack_groups(const MatView& w, void* dst, int64_t g0, int64_t g1) {
     }
     if (w.type == GgmlType::Q4_0)
         return pack_units<kq::PackedQ40, block_q4_0>(w, dst, g0, g1, w.n_in / 32, kq::PackedQ40{},
-                                                     [](kq::PackedQ40& p, int j, const block_q4_0& x) {
-            p.d[j] = x.d;
-            for (int c = 0; c < 4; ++c) std::memcpy(p.q[c][j], x.qs + 4 * c, 4);
+                                                     [](kq::PackedQ40& p, int j, const block_q4_0& x) { pack_nibble_row(p, j, x); });
+    if (w.type == GgmlType::IQ4_NL)
+        return pack_units<kq::PackedQ40, block_iq4_nl>(w, dst, g0, g1, w.n_in / 32, kq::PackedQ40{},
+                                                       [](kq::PackedQ40& p, int j, const block_iq4_nl& x) { pack_nibble_row(p, j, x); });
+    if (w.type == GgmlType::Q4_1)
+        return pack_units<kq::PackedQ41, block_q4_1>(w, dst, g0, g1, w.n_in / 32, kq::PackedQ41{},
+                                                     [](kq::PackedQ41& p, int j, const block_q4_1& x) {
+            pack_nibble_row(p, j, x);
+            p.m[j] = x.m;
+        });
+    if (w.type == GgmlType::Q5_0)
+        return pack_units<kq::PackedQ50, block_q5_0>(w, dst, g0, g1, w.n_in / 32, kq::PackedQ50{},
+                                                     [](kq::PackedQ50& p, int j, const block_q5_0& x) { pack_q5_row(p, j, x); });
+    if (w.type == GgmlType::Q5_1)
+        return pack_units<kq::PackedQ51, block_q5_1>(w, dst, g0, g1, w.n_in / 32, kq::PackedQ51{},
+                                                     [](kq::PackedQ51& p, int j, const block_q5_1& x) {
+            pack_q5_row(p, j, x);
+            p.m[j] = x.m;
         });
     if (w.type == GgmlType::Q6_K)
         return pack_units<kq::PackedQ6K, block_q6_K>(w, dst, g0, g1, w.n_in / 256, kq::PackedQ6K{},
