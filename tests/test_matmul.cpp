@@ -78,7 +78,8 @@ TEST_CASE("matmul: batch- and thread-count-invariant", "[matmul][determinism]") 
     const int64_t n_in = 320, n_out = 45, T = 9;  // sizes that leave partial tiles
     for (GgmlType type : {GgmlType::F32, GgmlType::F16, GgmlType::Q4_K, GgmlType::Q8_0, GgmlType::Q4_0,
                           GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::IQ4_NL,
-                          GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_XS, GgmlType::IQ3_XXS, GgmlType::IQ1_S,
+                          GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q5_K, GgmlType::Q6_K,
+                          GgmlType::IQ2_XXS, GgmlType::IQ2_XS, GgmlType::IQ2_S, GgmlType::IQ3_S, GgmlType::IQ4_XS, GgmlType::IQ3_XXS, GgmlType::IQ1_S,
                           GgmlType::IQ1_M}) {
         INFO(type_info(type).name);
         Weights w = make_weights(type, type_info(type).block_size == 256 ? 512 : n_in, n_out, 3);
@@ -109,8 +110,10 @@ namespace {
 
 const GgmlType kIntTypes[] = {GgmlType::Q8_0,   GgmlType::Q4_0,    GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1,
                               GgmlType::IQ4_NL, GgmlType::Q2_K,  GgmlType::Q3_K,  GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K,
-                              GgmlType::IQ4_XS, GgmlType::IQ3_XXS, GgmlType::IQ1_S, GgmlType::IQ1_M};
-// The integer-path types with a packed layout (pack_weights); IQ1_S and IQ1_M have none.
+                              GgmlType::IQ4_XS, GgmlType::IQ3_XXS, GgmlType::IQ3_S,  GgmlType::IQ2_XXS, GgmlType::IQ2_XS,
+                              GgmlType::IQ2_S,  GgmlType::IQ1_S,   GgmlType::IQ1_M};
+// The integer-path types with a packed layout (pack_weights); IQ3_S, the IQ2 and the IQ1
+// types have none.
 const GgmlType kPackedTypes[] = {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1,
                                  GgmlType::IQ4_NL, GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K,
                                  GgmlType::Q6_K, GgmlType::IQ4_XS, GgmlType::IQ3_XXS};

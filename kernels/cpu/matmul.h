@@ -1,8 +1,7 @@
-// y = x · Wᵀ for a weight matrix in any supported block format. Q8_0, Q4_0, Q4_1, Q5_0,
-// Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS, IQ3_XXS, IQ1_S and IQ1_M take the
-// integer path (matmul_q.h): each token of x is quantized
-// on its own to 8-bit blocks of 32 and multiplied by integer dot products. Other types
-// are dequantized on the fly, row by row, and multiplied in f32. Either way each output
+// y = x · Wᵀ for a weight matrix in any supported block format. The quantized types take
+// the integer path (matmul_q.h): each token of x is quantized on its own to 8-bit blocks
+// of 32 and multiplied by integer dot products. F32, F16 and BF16 (and Q8_K) are
+// converted on the fly, row by row, and multiplied in f32. Either way each output
 // element is one task's fixed sequence of operations: the result for a token does not
 // depend on how many tokens share the call, on the number of threads, or (integer path)
 // on the instruction set chosen at run time.
@@ -36,12 +35,12 @@ void matmul_multi(ThreadPool& pool, std::span<const MatOut> outs, const float* x
 // hand-off to the threads instead of one per expert and weight).
 void matmul_grouped(ThreadPool& pool, std::span<const MatIn> ins, std::span<const MatOut> outs, std::span<const int> in_of);
 
-// Repacking at load time. The integer-path types other than IQ1_S and IQ1_M have packed
-// layouts (matmul_q.h): 16 rows interleaved in groups of four values, so one vector
-// instruction multiplies the same four activations into 16 rows. packed_size is 0 for
-// the other types. pack_weights writes
-// packed_size(w) bytes to dst (64-byte aligned); a MatView with packed = dst gives the
-// same matmul results, bit for bit, as without.
+// Repacking at load time. The integer-path types other than IQ1_S, IQ1_M, IQ2_XXS,
+// IQ2_XS, IQ2_S and IQ3_S have packed layouts (matmul_q.h): 16 rows interleaved in groups
+// of four values, so one vector instruction multiplies the same four activations into 16
+// rows. packed_size is 0 for the other types. pack_weights writes packed_size(w) bytes to
+// dst (64-byte aligned); a MatView with packed = dst gives the same matmul results, bit
+// for bit, as without.
 size_t packed_size(const MatView& w);
 void pack_weights(const MatView& w, void* dst);
 

@@ -1,26 +1,35 @@
 // Internal to kernels/cpu: matrix products of quantized weights with quantized
-// activations (act_quant.h) by integer dot products, for Q8_0, Q4_0, Q4_1, Q5_0, Q5_1,
-// IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS, IQ3_XXS, IQ1_S and IQ1_M. Three implementations (scalar, AVX2, AVX-512 VNNI)
+// activations (act_quant.h) by integer dot products, for every quantized weight type (Q8_0,
+// Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K .. Q6_K, IQ4_XS, IQ3_XXS, IQ3_S, IQ2_XXS, IQ2_XS,
+// IQ2_S, IQ1_S, IQ1_M). Four implementations (scalar, AVX2, AVX-VNNI, AVX-512 VNNI)
 // compute the same floats; see "Integer dot products" in docs/architecture.md.
 //
 // Canonical computation of y[t][r] (every path does exactly this, in this order). For
 // each 32-value block b of the row, in index order, the weight block is decoded to 32
-// signed integers w (and a float scale ws; Q4_0: nibble - 8, Q5_0: five bits - 16, IQ4_NL:
-// the codebook's value; Q4_1, Q5_1: the unsigned nibble or five bits with wm = -m, the
-// negated block minimum, so that y = acc - mn adds it; for Q4_K and Q5_K also a float minimum wm
-// (Q5_K: Q4_K's values with bit j of qh as bit 4, w in [0, 31]), for Q3_K, Q6_K
-// and IQ1_M two integer sub-scales m0, m1; Q2_K: w in [0, 3], m0, m1 its two 4-bit
-// sub-scales, ws = d, wm = dmin and two 4-bit sub-minimums n0, n1); the products with the activation's two-digit
-// integers x = 128 q + r are exact integers on every path, and s = ws * d_x[b].
-// IQ1_S / IQ1_M: w = 8 g + shift (g in {-1, 0, 1} from iq1s_grid, shift = +-1 for
-// ggml's delta +-1/8), so w is in [-9, 9] and ws carries the 1/8: IQ1_S ws =
-// (d * float(2s + 1)) * 0.125f, IQ1_M ws = d * 0.125f with m0, m1 = 2s + 1 of the
-// block's two halves (|P| <= 2 * 16 * 9 * 16320 * 15 < 2^31).
+// signed integers w and a float scale ws, and for some types integer sub-scales m0, m1
+// of its two 16-value halves (1 otherwise) or a float minimum wm:
+//   Q8_0 the bytes; Q4_0 nibble - 8; Q5_0 five bits - 16; IQ4_NL the codebook's value;
+//   Q4_1, Q5_1 the unsigned nibble or five bits, wm = -m (the negated block minimum, so
+//     that y = acc - mn below adds it);
+//   Q4_K, Q5_K the unsigned 4 or 5 bits (Q5_K: bit j of qh as bit 4), ws = d * sc,
+//     wm = dmin * mn;
+//   Q2_K w in [0, 3], m0, m1 its halves' 4-bit scales, ws = d, wm = dmin, and the
+//     halves' 4-bit minimums n0, n1; Q3_K w in [-4, 3], Q6_K w in [-32, 31], m0, m1
+//     their signed 16-value scales, ws = d;
+//   IQ4_XS, IQ3_XXS, IQ3_S, IQ2_XXS the signed codebook or grid values, ws from the
+//     block's scale; IQ2_XS, IQ2_S the same with m0, m1 = 2 s + 1 of the halves'
+//     4-bit scales and ws = d / 8;
+//   IQ1_S / IQ1_M: w = 8 g + shift (g in {-1, 0, 1} from iq1s_grid, shift = +-1 for
+//     ggml's delta +-1/8), so w is in [-9, 9] and ws carries the 1/8: IQ1_S ws =
+//     (d * float(2s + 1)) * 0.125f, IQ1_M ws = d * 0.125f with m0, m1 = 2s + 1 of the
+//     block's two halves (|P| <= 2 * 16 * 9 * 16320 * 15 < 2^31).
+// The products with the activation's two-digit integers x = 128 q + r are exact integers
+// on every path, and s = ws * d_x[b].
 //
-// Every type sums each block in one exact int32 (per-block sums): P = sum_{i<32} w[i] x[i], for
-//   Q6_K  P = m0 * sum_{i<16} w[i] x[i] + m1 * sum_{i>=16} w[i] x[i]  (exact int32: |x| <=
+// Every type sums each block in one exact int32 (per-block sums):
+//   P = m0 * sum_{i<16} w[i] x[i] + m1 * sum_{i>=16} w[i] x[i]  (exact int32: |x| <=
 //   127 * 128 + 64 = 16320, so |P| <= 2 * 128 * 16 * 32 * 16320 = 2139095040 < 2^31 for
-//   Q6_K, whose w is in [-32, 31] and m in [-128, 127]), then
+//   Q6_K, whose w is in [-32, 31] and m in [-128, 127], the largest case), then
 //   acc = acc + s * float(P) (a multiply then an add, never fused), acc starting at 0,
 //   and for Q4_K, Q5_K, Q4_1, Q5_1  mn = mn + (wm * d_x[b]) * float(sum_x[b]),
 //   for Q2_K            mn = mn + (wm * d_x[b]) * float(n0 S0 + n1 S1) with S0, S1 the
@@ -76,8 +85,8 @@
 // word (block j: bits 4j..4j+3), for each block and row the 32 values' signs as one word
 // (bit i: value i is negative), and the grid indices ([block][column][row]: column c
 // is the grid entry of values 4c .. 4c + 3).
-// IQ1_S and IQ1_M have no packed layout (packed_size 0): their rows take the unpacked
-// kernels.
+// IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S and IQ3_S have no packed layout (packed_size 0):
+// their rows take the unpacked kernels.
 #pragma once
 #include <array>
 #include <cstdint>

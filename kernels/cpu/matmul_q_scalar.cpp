@@ -169,6 +169,64 @@ void decode(GgmlType type, const uint8_t* row, int64_t b, Blk& k) {
         k.ws = half_to_float(x.d) * (0.5f + static_cast<float>(aux >> 28)) * 0.5f;
         break;
     }
+    case GgmlType::IQ2_XXS: {  // as IQ3_XXS with 8-value grid entries; ws = d (0.5 + s) / 4
+        const auto& x = sblock<block_iq2_xxs>(row, i);
+        const uint8_t* qs = x.qs + 8 * j;
+        uint32_t aux;
+        std::memcpy(&aux, qs + 4, 4);
+        for (int g = 0; g < 4; ++g) {
+            const uint64_t e = iq::kIq2xxsGrid[qs[g]];
+            const uint32_t signs = iq::kSignsIq2xs[(aux >> (7 * g)) & 127];
+            for (int v = 0; v < 8; ++v) {
+                const int m = static_cast<int>((e >> (8 * v)) & 0xFF);
+                k.w[8 * g + v] = static_cast<int8_t>((signs >> v) & 1 ? -m : m);
+            }
+        }
+        k.ws = half_to_float(x.d) * (0.5f + static_cast<float>(aux >> 28)) * 0.25f;
+        break;
+    }
+    case GgmlType::IQ2_XS:
+    case GgmlType::IQ2_S: {
+        // Per 8 values a grid entry and eight signs (IQ2_XS: a 9-bit index and a 7-bit
+        // sign index in one word; IQ2_S: a 10-bit index, explicit sign bytes); the halves'
+        // scales d (0.5 + s) / 4 = (d / 8) (2 s + 1) as integer sub-scales m0, m1.
+        const bool xs = type == GgmlType::IQ2_XS;
+        for (int g = 0; g < 4; ++g) {
+            uint64_t e;
+            uint32_t signs;
+            if (xs) {
+                const uint16_t q = sblock<block_iq2_xs>(row, i).qs[4 * j + g];
+                e = iq::kIq2xsGrid[q & 511];
+                signs = iq::kSignsIq2xs[q >> 9];
+            } else {
+                const auto& x = sblock<block_iq2_s>(row, i);
+                e = iq::kIq2sGrid[x.qs[4 * j + g] | ((x.qh[j] >> (2 * g)) & 3) << 8];
+                signs = x.qs[32 + 4 * j + g];
+            }
+            for (int v = 0; v < 8; ++v) {
+                const int m = static_cast<int>((e >> (8 * v)) & 0xFF);
+                k.w[8 * g + v] = static_cast<int8_t>((signs >> v) & 1 ? -m : m);
+            }
+        }
+        const uint8_t sc = xs ? sblock<block_iq2_xs>(row, i).scales[j] : sblock<block_iq2_s>(row, i).scales[j];
+        k.m0 = 2 * (sc & 0xF) + 1;
+        k.m1 = 2 * (sc >> 4) + 1;
+        k.ws = half_to_float(xs ? sblock<block_iq2_xs>(row, i).d : sblock<block_iq2_s>(row, i).d) * 0.125f;
+        break;
+    }
+    case GgmlType::IQ3_S: {  // 4-value entries of a 9-bit index, explicit signs; ws = d (1 + 2 s)
+        const auto& x = sblock<block_iq3_s>(row, i);
+        for (int g = 0; g < 8; ++g) {
+            const uint32_t e = iq::kIq3sGrid[x.qs[8 * j + g] | ((x.qh[j] >> g) & 1) << 8];
+            const uint32_t signs = x.signs[4 * j + g / 2] >> (4 * (g % 2));
+            for (int v = 0; v < 4; ++v) {
+                const int m = static_cast<int>((e >> (8 * v)) & 0xFF);
+                k.w[4 * g + v] = static_cast<int8_t>((signs >> v) & 1 ? -m : m);
+            }
+        }
+        k.ws = half_to_float(x.d) * static_cast<float>(1 + 2 * ((x.scales[j / 2] >> (4 * (j % 2))) & 0xF));
+        break;
+    }
     case GgmlType::IQ1_S: {
         // w = 8 * grid + shift (shift = +-1, ggml's delta of +-1/8 times 8), in [-9, 9]; the
         // scale carries the 1/8.
@@ -348,6 +406,10 @@ bool supported(GgmlType t) {
     case GgmlType::Q6_K:
     case GgmlType::IQ4_XS:
     case GgmlType::IQ3_XXS:
+    case GgmlType::IQ3_S:
+    case GgmlType::IQ2_XXS:
+    case GgmlType::IQ2_XS:
+    case GgmlType::IQ2_S:
     case GgmlType::IQ1_S:
     case GgmlType::IQ1_M:
         return true;
