@@ -112,10 +112,10 @@ const GgmlType kIntTypes[] = {GgmlType::Q8_0,   GgmlType::Q4_0,    GgmlType::Q4_
                               GgmlType::IQ4_NL, GgmlType::Q2_K,  GgmlType::Q3_K,  GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K,
                               GgmlType::IQ4_XS, GgmlType::IQ3_XXS, GgmlType::IQ3_S,  GgmlType::IQ2_XXS, GgmlType::IQ2_XS,
                               GgmlType::IQ2_S,  GgmlType::IQ1_S,   GgmlType::IQ1_M};
-// The integer-path types with a packed layout (pack_weights); IQ3_S, the IQ2 and the IQ1
-// types have none.
+// The integer-path types with a packed layout (pack_weights); IQ3_S, IQ2_XS, IQ2_S and the
+// IQ1 types have none.
 const GgmlType kPackedTypes[] = {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1,
-                                 GgmlType::IQ4_NL, GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K,
+                                 GgmlType::IQ4_NL, GgmlType::IQ2_XXS, GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K,
                                  GgmlType::Q6_K, GgmlType::IQ4_XS, GgmlType::IQ3_XXS};
 
 // IQ1 weights from random bytes (every grid index, shift and 3-bit scale, not only what
@@ -243,11 +243,12 @@ TEST_CASE("matmul: IQ1 random blocks on every path", "[matmul][determinism]") {
 // Packed IQ3_XXS where the CPU has AVX-512 VBMI looks its grid up by byte permutes;
 // AVX-512 CPUs without VBMI gather. Both forms give the same bits (decode, a window,
 // partial groups). Nothing to compare on a CPU without VBMI (it runs the gathers).
-TEST_CASE("matmul: packed IQ3_XXS by byte permutes and by gathers", "[matmul][determinism]") {
+TEST_CASE("matmul: packed IQ3_XXS and IQ2_XXS by byte permutes and by gathers", "[matmul][determinism]") {
     if (!kq::vbmi_usable()) return;
     ThreadPool pool(2);
+    for (const GgmlType type : {GgmlType::IQ3_XXS, GgmlType::IQ2_XXS})
     for (const int64_t n_out : {int64_t{21}, int64_t{130}}) {
-        Weights w = make_weights(GgmlType::IQ3_XXS, 2048, n_out, 23);
+        Weights w = make_weights(type, 2048, n_out, 23);
         const PackedCopy packed = packed_copy(w.view);
         for (const int64_t T : {1, 5}) {
             auto x = randn(static_cast<size_t>(T * 2048), 24);
@@ -256,7 +257,7 @@ TEST_CASE("matmul: packed IQ3_XXS by byte permutes and by gathers", "[matmul][de
             kq::allow_vbmi(false);
             matmul(pool, packed.view, x.data(), 2048, T, by_gathers.data(), n_out);
             kq::allow_vbmi(true);
-            INFO("n_out " << n_out << " T " << T);
+            INFO(type_info(type).name << " n_out " << n_out << " T " << T);
             CHECK(by_permutes == by_gathers);
         }
     }
@@ -330,6 +331,7 @@ TEST_CASE("matmul: packed layouts give the unpacked results", "[matmul][determin
                                     : type == GgmlType::Q5_K    ? sizeof(kq::PackedQ5K)
                                     : type == GgmlType::Q6_K    ? sizeof(kq::PackedQ6K)
                                     : type == GgmlType::IQ4_XS  ? sizeof(kq::PackedIQ4XS)
+                                    : type == GgmlType::IQ2_XXS ? sizeof(kq::PackedIQ2XXS)
                                                                 : sizeof(kq::PackedIQ3XXS);
                 REQUIRE(packed_size(w.view) == static_cast<size_t>((n_out + 15) / 16 * (n_in / (k ? 256 : 32))) * unit);
                 const PackedCopy packed = packed_copy(w.view);

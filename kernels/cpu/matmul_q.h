@@ -85,8 +85,12 @@
 // word (block j: bits 4j..4j+3), for each block and row the 32 values' signs as one word
 // (bit i: value i is negative), and the grid indices ([block][column][row]: column c
 // is the grid entry of values 4c .. 4c + 3).
-// IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S and IQ3_S have no packed layout (packed_size 0):
-// their rows take the unpacked kernels.
+// Packed IQ2_XXS: IQ3_XXS's form for 8-value grid entries, one 1120-byte PackedIQ2XXS per
+// super-block (6% more than the rows' 1056): the rows' fp16 d, their eight 4-bit block
+// scales as one word, each block's 32 signs per row as one word, and the grid indices
+// ([block][group][row]: group l is the grid entry of values 8l .. 8l + 7).
+// IQ1_S, IQ1_M, IQ2_XS, IQ2_S and IQ3_S have no packed layout (packed_size 0): their
+// rows take the unpacked kernels.
 #pragma once
 #include <array>
 #include <cstdint>
@@ -194,6 +198,13 @@ struct PackedIQ3XXS {
     uint8_t q[8][8][16];  // [block][column][row]
 };
 static_assert(sizeof(PackedIQ3XXS) == 1632);
+struct PackedIQ2XXS {
+    uint16_t d[16];
+    uint32_t sc[16];
+    uint32_t sg[8][16];   // [block][row]
+    uint8_t q[8][4][16];  // [block][group][row]
+};
+static_assert(sizeof(PackedIQ2XXS) == 1120);
 constexpr int kPackRows = 16;
 
 struct Job {
@@ -227,13 +238,13 @@ void rows_scalar(const Job& job, int64_t r0, int64_t r1);
 void rows_avx2(const Job& job, int64_t r0, int64_t r1);
 void rows_avxvnni(const Job& job, int64_t r0, int64_t r1);
 void rows_avx512(const Job& job, int64_t r0, int64_t r1);
-// Packed IQ3_XXS with AVX-512 VBMI (matmul_q_avx512vbmi.cpp); rows_avx512 calls it where
-// vbmi_usable().
+// Packed IQ3_XXS and IQ2_XXS with AVX-512 VBMI (matmul_q_avx512vbmi.cpp); rows_avx512
+// calls it where vbmi_usable().
 bool vbmi_usable();
-// Tests: off makes vbmi_usable() false, so packed IQ3_XXS takes the gather form that
+// Tests: off makes vbmi_usable() false, so packed IQ3_XXS and IQ2_XXS take the gather form that
 // AVX-512 CPUs without VBMI run (on by default).
 void allow_vbmi(bool on);
-void rows_iq3xxs_vbmi(const Job& job, int64_t r0, int64_t r1);
+void rows_grid_vbmi(const Job& job, int64_t r0, int64_t r1);
 
 // AMX (matmul_q_amx.cpp): whether this CPU and OS run it (asks Linux for the tile state
 // once), and packed Q8_0 group g for tokens [t0, t0 + 16).

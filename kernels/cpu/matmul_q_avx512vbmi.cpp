@@ -1,6 +1,6 @@
-// Packed IQ3_XXS on AVX-512 VBMI and BITALG (matmul_q_simd_packed_k.inc, KQ_VBMI): its
-// grid lookups as byte permutes instead of vpgatherdd, which AMD's cores run slowly, and
-// its signs by vpshufbitqmb. A translation unit of its own because AVX-512 VNNI CPUs
+// Packed IQ3_XXS and IQ2_XXS on AVX-512 VBMI and BITALG (matmul_q_simd_packed_k.inc,
+// KQ_VBMI): their grid lookups as byte permutes instead of vpgatherdd / vpgatherdq, which
+// AMD's cores run slowly, and their signs by vpshufbitqmb. A translation unit of its own because AVX-512 VNNI CPUs
 // without them exist (Cascade Lake): only this code may use them, and rows_avx512 calls
 // it only where the CPU has them (Ice Lake, Sapphire Rapids, Zen 4 and later do).
 #include <algorithm>
@@ -25,6 +25,22 @@ const std::array<uint8_t, 1024>& iq3_planes() {
         for (int e = 0; e < 256; ++e)
             for (int i = 0; i < 4; ++i)
                 a[static_cast<size_t>(256 * i + e)] = static_cast<uint8_t>(((iq::kIq3xxsGrid[static_cast<size_t>(e)] >> (8 * i)) & 0xFF) + 128);
+        return a;
+    }();
+    return planes;
+}
+// IQ2_XXS: each grid entry's eight magnitudes {8, 25, 43} as 2-bit levels {0, 1, 2}
+// (value v at bits 2 (v % 4) of byte v / 4 of a 16-bit code), as two 256-byte planes
+// (the codes' low bytes: values 0..3; high bytes: values 4..7).
+const std::array<uint8_t, 512>& iq2_code_planes() {
+    static const std::array<uint8_t, 512> planes = [] {
+        std::array<uint8_t, 512> a{};
+        for (int e = 0; e < 256; ++e)
+            for (int v = 0; v < 8; ++v) {
+                const auto m = (iq::kIq2xxsGrid[static_cast<size_t>(e)] >> (8 * v)) & 0xFF;
+                const int level = m == 0x08 ? 0 : m == 0x19 ? 1 : 2;
+                a[static_cast<size_t>(256 * (v / 4) + e)] |= static_cast<uint8_t>(level << (2 * (v % 4)));
+            }
         return a;
     }();
     return planes;
@@ -61,5 +77,5 @@ bool vbmi_usable() {
     }();
     return ok && g_allow_vbmi.load(std::memory_order_relaxed);
 }
-void rows_iq3xxs_vbmi(const Job& job, int64_t r0, int64_t r1) { avx512vbmi::run_iq3xxs(job, r0, r1); }
+void rows_grid_vbmi(const Job& job, int64_t r0, int64_t r1) { avx512vbmi::run_grid(job, r0, r1); }
 }  // namespace strata::kq

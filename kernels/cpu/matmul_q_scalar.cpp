@@ -375,6 +375,15 @@ void decode_packed(const MatView& w, int64_t r, int64_t b, Blk& k) {
         k.ws = half_to_float(p.d[j]) * static_cast<float>(ls - 32);
         break;
     }
+    case GgmlType::IQ2_XXS: {
+        const PackedIQ2XXS& p = static_cast<const PackedIQ2XXS*>(w.packed)[group * super_per_group + b / 8];
+        for (int i = 0; i < 32; ++i) {
+            const int m = static_cast<int>((iq::kIq2xxsGrid[p.q[blk][i / 8][j]] >> (8 * (i % 8))) & 0xFF);
+            k.w[i] = static_cast<int8_t>((p.sg[blk][j] >> i) & 1 ? -m : m);
+        }
+        k.ws = half_to_float(p.d[j]) * (0.5f + static_cast<float>((p.sc[j] >> (4 * blk)) & 0xF)) * 0.25f;
+        break;
+    }
     case GgmlType::IQ3_XXS: {
         const PackedIQ3XXS& p = static_cast<const PackedIQ3XXS*>(w.packed)[group * super_per_group + b / 8];
         for (int i = 0; i < 32; ++i) {
@@ -542,6 +551,7 @@ size_t packed_size(const MatView& w) {
     case GgmlType::Q6_K: return static_cast<size_t>(groups * (w.n_in / 256)) * sizeof(kq::PackedQ6K);
     case GgmlType::IQ4_XS: return static_cast<size_t>(groups * (w.n_in / 256)) * sizeof(kq::PackedIQ4XS);
     case GgmlType::IQ3_XXS: return static_cast<size_t>(groups * (w.n_in / 256)) * sizeof(kq::PackedIQ3XXS);
+    case GgmlType::IQ2_XXS: return static_cast<size_t>(groups * (w.n_in / 256)) * sizeof(kq::PackedIQ2XXS);
     default: return 0;
     }
 }
@@ -687,6 +697,22 @@ void pack_groups(const MatView& w, void* dst, int64_t g0, int64_t g1) {
                 uint32_t sg = 0;
                 for (int g = 0; g < 8; ++g) {
                     sg |= ((iq::kSignsIq2xs[(aux >> (7 * (g / 2))) & 127] >> (4 * (g % 2))) & 0xFu) << (4 * g);
+                    p.q[blk][g][j] = x.qs[8 * blk + g];
+                }
+                p.sg[blk][j] = sg;
+            }
+        });
+    if (w.type == GgmlType::IQ2_XXS)
+        return pack_units<kq::PackedIQ2XXS, block_iq2_xxs>(w, dst, g0, g1, w.n_in / 256, kq::PackedIQ2XXS{},
+                                                           [](kq::PackedIQ2XXS& p, int j, const block_iq2_xxs& x) {
+            p.d[j] = x.d;
+            for (int blk = 0; blk < 8; ++blk) {
+                uint32_t aux;
+                std::memcpy(&aux, x.qs + 8 * blk + 4, 4);
+                p.sc[j] |= (aux >> 28) << (4 * blk);
+                uint32_t sg = 0;
+                for (int g = 0; g < 4; ++g) {
+                    sg |= uint32_t{iq::kSignsIq2xs[(aux >> (7 * g)) & 127]} << (8 * g);
                     p.q[blk][g][j] = x.qs[8 * blk + g];
                 }
                 p.sg[blk][j] = sg;
