@@ -112,10 +112,9 @@ const GgmlType kIntTypes[] = {GgmlType::Q8_0,   GgmlType::Q4_0,    GgmlType::Q4_
                               GgmlType::IQ4_NL, GgmlType::Q2_K,  GgmlType::Q3_K,  GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K,
                               GgmlType::IQ4_XS, GgmlType::IQ3_XXS, GgmlType::IQ3_S,  GgmlType::IQ2_XXS, GgmlType::IQ2_XS,
                               GgmlType::IQ2_S,  GgmlType::IQ1_S,   GgmlType::IQ1_M};
-// The integer-path types with a packed layout (pack_weights); IQ3_S, IQ2_XS, IQ2_S and the
-// IQ1 types have none.
+// The integer-path types with a packed layout (pack_weights); IQ1_S and IQ1_M have none.
 const GgmlType kPackedTypes[] = {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1,
-                                 GgmlType::IQ4_NL, GgmlType::IQ2_XXS, GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K,
+                                 GgmlType::IQ4_NL, GgmlType::IQ2_XXS, GgmlType::IQ2_XS, GgmlType::IQ2_S, GgmlType::IQ3_S, GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K,
                                  GgmlType::Q6_K, GgmlType::IQ4_XS, GgmlType::IQ3_XXS};
 
 // IQ1 weights from random bytes (every grid index, shift and 3-bit scale, not only what
@@ -243,10 +242,10 @@ TEST_CASE("matmul: IQ1 random blocks on every path", "[matmul][determinism]") {
 // Packed IQ3_XXS where the CPU has AVX-512 VBMI looks its grid up by byte permutes;
 // AVX-512 CPUs without VBMI gather. Both forms give the same bits (decode, a window,
 // partial groups). Nothing to compare on a CPU without VBMI (it runs the gathers).
-TEST_CASE("matmul: packed IQ3_XXS and IQ2_XXS by byte permutes and by gathers", "[matmul][determinism]") {
+TEST_CASE("matmul: packed IQ3_XXS, IQ3_S and IQ2_XXS by byte permutes and by gathers", "[matmul][determinism]") {
     if (!kq::vbmi_usable()) return;
     ThreadPool pool(2);
-    for (const GgmlType type : {GgmlType::IQ3_XXS, GgmlType::IQ2_XXS})
+    for (const GgmlType type : {GgmlType::IQ3_XXS, GgmlType::IQ3_S, GgmlType::IQ2_XXS})
     for (const int64_t n_out : {int64_t{21}, int64_t{130}}) {
         Weights w = make_weights(type, 2048, n_out, 23);
         const PackedCopy packed = packed_copy(w.view);
@@ -332,6 +331,9 @@ TEST_CASE("matmul: packed layouts give the unpacked results", "[matmul][determin
                                     : type == GgmlType::Q6_K    ? sizeof(kq::PackedQ6K)
                                     : type == GgmlType::IQ4_XS  ? sizeof(kq::PackedIQ4XS)
                                     : type == GgmlType::IQ2_XXS ? sizeof(kq::PackedIQ2XXS)
+                                    : type == GgmlType::IQ3_S   ? sizeof(kq::PackedIQ3S)
+                                    : type == GgmlType::IQ2_XS  ? sizeof(kq::PackedIQ2XS)
+                                    : type == GgmlType::IQ2_S   ? sizeof(kq::PackedIQ2S)
                                                                 : sizeof(kq::PackedIQ3XXS);
                 REQUIRE(packed_size(w.view) == static_cast<size_t>((n_out + 15) / 16 * (n_in / (k ? 256 : 32))) * unit);
                 const PackedCopy packed = packed_copy(w.view);

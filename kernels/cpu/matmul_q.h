@@ -89,8 +89,18 @@
 // super-block (6% more than the rows' 1056): the rows' fp16 d, their eight 4-bit block
 // scales as one word, each block's 32 signs per row as one word, and the grid indices
 // ([block][group][row]: group l is the grid entry of values 8l .. 8l + 7).
-// IQ1_S, IQ1_M, IQ2_XS, IQ2_S and IQ3_S have no packed layout (packed_size 0): their
-// rows take the unpacked kernels.
+// Packed IQ3_S: IQ3_XXS's layout with the grid indices' ninth bits, one 1760-byte
+// PackedIQ3S per super-block (as many bytes as the rows): the rows' fp16 d, their eight
+// 4-bit block scales as one word, each block's 32 signs per row as one word, the ninth
+// bits ([block][row]: bit c for column c) and the indices' low bytes
+// ([block][column][row]).
+// Packed IQ2_XS and IQ2_S (as many bytes as the rows): the rows' fp16 d, their scale
+// bytes ([block][row]: the two halves' 4-bit scales), then per block and 8-value group the
+// rows' indices ([block][group][row]): IQ2_XS's 16-bit words as stored (9-bit grid index,
+// 7-bit sign index); IQ2_S's low index bytes, then its rows' qh bytes ([block][row]: bits
+// 2l..2l+1 = bits 8-9 of group l's index) and sign bytes ([block][group][row]).
+// IQ1_S and IQ1_M have no packed layout (packed_size 0): their rows take the unpacked
+// kernels.
 #pragma once
 #include <array>
 #include <cstdint>
@@ -205,6 +215,28 @@ struct PackedIQ2XXS {
     uint8_t q[8][4][16];  // [block][group][row]
 };
 static_assert(sizeof(PackedIQ2XXS) == 1120);
+struct PackedIQ3S {
+    uint16_t d[16];
+    uint32_t sc[16];
+    uint32_t sg[8][16];   // [block][row]
+    uint8_t qh[8][16];    // [block][row]: bit c = bit 8 of column c's index
+    uint8_t q[8][8][16];  // [block][column][row]
+};
+static_assert(sizeof(PackedIQ3S) == 16 * sizeof(block_iq3_s));
+struct PackedIQ2XS {
+    uint16_t d[16];
+    uint8_t sc[8][16];     // [block][row]
+    uint16_t q[8][4][16];  // [block][group][row]: index | sign index << 9
+};
+static_assert(sizeof(PackedIQ2XS) == 16 * sizeof(block_iq2_xs));
+struct PackedIQ2S {
+    uint16_t d[16];
+    uint8_t sc[8][16];      // [block][row]
+    uint8_t q[8][4][16];    // [block][group][row]: low byte of the index
+    uint8_t qh[8][16];      // [block][row]: bits 2l..2l+1 = bits 8-9 of group l's index
+    uint8_t sg[8][4][16];   // [block][group][row]: the group's eight signs
+};
+static_assert(sizeof(PackedIQ2S) == 16 * sizeof(block_iq2_s));
 constexpr int kPackRows = 16;
 
 struct Job {
@@ -238,10 +270,10 @@ void rows_scalar(const Job& job, int64_t r0, int64_t r1);
 void rows_avx2(const Job& job, int64_t r0, int64_t r1);
 void rows_avxvnni(const Job& job, int64_t r0, int64_t r1);
 void rows_avx512(const Job& job, int64_t r0, int64_t r1);
-// Packed IQ3_XXS and IQ2_XXS with AVX-512 VBMI (matmul_q_avx512vbmi.cpp); rows_avx512
-// calls it where vbmi_usable().
+// Packed IQ3_XXS, IQ3_S and IQ2_XXS with AVX-512 VBMI (matmul_q_avx512vbmi.cpp);
+// rows_avx512 calls it where vbmi_usable().
 bool vbmi_usable();
-// Tests: off makes vbmi_usable() false, so packed IQ3_XXS and IQ2_XXS take the gather form that
+// Tests: off makes vbmi_usable() false, so packed IQ3_XXS, IQ3_S and IQ2_XXS take the gather form that
 // AVX-512 CPUs without VBMI run (on by default).
 void allow_vbmi(bool on);
 void rows_grid_vbmi(const Job& job, int64_t r0, int64_t r1);

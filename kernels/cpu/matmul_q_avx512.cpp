@@ -31,7 +31,8 @@
 
 namespace strata::kq {
 void rows_avx512(const Job& job, int64_t r0, int64_t r1) {
-    if (job.w->packed && (job.w->type == GgmlType::IQ3_XXS || job.w->type == GgmlType::IQ2_XXS) && vbmi_usable())
+    const GgmlType t = job.w->type;
+    if (job.w->packed && (t == GgmlType::IQ3_XXS || t == GgmlType::IQ3_S || t == GgmlType::IQ2_XXS) && vbmi_usable())
         return rows_grid_vbmi(job, r0, r1);
     avx512::run_rows(job, r0, r1);
 }

@@ -1,4 +1,4 @@
-// Packed IQ3_XXS and IQ2_XXS on AVX-512 VBMI and BITALG (matmul_q_simd_packed_k.inc,
+// Packed IQ3_XXS, IQ3_S and IQ2_XXS on AVX-512 VBMI and BITALG (matmul_q_simd_packed_k.inc,
 // KQ_VBMI): their grid lookups as byte permutes instead of vpgatherdd / vpgatherdq, which
 // AMD's cores run slowly, and their signs by vpshufbitqmb. A translation unit of its own because AVX-512 VNNI CPUs
 // without them exist (Cascade Lake): only this code may use them, and rows_avx512 calls
@@ -40,6 +40,20 @@ const std::array<uint8_t, 512>& iq2_code_planes() {
                 const auto m = (iq::kIq2xxsGrid[static_cast<size_t>(e)] >> (8 * v)) & 0xFF;
                 const int level = m == 0x08 ? 0 : m == 0x19 ? 1 : 2;
                 a[static_cast<size_t>(256 * (v / 4) + e)] |= static_cast<uint8_t>(level << (2 * (v % 4)));
+            }
+        return a;
+    }();
+    return planes;
+}
+// IQ3_S: each of the 512 grid entries' four magnitudes (1..15) as nibbles of a 16-bit
+// code, as two 512-byte planes (low bytes: values 0 and 1; high bytes: values 2 and 3).
+const std::array<uint8_t, 1024>& iq3s_code_planes() {
+    static const std::array<uint8_t, 1024> planes = [] {
+        std::array<uint8_t, 1024> a{};
+        for (int e = 0; e < 512; ++e)
+            for (int v = 0; v < 4; ++v) {
+                const auto m = (iq::kIq3sGrid[static_cast<size_t>(e)] >> (8 * v)) & 0xF;
+                a[static_cast<size_t>(512 * (v / 2) + e)] |= static_cast<uint8_t>(m << (4 * (v % 2)));
             }
         return a;
     }();

@@ -384,6 +384,44 @@ void decode_packed(const MatView& w, int64_t r, int64_t b, Blk& k) {
         k.ws = half_to_float(p.d[j]) * (0.5f + static_cast<float>((p.sc[j] >> (4 * blk)) & 0xF)) * 0.25f;
         break;
     }
+    case GgmlType::IQ2_XS:
+    case GgmlType::IQ2_S: {
+        const bool xs = w.type == GgmlType::IQ2_XS;
+        const int64_t at = group * super_per_group + b / 8;
+        const auto* pxs = static_cast<const PackedIQ2XS*>(w.packed) + at;
+        const auto* ps = static_cast<const PackedIQ2S*>(w.packed) + at;
+        for (int g = 0; g < 4; ++g) {
+            uint64_t e;
+            uint32_t signs;
+            if (xs) {
+                const uint16_t q = pxs->q[blk][g][j];
+                e = iq::kIq2xsGrid[q & 511];
+                signs = iq::kSignsIq2xs[q >> 9];
+            } else {
+                e = iq::kIq2sGrid[ps->q[blk][g][j] | ((ps->qh[blk][j] >> (2 * g)) & 3) << 8];
+                signs = ps->sg[blk][g][j];
+            }
+            for (int v = 0; v < 8; ++v) {
+                const int m = static_cast<int>((e >> (8 * v)) & 0xFF);
+                k.w[8 * g + v] = static_cast<int8_t>((signs >> v) & 1 ? -m : m);
+            }
+        }
+        const uint8_t sc = xs ? pxs->sc[blk][j] : ps->sc[blk][j];
+        k.m0 = 2 * (sc & 0xF) + 1;
+        k.m1 = 2 * (sc >> 4) + 1;
+        k.ws = half_to_float(xs ? pxs->d[j] : ps->d[j]) * 0.125f;
+        break;
+    }
+    case GgmlType::IQ3_S: {
+        const PackedIQ3S& p = static_cast<const PackedIQ3S*>(w.packed)[group * super_per_group + b / 8];
+        for (int i = 0; i < 32; ++i) {
+            const int c = i / 4, idx = p.q[blk][c][j] | ((p.qh[blk][j] >> c) & 1) << 8;
+            const int m = static_cast<int>((iq::kIq3sGrid[static_cast<size_t>(idx)] >> (8 * (i % 4))) & 0xFF);
+            k.w[i] = static_cast<int8_t>((p.sg[blk][j] >> i) & 1 ? -m : m);
+        }
+        k.ws = half_to_float(p.d[j]) * static_cast<float>(1 + 2 * ((p.sc[j] >> (4 * blk)) & 0xF));
+        break;
+    }
     case GgmlType::IQ3_XXS: {
         const PackedIQ3XXS& p = static_cast<const PackedIQ3XXS*>(w.packed)[group * super_per_group + b / 8];
         for (int i = 0; i < 32; ++i) {
@@ -552,6 +590,9 @@ size_t packed_size(const MatView& w) {
     case GgmlType::IQ4_XS: return static_cast<size_t>(groups * (w.n_in / 256)) * sizeof(kq::PackedIQ4XS);
     case GgmlType::IQ3_XXS: return static_cast<size_t>(groups * (w.n_in / 256)) * sizeof(kq::PackedIQ3XXS);
     case GgmlType::IQ2_XXS: return static_cast<size_t>(groups * (w.n_in / 256)) * sizeof(kq::PackedIQ2XXS);
+    case GgmlType::IQ3_S: return static_cast<size_t>(groups * (w.n_in / 256)) * sizeof(kq::PackedIQ3S);
+    case GgmlType::IQ2_XS: return static_cast<size_t>(groups * (w.n_in / 256)) * sizeof(kq::PackedIQ2XS);
+    case GgmlType::IQ2_S: return static_cast<size_t>(groups * (w.n_in / 256)) * sizeof(kq::PackedIQ2S);
     default: return 0;
     }
 }
@@ -700,6 +741,39 @@ void pack_groups(const MatView& w, void* dst, int64_t g0, int64_t g1) {
                     p.q[blk][g][j] = x.qs[8 * blk + g];
                 }
                 p.sg[blk][j] = sg;
+            }
+        });
+    if (w.type == GgmlType::IQ2_XS)
+        return pack_units<kq::PackedIQ2XS, block_iq2_xs>(w, dst, g0, g1, w.n_in / 256, kq::PackedIQ2XS{},
+                                                         [](kq::PackedIQ2XS& p, int j, const block_iq2_xs& x) {
+            p.d[j] = x.d;
+            for (int blk = 0; blk < 8; ++blk) {
+                p.sc[blk][j] = x.scales[blk];
+                for (int g = 0; g < 4; ++g) p.q[blk][g][j] = x.qs[4 * blk + g];
+            }
+        });
+    if (w.type == GgmlType::IQ2_S)
+        return pack_units<kq::PackedIQ2S, block_iq2_s>(w, dst, g0, g1, w.n_in / 256, kq::PackedIQ2S{},
+                                                       [](kq::PackedIQ2S& p, int j, const block_iq2_s& x) {
+            p.d[j] = x.d;
+            for (int blk = 0; blk < 8; ++blk) {
+                p.sc[blk][j] = x.scales[blk];
+                p.qh[blk][j] = x.qh[blk];
+                for (int g = 0; g < 4; ++g) {
+                    p.q[blk][g][j] = x.qs[4 * blk + g];
+                    p.sg[blk][g][j] = x.qs[32 + 4 * blk + g];
+                }
+            }
+        });
+    if (w.type == GgmlType::IQ3_S)
+        return pack_units<kq::PackedIQ3S, block_iq3_s>(w, dst, g0, g1, w.n_in / 256, kq::PackedIQ3S{},
+                                                       [](kq::PackedIQ3S& p, int j, const block_iq3_s& x) {
+            p.d[j] = x.d;
+            for (int blk = 0; blk < 8; ++blk) {
+                p.sc[j] |= uint32_t{(x.scales[blk / 2] >> (4 * (blk % 2))) & 0xFu} << (4 * blk);
+                std::memcpy(&p.sg[blk][j], x.signs + 4 * blk, 4);  // bit 8 l + v: value 8 l + v
+                p.qh[blk][j] = x.qh[blk];
+                for (int c = 0; c < 8; ++c) p.q[blk][c][j] = x.qs[8 * blk + c];
             }
         });
     if (w.type == GgmlType::IQ2_XXS)
