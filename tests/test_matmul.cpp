@@ -108,14 +108,11 @@ TEST_CASE("matmul: batch- and thread-count-invariant", "[matmul][determinism]") 
 
 namespace {
 
+// Every quantized weight type: the integer path, each with a packed layout.
 const GgmlType kIntTypes[] = {GgmlType::Q8_0,   GgmlType::Q4_0,    GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1,
                               GgmlType::IQ4_NL, GgmlType::Q2_K,  GgmlType::Q3_K,  GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K,
                               GgmlType::IQ4_XS, GgmlType::IQ3_XXS, GgmlType::IQ3_S,  GgmlType::IQ2_XXS, GgmlType::IQ2_XS,
                               GgmlType::IQ2_S,  GgmlType::IQ1_S,   GgmlType::IQ1_M};
-// The integer-path types with a packed layout (pack_weights); IQ1_S and IQ1_M have none.
-const GgmlType kPackedTypes[] = {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1,
-                                 GgmlType::IQ4_NL, GgmlType::IQ2_XXS, GgmlType::IQ2_XS, GgmlType::IQ2_S, GgmlType::IQ3_S, GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K,
-                                 GgmlType::Q6_K, GgmlType::IQ4_XS, GgmlType::IQ3_XXS};
 
 // IQ1 weights from random bytes (every grid index, shift and 3-bit scale, not only what
 // the quantizer picks), with a finite fp16 super-scale d near 1/8.
@@ -227,13 +224,17 @@ TEST_CASE("matmul: IQ1 random blocks on every path", "[matmul][determinism]") {
                 INFO(type_info(type).name << " T " << T << ": worst error / bound " << worst);
                 CHECK(worst <= 1.0);
             }
-            for (int isa = 1; isa < kq::kIsaCount; ++isa) {
+            const PackedCopy packed = packed_copy(w.view);
+            for (int isa = 0; isa < kq::kIsaCount; ++isa) {
                 if (!kq::available(static_cast<kq::Isa>(isa))) continue;
                 ForceIsa f(static_cast<kq::Isa>(isa));
-                std::vector<float> y(ref.size());
-                matmul(pool, w.view, x.data(), n_in, T, y.data(), n_out);
-                INFO(type_info(type).name << " T " << T << " on " << kq::name(static_cast<kq::Isa>(isa)));
-                CHECK(y == ref);
+                for (const MatView* v : {static_cast<const MatView*>(&w.view), &packed.view}) {
+                    std::vector<float> y(ref.size());
+                    matmul(pool, *v, x.data(), n_in, T, y.data(), n_out);
+                    INFO(type_info(type).name << " T " << T << " on " << kq::name(static_cast<kq::Isa>(isa))
+                                              << (v == &packed.view ? " packed" : ""));
+                    CHECK(y == ref);
+                }
             }
         }
     }
@@ -299,18 +300,18 @@ TEST_CASE("matmul: integer path bit-identical on every instruction set", "[matmu
     }
 }
 
-// Packed weights (pack_weights: every integer-path type but IQ1_S and IQ1_M): bit-identical to the rows they
+// Packed weights (pack_weights: every integer-path type): bit-identical to the rows they
 // were packed from, on every instruction set (AMX included where the CPU has it), for
-// decode (T = 1) and windows, with a partial last group of 16 rows.
+// decode (T = 1) and windows, with a partial last group of 16 rows. Float weights have
+// no packed layout.
 TEST_CASE("matmul: packed layouts give the unpacked results", "[matmul][determinism]") {
+    for (const GgmlType type : {GgmlType::F32, GgmlType::F16, GgmlType::BF16}) {
+        Weights w = make_weights(type, 512, 16, 21);
+        INFO(type_info(type).name);
+        CHECK(packed_size(w.view) == 0);  // the rows are used as they are
+        CHECK_THROWS_AS(pack_weights(w.view, w.bytes.data()), Error);
+    }
     for (const GgmlType type : kIntTypes) {
-        if (std::find(std::begin(kPackedTypes), std::end(kPackedTypes), type) == std::end(kPackedTypes)) {
-            Weights w = make_weights(type, 512, 16, 21);
-            INFO(type_info(type).name);
-            CHECK(packed_size(w.view) == 0);  // no packed layout: the rows are used as they are
-            CHECK_THROWS_AS(pack_weights(w.view, w.bytes.data()), Error);
-            continue;
-        }
         const bool q8 = type == GgmlType::Q8_0, k = type_info(type).block_size == 256;
         for (const int64_t n_out : {int64_t{16}, int64_t{21}, int64_t{130}}) {
             for (const int64_t n_in : {k ? int64_t{512} : int64_t{352}, int64_t{2048}}) {
@@ -334,6 +335,8 @@ TEST_CASE("matmul: packed layouts give the unpacked results", "[matmul][determin
                                     : type == GgmlType::IQ3_S   ? sizeof(kq::PackedIQ3S)
                                     : type == GgmlType::IQ2_XS  ? sizeof(kq::PackedIQ2XS)
                                     : type == GgmlType::IQ2_S   ? sizeof(kq::PackedIQ2S)
+                                    : type == GgmlType::IQ1_S   ? sizeof(kq::PackedIQ1S)
+                                    : type == GgmlType::IQ1_M   ? sizeof(kq::PackedIQ1M)
                                                                 : sizeof(kq::PackedIQ3XXS);
                 REQUIRE(packed_size(w.view) == static_cast<size_t>((n_out + 15) / 16 * (n_in / (k ? 256 : 32))) * unit);
                 const PackedCopy packed = packed_copy(w.view);

@@ -35,11 +35,11 @@ void matmul_multi(ThreadPool& pool, std::span<const MatOut> outs, const float* x
 // hand-off to the threads instead of one per expert and weight).
 void matmul_grouped(ThreadPool& pool, std::span<const MatIn> ins, std::span<const MatOut> outs, std::span<const int> in_of);
 
-// Repacking at load time. The integer-path types other than IQ1_S and IQ1_M have packed
-// layouts (matmul_q.h): 16 rows interleaved in groups of four values, so one vector
-// instruction multiplies the same four activations into 16 rows. packed_size is 0 for the other types. pack_weights writes packed_size(w) bytes to
-// dst (64-byte aligned); a MatView with packed = dst gives the same matmul results, bit
-// for bit, as without.
+// Repacking at load time. Every integer-path type has a packed layout (matmul_q.h): 16
+// rows interleaved in groups of four values, so one vector instruction multiplies the same
+// four activations into 16 rows. packed_size is 0 for F32, F16, BF16 (and Q8_K).
+// pack_weights writes packed_size(w) bytes to dst (64-byte aligned); a MatView with
+// packed = dst gives the same matmul results, bit for bit, as without.
 size_t packed_size(const MatView& w);
 void pack_weights(const MatView& w, void* dst);
 

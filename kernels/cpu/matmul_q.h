@@ -99,8 +99,12 @@
 // rows' indices ([block][group][row]): IQ2_XS's 16-bit words as stored (9-bit grid index,
 // 7-bit sign index); IQ2_S's low index bytes, then its rows' qh bytes ([block][row]: bits
 // 2l..2l+1 = bits 8-9 of group l's index) and sign bytes ([block][group][row]).
-// IQ1_S and IQ1_M have no packed layout (packed_size 0): their rows take the unpacked
-// kernels.
+// Packed IQ1_S (as many bytes as the rows): the rows' fp16 d, their qh words
+// ([block][row]: the groups' high index bits, the scale, the shift's sign), the index
+// bytes ([block][group][row]). Packed IQ1_M (928 bytes, 3.6% above the rows): the rows'
+// fp16 super-scales, the halves' 3-bit scales as one byte ([block][row]: s0 | s1 << 3),
+// the qh bytes ([block][k][row]: byte 2 j + k of the format, groups 2k and 2k + 1) and
+// the index bytes.
 #pragma once
 #include <array>
 #include <cstdint>
@@ -237,6 +241,19 @@ struct PackedIQ2S {
     uint8_t sg[8][4][16];   // [block][group][row]: the group's eight signs
 };
 static_assert(sizeof(PackedIQ2S) == 16 * sizeof(block_iq2_s));
+struct PackedIQ1S {
+    uint16_t d[16];
+    uint16_t qh[8][16];   // [block][row]
+    uint8_t q[8][4][16];  // [block][group][row]
+};
+static_assert(sizeof(PackedIQ1S) == 16 * sizeof(block_iq1_s));
+struct PackedIQ1M {
+    uint16_t d[16];
+    uint8_t sc[8][16];     // [block][row]: s0 | s1 << 3
+    uint8_t qh[8][2][16];  // [block][k][row]
+    uint8_t q[8][4][16];   // [block][group][row]
+};
+static_assert(sizeof(PackedIQ1M) == 928);
 constexpr int kPackRows = 16;
 
 struct Job {

@@ -384,6 +384,30 @@ void decode_packed(const MatView& w, int64_t r, int64_t b, Blk& k) {
         k.ws = half_to_float(p.d[j]) * (0.5f + static_cast<float>((p.sc[j] >> (4 * blk)) & 0xF)) * 0.25f;
         break;
     }
+    case GgmlType::IQ1_S: {
+        const PackedIQ1S& p = static_cast<const PackedIQ1S*>(w.packed)[group * super_per_group + b / 8];
+        const uint32_t qh = p.qh[blk][j];
+        const int shift = qh & 0x8000 ? -1 : 1;
+        for (int g = 0; g < 4; ++g) {
+            const uint64_t e = iq::kIq1sGrid[p.q[blk][g][j] | ((qh >> (3 * g)) & 7) << 8];
+            for (int v = 0; v < 8; ++v) k.w[8 * g + v] = static_cast<int8_t>(8 * static_cast<int8_t>(e >> (8 * v)) + shift);
+        }
+        k.ws = half_to_float(p.d[j]) * static_cast<float>(2 * ((qh >> 12) & 7) + 1) * 0.125f;
+        break;
+    }
+    case GgmlType::IQ1_M: {
+        const PackedIQ1M& p = static_cast<const PackedIQ1M*>(w.packed)[group * super_per_group + b / 8];
+        for (int g = 0; g < 4; ++g) {
+            const uint32_t h = static_cast<uint32_t>(p.qh[blk][g / 2][j]) >> (4 * (g % 2));
+            const uint64_t e = iq::kIq1sGrid[p.q[blk][g][j] | (h & 7) << 8];
+            const int shift = h & 8 ? -1 : 1;
+            for (int v = 0; v < 8; ++v) k.w[8 * g + v] = static_cast<int8_t>(8 * static_cast<int8_t>(e >> (8 * v)) + shift);
+        }
+        k.m0 = 2 * (p.sc[blk][j] & 7) + 1;
+        k.m1 = 2 * ((p.sc[blk][j] >> 3) & 7) + 1;
+        k.ws = half_to_float(p.d[j]) * 0.125f;
+        break;
+    }
     case GgmlType::IQ2_XS:
     case GgmlType::IQ2_S: {
         const bool xs = w.type == GgmlType::IQ2_XS;
@@ -593,6 +617,8 @@ size_t packed_size(const MatView& w) {
     case GgmlType::IQ3_S: return static_cast<size_t>(groups * (w.n_in / 256)) * sizeof(kq::PackedIQ3S);
     case GgmlType::IQ2_XS: return static_cast<size_t>(groups * (w.n_in / 256)) * sizeof(kq::PackedIQ2XS);
     case GgmlType::IQ2_S: return static_cast<size_t>(groups * (w.n_in / 256)) * sizeof(kq::PackedIQ2S);
+    case GgmlType::IQ1_S: return static_cast<size_t>(groups * (w.n_in / 256)) * sizeof(kq::PackedIQ1S);
+    case GgmlType::IQ1_M: return static_cast<size_t>(groups * (w.n_in / 256)) * sizeof(kq::PackedIQ1M);
     default: return 0;
     }
 }
@@ -741,6 +767,27 @@ void pack_groups(const MatView& w, void* dst, int64_t g0, int64_t g1) {
                     p.q[blk][g][j] = x.qs[8 * blk + g];
                 }
                 p.sg[blk][j] = sg;
+            }
+        });
+    if (w.type == GgmlType::IQ1_S)
+        return pack_units<kq::PackedIQ1S, block_iq1_s>(w, dst, g0, g1, w.n_in / 256, kq::PackedIQ1S{},
+                                                       [](kq::PackedIQ1S& p, int j, const block_iq1_s& x) {
+            p.d[j] = x.d;
+            for (int blk = 0; blk < 8; ++blk) {
+                p.qh[blk][j] = x.qh[blk];
+                for (int g = 0; g < 4; ++g) p.q[blk][g][j] = x.qs[4 * blk + g];
+            }
+        });
+    if (w.type == GgmlType::IQ1_M)
+        return pack_units<kq::PackedIQ1M, block_iq1_m>(w, dst, g0, g1, w.n_in / 256, kq::PackedIQ1M{},
+                                                       [](kq::PackedIQ1M& p, int j, const block_iq1_m& x) {
+            p.d[j] = iq1m_scale_bits(x);
+            uint16_t sc[4];
+            std::memcpy(sc, x.scales, 8);
+            for (int blk = 0; blk < 8; ++blk) {
+                p.sc[blk][j] = static_cast<uint8_t>((sc[blk / 2] >> (6 * (blk % 2))) & 63);
+                for (int k = 0; k < 2; ++k) p.qh[blk][k][j] = x.qh[2 * blk + k];
+                for (int g = 0; g < 4; ++g) p.q[blk][g][j] = x.qs[4 * blk + g];
             }
         });
     if (w.type == GgmlType::IQ2_XS)
