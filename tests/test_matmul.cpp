@@ -240,8 +240,8 @@ TEST_CASE("matmul: IQ1 random blocks on every path", "[matmul][determinism]") {
     }
 }
 
-// Packed IQ3_XXS where the CPU has AVX-512 VBMI looks its grid up by byte permutes;
-// AVX-512 CPUs without VBMI gather. Both forms give the same bits (decode, a window,
+// Packed IQ3_XXS, IQ3_S and IQ2_XXS where the CPU has AVX-512 VBMI look their grids up by
+// byte permutes; AVX-512 CPUs without VBMI gather. Both forms give the same bits (decode, a window,
 // partial groups). Nothing to compare on a CPU without VBMI (it runs the gathers).
 TEST_CASE("matmul: packed IQ3_XXS, IQ3_S and IQ2_XXS by byte permutes and by gathers", "[matmul][determinism]") {
     if (!kq::vbmi_usable()) return;

@@ -27,6 +27,16 @@ struct Blk {
     int32_t n0 = 0, n1 = 0;  // Q2_K: the halves' minimums (matmul_q.h)
 };
 
+// The N magnitudes of a grid entry e (byte v: value v) as w[v], negated where bit v of
+// signs is set (the IQ2 and IQ3 formats).
+template <int N>
+void put_signed(int8_t* w, uint64_t e, uint32_t signs) {
+    for (int v = 0; v < N; ++v) {
+        const int m = static_cast<int>((e >> (8 * v)) & 0xFF);
+        w[v] = static_cast<int8_t>((signs >> v) & 1 ? -m : m);
+    }
+}
+
 template <typename B>
 const B& sblock(const uint8_t* row, int64_t i) {
     return *reinterpret_cast<const B*>(row + static_cast<size_t>(i) * sizeof(B));
@@ -161,10 +171,7 @@ void decode(GgmlType type, const uint8_t* row, int64_t b, Blk& k) {
         for (int g = 0; g < 8; ++g) {
             const uint32_t e = iq::kIq3xxsGrid[qs[g]];
             const uint32_t signs = iq::kSignsIq2xs[(aux >> (7 * (g / 2))) & 127] >> (4 * (g % 2));
-            for (int v = 0; v < 4; ++v) {
-                const int m = static_cast<int>((e >> (8 * v)) & 0xFF);
-                k.w[4 * g + v] = static_cast<int8_t>((signs >> v) & 1 ? -m : m);
-            }
+            put_signed<4>(k.w + 4 * g, e, signs);
         }
         k.ws = half_to_float(x.d) * (0.5f + static_cast<float>(aux >> 28)) * 0.5f;
         break;
@@ -177,10 +184,7 @@ void decode(GgmlType type, const uint8_t* row, int64_t b, Blk& k) {
         for (int g = 0; g < 4; ++g) {
             const uint64_t e = iq::kIq2xxsGrid[qs[g]];
             const uint32_t signs = iq::kSignsIq2xs[(aux >> (7 * g)) & 127];
-            for (int v = 0; v < 8; ++v) {
-                const int m = static_cast<int>((e >> (8 * v)) & 0xFF);
-                k.w[8 * g + v] = static_cast<int8_t>((signs >> v) & 1 ? -m : m);
-            }
+            put_signed<8>(k.w + 8 * g, e, signs);
         }
         k.ws = half_to_float(x.d) * (0.5f + static_cast<float>(aux >> 28)) * 0.25f;
         break;
@@ -203,10 +207,7 @@ void decode(GgmlType type, const uint8_t* row, int64_t b, Blk& k) {
                 e = iq::kIq2sGrid[x.qs[4 * j + g] | ((x.qh[j] >> (2 * g)) & 3) << 8];
                 signs = x.qs[32 + 4 * j + g];
             }
-            for (int v = 0; v < 8; ++v) {
-                const int m = static_cast<int>((e >> (8 * v)) & 0xFF);
-                k.w[8 * g + v] = static_cast<int8_t>((signs >> v) & 1 ? -m : m);
-            }
+            put_signed<8>(k.w + 8 * g, e, signs);
         }
         const uint8_t sc = xs ? sblock<block_iq2_xs>(row, i).scales[j] : sblock<block_iq2_s>(row, i).scales[j];
         k.m0 = 2 * (sc & 0xF) + 1;
@@ -219,10 +220,7 @@ void decode(GgmlType type, const uint8_t* row, int64_t b, Blk& k) {
         for (int g = 0; g < 8; ++g) {
             const uint32_t e = iq::kIq3sGrid[x.qs[8 * j + g] | ((x.qh[j] >> g) & 1) << 8];
             const uint32_t signs = x.signs[4 * j + g / 2] >> (4 * (g % 2));
-            for (int v = 0; v < 4; ++v) {
-                const int m = static_cast<int>((e >> (8 * v)) & 0xFF);
-                k.w[4 * g + v] = static_cast<int8_t>((signs >> v) & 1 ? -m : m);
-            }
+            put_signed<4>(k.w + 4 * g, e, signs);
         }
         k.ws = half_to_float(x.d) * static_cast<float>(1 + 2 * ((x.scales[j / 2] >> (4 * (j % 2))) & 0xF));
         break;
@@ -377,10 +375,7 @@ void decode_packed(const MatView& w, int64_t r, int64_t b, Blk& k) {
     }
     case GgmlType::IQ2_XXS: {
         const PackedIQ2XXS& p = static_cast<const PackedIQ2XXS*>(w.packed)[group * super_per_group + b / 8];
-        for (int i = 0; i < 32; ++i) {
-            const int m = static_cast<int>((iq::kIq2xxsGrid[p.q[blk][i / 8][j]] >> (8 * (i % 8))) & 0xFF);
-            k.w[i] = static_cast<int8_t>((p.sg[blk][j] >> i) & 1 ? -m : m);
-        }
+        for (int g = 0; g < 4; ++g) put_signed<8>(k.w + 8 * g, iq::kIq2xxsGrid[p.q[blk][g][j]], p.sg[blk][j] >> (8 * g));
         k.ws = half_to_float(p.d[j]) * (0.5f + static_cast<float>((p.sc[j] >> (4 * blk)) & 0xF)) * 0.25f;
         break;
     }
@@ -410,48 +405,39 @@ void decode_packed(const MatView& w, int64_t r, int64_t b, Blk& k) {
     }
     case GgmlType::IQ2_XS:
     case GgmlType::IQ2_S: {
-        const bool xs = w.type == GgmlType::IQ2_XS;
         const int64_t at = group * super_per_group + b / 8;
-        const auto* pxs = static_cast<const PackedIQ2XS*>(w.packed) + at;
-        const auto* ps = static_cast<const PackedIQ2S*>(w.packed) + at;
-        for (int g = 0; g < 4; ++g) {
-            uint64_t e;
-            uint32_t signs;
-            if (xs) {
-                const uint16_t q = pxs->q[blk][g][j];
-                e = iq::kIq2xsGrid[q & 511];
-                signs = iq::kSignsIq2xs[q >> 9];
-            } else {
-                e = iq::kIq2sGrid[ps->q[blk][g][j] | ((ps->qh[blk][j] >> (2 * g)) & 3) << 8];
-                signs = ps->sg[blk][g][j];
+        uint8_t sc;
+        uint16_t d;
+        if (w.type == GgmlType::IQ2_XS) {
+            const PackedIQ2XS& p = static_cast<const PackedIQ2XS*>(w.packed)[at];
+            for (int g = 0; g < 4; ++g) {
+                const uint16_t q = p.q[blk][g][j];
+                put_signed<8>(k.w + 8 * g, iq::kIq2xsGrid[q & 511], iq::kSignsIq2xs[q >> 9]);
             }
-            for (int v = 0; v < 8; ++v) {
-                const int m = static_cast<int>((e >> (8 * v)) & 0xFF);
-                k.w[8 * g + v] = static_cast<int8_t>((signs >> v) & 1 ? -m : m);
-            }
+            sc = p.sc[blk][j];
+            d = p.d[j];
+        } else {
+            const PackedIQ2S& p = static_cast<const PackedIQ2S*>(w.packed)[at];
+            for (int g = 0; g < 4; ++g)
+                put_signed<8>(k.w + 8 * g, iq::kIq2sGrid[p.q[blk][g][j] | ((p.qh[blk][j] >> (2 * g)) & 3) << 8], p.sg[blk][g][j]);
+            sc = p.sc[blk][j];
+            d = p.d[j];
         }
-        const uint8_t sc = xs ? pxs->sc[blk][j] : ps->sc[blk][j];
         k.m0 = 2 * (sc & 0xF) + 1;
         k.m1 = 2 * (sc >> 4) + 1;
-        k.ws = half_to_float(xs ? pxs->d[j] : ps->d[j]) * 0.125f;
+        k.ws = half_to_float(d) * 0.125f;
         break;
     }
     case GgmlType::IQ3_S: {
         const PackedIQ3S& p = static_cast<const PackedIQ3S*>(w.packed)[group * super_per_group + b / 8];
-        for (int i = 0; i < 32; ++i) {
-            const int c = i / 4, idx = p.q[blk][c][j] | ((p.qh[blk][j] >> c) & 1) << 8;
-            const int m = static_cast<int>((iq::kIq3sGrid[static_cast<size_t>(idx)] >> (8 * (i % 4))) & 0xFF);
-            k.w[i] = static_cast<int8_t>((p.sg[blk][j] >> i) & 1 ? -m : m);
-        }
+        for (int c = 0; c < 8; ++c)
+            put_signed<4>(k.w + 4 * c, iq::kIq3sGrid[p.q[blk][c][j] | ((p.qh[blk][j] >> c) & 1) << 8], p.sg[blk][j] >> (4 * c));
         k.ws = half_to_float(p.d[j]) * static_cast<float>(1 + 2 * ((p.sc[j] >> (4 * blk)) & 0xF));
         break;
     }
     case GgmlType::IQ3_XXS: {
         const PackedIQ3XXS& p = static_cast<const PackedIQ3XXS*>(w.packed)[group * super_per_group + b / 8];
-        for (int i = 0; i < 32; ++i) {
-            const int m = static_cast<int>((iq::kIq3xxsGrid[p.q[blk][i / 4][j]] >> (8 * (i % 4))) & 0xFF);
-            k.w[i] = static_cast<int8_t>((p.sg[blk][j] >> i) & 1 ? -m : m);
-        }
+        for (int c = 0; c < 8; ++c) put_signed<4>(k.w + 4 * c, iq::kIq3xxsGrid[p.q[blk][c][j]], p.sg[blk][j] >> (4 * c));
         k.ws = half_to_float(p.d[j]) * (0.5f + static_cast<float>((p.sc[j] >> (4 * blk)) & 0xF)) * 0.5f;
         break;
     }
@@ -562,7 +548,7 @@ void rows_scalar(const Job& job, int64_t r0, int64_t r1) {
                 int32_t p0 = 0, p1 = 0;  // the block's two halves (Q6_K's sub-blocks)
                 for (int i = 0; i < 16; ++i) p0 += int32_t{k.w[i]} * (128 * xq[32 * b + i] + xr[32 * b + i]);
                 for (int i = 16; i < 32; ++i) p1 += int32_t{k.w[i]} * (128 * xq[32 * b + i] + xr[32 * b + i]);
-                const int32_t p = k.m0 * p0 + k.m1 * p1;  // m0 = m1 = 1 but for Q2_K, Q3_K, Q6_K and IQ1_M
+                const int32_t p = k.m0 * p0 + k.m1 * p1;  // m0 = m1 = 1 but for Q2_K, Q3_K, Q6_K, IQ2_XS, IQ2_S and IQ1_M
                 acc = acc + (k.ws * dx) * static_cast<float>(p);
                 int32_t ms = x.st(t)[b];  // the block's sum of x, or Q2_K's halves' sums times their minimums
                 if (q2) {
