@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -114,19 +115,23 @@ const GgmlType kIntTypes[] = {GgmlType::Q8_0,   GgmlType::Q4_0,    GgmlType::Q4_
                               GgmlType::IQ4_XS, GgmlType::IQ3_XXS, GgmlType::IQ3_S,  GgmlType::IQ2_XXS, GgmlType::IQ2_XS,
                               GgmlType::IQ2_S,  GgmlType::IQ1_S,   GgmlType::IQ1_M};
 
-// IQ1 weights from random bytes (every grid index, shift and 3-bit scale, not only what
-// the quantizer picks), with a finite fp16 super-scale d near 1/8.
-Weights random_iq1(GgmlType type, int64_t n_in, int64_t n_out, uint32_t seed) {
+// Weights of the grid formats and Q2_K from random bytes (every grid index, sign pattern,
+// shift and scale, not only what the quantizer picks), with finite fp16 super-scales near
+// 1/8 (IQ1_M's d spread over its scale words).
+Weights random_blocks(GgmlType type, int64_t n_in, int64_t n_out, uint32_t seed) {
     std::mt19937 rng(seed);
     Weights w;
     const size_t rb = row_bytes(type, n_in);
     w.bytes.resize(rb * static_cast<size_t>(n_out));
     for (auto& b : w.bytes) b = static_cast<uint8_t>(rng());
-    const size_t bs = type == GgmlType::IQ1_S ? sizeof(block_iq1_s) : sizeof(block_iq1_m);
+    const size_t bs = type_info(type).type_size;
+    // where the block's fp16 fields are: d first, but for Q2_K (d, dmin at its end)
+    const size_t d_at = type == GgmlType::Q2_K ? offsetof(block_q2_K, d) : 0;
+    const int n_half = type == GgmlType::Q2_K ? 2 : 1;
     for (size_t off = 0; off < w.bytes.size(); off += bs) {
         const uint16_t d = f32_to_fp16(0.125f * (0.5f + static_cast<float>(rng() % 1000) / 1000.0f));
-        if (type == GgmlType::IQ1_S) {
-            std::memcpy(&w.bytes[off], &d, 2);
+        if (type != GgmlType::IQ1_M) {
+            for (int h = 0; h < n_half; ++h) std::memcpy(&w.bytes[off + d_at + 2 * static_cast<size_t>(h)], &d, 2);
         } else {
             auto& b = *reinterpret_cast<block_iq1_m*>(&w.bytes[off]);
             uint16_t sc[4];
@@ -207,13 +212,15 @@ TEST_CASE("matmul: integer path within the activation-quantization bound", "[mat
     }
 }
 
-// IQ1 blocks of random bytes: every grid index, shift and scale, on every instruction set
-// bit-identical to the scalar path and within the bound of the reference.
-TEST_CASE("matmul: IQ1 random blocks on every path", "[matmul][determinism]") {
+// Blocks of random bytes (random_blocks): every grid index, sign pattern, shift and
+// scale, on every instruction set, packed and not, bit-identical to the scalar path and
+// within the bound of the reference.
+TEST_CASE("matmul: random blocks of the grid formats and Q2_K on every path", "[matmul][determinism]") {
     ThreadPool pool(2);
     const int64_t n_in = 2816, n_out = 21;
-    for (GgmlType type : {GgmlType::IQ1_S, GgmlType::IQ1_M}) {
-        Weights w = random_iq1(type, n_in, n_out, 41);
+    for (GgmlType type : {GgmlType::IQ1_S, GgmlType::IQ1_M, GgmlType::IQ2_XXS, GgmlType::IQ2_XS, GgmlType::IQ2_S,
+                          GgmlType::IQ3_XXS, GgmlType::IQ3_S, GgmlType::Q2_K}) {
+        Weights w = random_blocks(type, n_in, n_out, 41);
         for (const int64_t T : {1, 6}) {
             auto x = randn(static_cast<size_t>(T * n_in), 42);
             std::vector<float> ref(static_cast<size_t>(T * n_out));
