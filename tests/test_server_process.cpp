@@ -96,7 +96,9 @@ TEST_CASE("strata-server: serves on a free port and exits 0 on SIGTERM", "[serve
         ss << in.rdbuf();
         std::smatch m;
         const std::string text = ss.str();
-        if (text.find("ready:") != std::string::npos &&
+        // "ready: serving" is logged once the engine is set; the loader's own progress line
+        // ("load: ready: ...") comes before, when /health still answers 503 (loading).
+        if (text.find("ready: serving") != std::string::npos &&
             std::regex_search(text, m, std::regex("listening on http://[0-9.]+:([0-9]+)")))
             port = std::stoi(m[1]);
         else std::this_thread::sleep_for(20ms);

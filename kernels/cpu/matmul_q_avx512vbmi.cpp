@@ -1,4 +1,4 @@
-// Packed IQ3_XXS, IQ3_S and IQ2_XXS on AVX-512 VBMI and BITALG (matmul_q_simd_packed_k.inc,
+// Packed IQ3_XXS, IQ3_S, IQ2_XXS and IQ2_XS on AVX-512 VBMI and BITALG (matmul_q_simd_packed_k.inc,
 // KQ_VBMI): their grid lookups as byte permutes instead of vpgatherdd / vpgatherdq, which
 // AMD's cores run slowly, and their signs by vpshufbitqmb. A translation unit of its own because AVX-512 VNNI CPUs
 // without them exist (Cascade Lake): only this code may use them, and rows_avx512 calls
@@ -29,20 +29,26 @@ const std::array<uint8_t, 1024>& iq3_planes() {
     }();
     return planes;
 }
-// IQ2_XXS: each grid entry's eight magnitudes {8, 25, 43} as 2-bit levels {0, 1, 2}
-// (value v at bits 2 (v % 4) of byte v / 4 of a 16-bit code), as two 256-byte planes
-// (the codes' low bytes: values 0..3; high bytes: values 4..7).
+// IQ2_XXS, IQ2_XS: each grid entry's eight magnitudes {8, 25, 43} as 2-bit levels
+// {0, 1, 2} (value v at bits 2 (v % 4) of byte v / 4 of a 16-bit code), as two planes of
+// N bytes (the codes' low bytes: values 0..3; high bytes: values 4..7).
+template <size_t N>
+std::array<uint8_t, 2 * N> iq2_codes(const std::array<uint64_t, N>& grid) {
+    std::array<uint8_t, 2 * N> a{};
+    for (size_t e = 0; e < N; ++e)
+        for (int v = 0; v < 8; ++v) {
+            const auto m = (grid[e] >> (8 * v)) & 0xFF;
+            const int level = m == 0x08 ? 0 : m == 0x19 ? 1 : 2;
+            a[N * static_cast<size_t>(v / 4) + e] |= static_cast<uint8_t>(level << (2 * (v % 4)));
+        }
+    return a;
+}
 const std::array<uint8_t, 512>& iq2_code_planes() {
-    static const std::array<uint8_t, 512> planes = [] {
-        std::array<uint8_t, 512> a{};
-        for (int e = 0; e < 256; ++e)
-            for (int v = 0; v < 8; ++v) {
-                const auto m = (iq::kIq2xxsGrid[static_cast<size_t>(e)] >> (8 * v)) & 0xFF;
-                const int level = m == 0x08 ? 0 : m == 0x19 ? 1 : 2;
-                a[static_cast<size_t>(256 * (v / 4) + e)] |= static_cast<uint8_t>(level << (2 * (v % 4)));
-            }
-        return a;
-    }();
+    static const std::array<uint8_t, 512> planes = iq2_codes(iq::kIq2xxsGrid);
+    return planes;
+}
+const std::array<uint8_t, 1024>& iq2xs_code_planes() {
+    static const std::array<uint8_t, 1024> planes = iq2_codes(iq::kIq2xsGrid);
     return planes;
 }
 // IQ3_S: each of the 512 grid entries' four magnitudes (1..15) as nibbles of a 16-bit
