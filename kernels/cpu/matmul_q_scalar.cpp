@@ -34,6 +34,11 @@ void put_signed(int8_t* w, uint64_t e, uint32_t signs) {
     }
 }
 
+// IQ1: the eight signed grid values g of e (byte v: value v) as w[v] = 8 g + shift.
+inline void put_iq1(int8_t* w, uint64_t e, int shift) {
+    for (int v = 0; v < 8; ++v) w[v] = static_cast<int8_t>(8 * static_cast<int8_t>(e >> (8 * v)) + shift);
+}
+
 template <typename B>
 const B& sblock(const uint8_t* row, int64_t i) {
     return *reinterpret_cast<const B*>(row + static_cast<size_t>(i) * sizeof(B));
@@ -230,7 +235,7 @@ void decode(GgmlType type, const uint8_t* row, int64_t b, Blk& k) {
         const int shift = qh & 0x8000 ? -1 : 1;
         for (int g = 0; g < 4; ++g) {
             const uint64_t e = iq::kIq1sGrid[x.qs[4 * j + g] | (((qh >> (3 * g)) & 7) << 8)];
-            for (int v = 0; v < 8; ++v) k.w[8 * g + v] = static_cast<int8_t>(8 * static_cast<int8_t>(e >> (8 * v)) + shift);
+            put_iq1(k.w + 8 * g, e, shift);
         }
         k.ws = half_to_float(x.d) * static_cast<float>(2 * ((qh >> 12) & 7) + 1) * 0.125f;
         break;
@@ -243,7 +248,7 @@ void decode(GgmlType type, const uint8_t* row, int64_t b, Blk& k) {
             const uint32_t h = static_cast<uint32_t>(x.qh[2 * j + g / 2]) >> (4 * (g % 2));
             const uint64_t e = iq::kIq1sGrid[x.qs[4 * j + g] | ((h & 7) << 8)];
             const int shift = h & 8 ? -1 : 1;
-            for (int v = 0; v < 8; ++v) k.w[8 * g + v] = static_cast<int8_t>(8 * static_cast<int8_t>(e >> (8 * v)) + shift);
+            put_iq1(k.w + 8 * g, e, shift);
         }
         uint16_t sc[4];
         std::memcpy(sc, x.scales, 8);
@@ -382,7 +387,7 @@ void decode_packed(const MatView& w, int64_t r, int64_t b, Blk& k) {
         const int shift = qh & 0x8000 ? -1 : 1;
         for (int g = 0; g < 4; ++g) {
             const uint64_t e = iq::kIq1sGrid[p.q[blk][g][j] | ((qh >> (3 * g)) & 7) << 8];
-            for (int v = 0; v < 8; ++v) k.w[8 * g + v] = static_cast<int8_t>(8 * static_cast<int8_t>(e >> (8 * v)) + shift);
+            put_iq1(k.w + 8 * g, e, shift);
         }
         k.ws = half_to_float(p.d[j]) * static_cast<float>(2 * ((qh >> 12) & 7) + 1) * 0.125f;
         break;
@@ -393,7 +398,7 @@ void decode_packed(const MatView& w, int64_t r, int64_t b, Blk& k) {
             const uint32_t h = static_cast<uint32_t>(p.qh[blk][g / 2][j]) >> (4 * (g % 2));
             const uint64_t e = iq::kIq1sGrid[p.q[blk][g][j] | (h & 7) << 8];
             const int shift = h & 8 ? -1 : 1;
-            for (int v = 0; v < 8; ++v) k.w[8 * g + v] = static_cast<int8_t>(8 * static_cast<int8_t>(e >> (8 * v)) + shift);
+            put_iq1(k.w + 8 * g, e, shift);
         }
         k.m0 = 2 * (p.sc[blk][j] & 7) + 1;
         k.m1 = 2 * ((p.sc[blk][j] >> 3) & 7) + 1;
