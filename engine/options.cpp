@@ -43,8 +43,8 @@ std::vector<FlagSpec> runner_flags() {
         {"--spec-draft-vocab", "N|auto", "auto",
          "speculative decoding: the MTP head drafts from the first N token ids only (rounded up to 256; a "
          "tokenizer's lower ids are its more frequent tokens), so each draft step reads N rows of the LM head "
-         "instead of all; verification keeps the whole vocabulary (0 = all; auto = 32768 for vocabularies "
-         "over 65536 tokens, else all)"},
+         "instead of all; verification keeps the whole vocabulary (0 = all; auto = from 4096 ids, doubled "
+         "whenever more than 1 in 64 of the last 256 tokens lie past them)"},
         {"--adapt-every", "W", "0",
          "re-rank the cache of hot experts every W windows from the routing counts (0 = rank once, after the first)"},
     };

@@ -34,7 +34,7 @@ struct RunnerOptions {
     int64_t n_cpu_moe = 0;      // --cpu-moe (-1) / --n-cpu-moe N: experts in host memory
     size_t moe_cache_bytes = 0; // --moe-cache-mib
     int adapt_every = 0;        // --adapt-every
-    int64_t draft_vocab = -1;   // --spec-draft-vocab (0: the whole vocabulary, -1: auto, Model::kAutoDraftVocab)
+    int64_t draft_vocab = -1;   // --spec-draft-vocab (0: the whole vocabulary, N, -1: auto; engine/speculative/draft_vocab.h)
 };
 
 // --max-vram's list: "cuda:0=10,cuda:1=14GiB,cpu:0=512MiB,cuda:2=auto" (GiB when no unit).

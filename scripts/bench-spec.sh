@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Speculative decoding benchmark on predictable models (docs/spec.md, "Benchmark").
-# For each agreement A in AGREES, makes the small qwen3next preset (q8_0, --mtp,
+# For each agreement A in AGREES, makes the small preset of ARCH (qwen3next unless set; q8_0, --mtp,
 # --mtp-agree A) once into MODELS_DIR, then runs `strata run` REPS times per mode and
 # reports the median decode tok/s with the measured acceptance:
 #   local        one device, THREADS threads, no speculation
@@ -25,7 +25,11 @@
 # (make-model's --vocab-size; default its own, 32000: set 151936 for a model whose LM
 # head is most of its bytes, where the draft vocabulary matters), LAYERS (make-model's
 # --layers; default the preset's 8: 48 makes the MTP step and the LM head a small part of
-# a step, as in the real models of this size class).
+# a step, as in the real models of this size class), ARCH (qwen3next, the MoE preset, by
+# default; qwen35 for the dense hybrid, whose verify window reads each weight once where
+# the MoE preset's reads the union of its tokens' experts; qwen35moe), MODES (a
+# space-separated subset of the modes above, in their order; local must be first when
+# ratios are wanted).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${BUILD_DIR:-$root/build-bench}"
@@ -40,6 +44,11 @@ prompt="${PROMPT:-The quick brown fox jumps over the lazy dog}"
 out_json="${OUT_JSON:-$build/bench-spec.json}"
 vocab="${VOCAB:-}"
 layers="${LAYERS:-}"
+arch="${ARCH:-qwen3next}"
+case "$arch" in
+    qwen3next | qwen35 | qwen35moe) ;;
+    *) echo "bench-spec: ARCH must be qwen3next, qwen35 or qwen35moe (it is '$arch')" >&2; exit 2 ;;
+esac
 
 if [[ "${NO_BUILD:-0}" != 1 ]]; then
     cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DSTRATA_CUDA=OFF >/dev/null
@@ -52,6 +61,16 @@ mkdir -p "$models" "$(dirname "$out_json")"
 modes=(local local+spec split split+overlap split+spec split+spec+overlap split+pipe)
 if [[ -n "$vocab" && "$vocab" -gt 65536 ]]; then
     modes=(local local+spec local+spec/whole-head split split+overlap split+spec split+spec+overlap split+pipe)
+fi
+if [[ -n "${MODES:-}" ]]; then
+    read -r -a wanted <<<"$MODES"
+    for m in "${wanted[@]}"; do
+        case " ${modes[*]} " in
+            *" $m "*) ;;
+            *) echo "bench-spec: unknown mode '$m' in MODES (known: ${modes[*]})" >&2; exit 2 ;;
+        esac
+    done
+    modes=("${wanted[@]}")
 fi
 split_flags=(--devices "cpu:0,cpu:1" --threads-per-device 1)
 mode_flags() {  # the flags of one mode, one per line
@@ -82,9 +101,9 @@ status=0  # 1 when a mode printed different text (greedy output must not depend 
 rows=()   # markdown rows
 json=()   # JSON objects
 for a in $agrees; do
-    file="$models/qwen3next-small-q8_0-mtp-agree-$a${vocab:+-v$vocab}${layers:+-l$layers}.gguf"
+    file="$models/$arch-small-q8_0-mtp-agree-$a${vocab:+-v$vocab}${layers:+-l$layers}.gguf"
     if [[ ! -f "$file" ]]; then
-        "$strata" make-model --arch qwen3next --preset small --type q8_0 --seed 1 --mtp-agree "$a" \
+        "$strata" make-model --arch "$arch" --preset small --type q8_0 --seed 1 --mtp-agree "$a" \
             ${vocab:+--vocab-size "$vocab"} ${layers:+--layers "$layers"} --out "$file" >&2
     fi
     base_tps=""
@@ -142,7 +161,7 @@ for a in $agrees; do
 done
 
 {
-    echo "Speculative decoding, qwen3next small q8_0 predictable models (make-model --mtp-agree A, seed 1${vocab:+, --vocab-size $vocab}${layers:+, --layers $layers}),"
+    echo "Speculative decoding, $arch small q8_0 predictable models (make-model --mtp-agree A, seed 1${vocab:+, --vocab-size $vocab}${layers:+, --layers $layers}),"
     echo "$n_predict tokens, prompt \"$prompt\", K=$k, median (min-max) of $reps runs; local uses -t $threads,"
     echo "split uses ${split_flags[*]}. Load average before: $load_before."
     echo

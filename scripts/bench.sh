@@ -4,7 +4,8 @@
 # and write docs/benchmarks.md (tables, machine info from lscpu, the exact commands); then the
 # split and speculation comparison (scripts/bench-spec.sh: one device vs two stages,
 # serial and overlap, speculation off / serial / pipelined at MTP acceptance 0.3, 0.6,
-# 0.9; SKIP_SPEC=1 skips it) and the plot docs/benchmarks.png; then layer streaming
+# 0.9, on the MoE preset and then on the dense hybrid at 0.98, 0.6, 0.3; SKIP_SPEC=1 skips
+# them) and the plot docs/benchmarks.png; then layer streaming
 # under a budget (scripts/bench-streaming.sh: depth 0 vs 1 against the copies alone and
 # the compute alone; SKIP_STREAM=1 skips it), and structured output against free decoding
 # at a 150k vocabulary (scripts/bench-constrained.sh; SKIP_CONSTRAINED=1 skips it). Whatever
@@ -69,6 +70,15 @@ if [[ -f "$spec_json" && -n "$spec_table" ]]; then
     "$root/scripts/plot-bench.sh" "$root/docs/benchmarks.png" "$spec_json" "$build"/bench-llama-1b-*.json
 fi
 
+# The same modes on the dense hybrid (qwen35, 24 layers), where a verify window reads each
+# weight once: the speculation rows of issue 17's table at ~98%, ~60% and ~30% agreement.
+dense_table=""
+if [[ "${SKIP_SPEC:-0}" != 1 ]]; then
+    dense_table="$(BUILD_DIR="$build" NO_BUILD=1 REPS="$reps" ARCH=qwen35 LAYERS=24 AGREES="0.98 0.6 0.3" N_PREDICT=256 \
+        MODES="local local+spec split split+spec split+pipe" OUT_JSON="$build/bench-spec-dense.json" "$root/scripts/bench-spec.sh")"
+    echo "$dense_table"
+fi
+
 stream_table=""
 if [[ "${SKIP_STREAM:-0}" != 1 ]]; then
     stream_table="$(REPS="$reps" "$root/scripts/bench-streaming.sh" "$build")"
@@ -112,6 +122,14 @@ if git -C "$root" diff --quiet HEAD -- . ':!docs/benchmarks.md' ':!docs/benchmar
         echo "\`BUILD_DIR=${build/#$root\//} NO_BUILD=1 REPS=$reps scripts/bench-spec.sh\` (docs/spec.md explains the modes and the models)."
         echo
         echo "$spec_table"
+        echo
+    fi
+    if [[ -n "$dense_table" ]]; then
+        echo "### Speculation on a dense hybrid (qwen35)"
+        echo
+        echo "\`BUILD_DIR=${build/#$root\//} NO_BUILD=1 REPS=$reps ARCH=qwen35 LAYERS=24 AGREES=\"0.98 0.6 0.3\" N_PREDICT=256 MODES=\"local local+spec split split+spec split+pipe\" scripts/bench-spec.sh\`"
+        echo
+        echo "$dense_table"
         echo
     fi
     if [[ -n "$stream_table" ]]; then

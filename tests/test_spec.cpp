@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 
 #include "engine/backend/cpu_ops.h"
@@ -254,13 +255,13 @@ TEST_CASE("spec: hidden rows and the MTP through a runner match the model", "[sp
         CHECK(h == h_ref);
         CHECK(std::equal(l.begin(), l.end(), l_ref.begin() + (T - 1) * V));
         std::vector<float> ml(V), mh(T * E);
-        r->mtp(seq, h.data(), next.data(), T, 0, ml.data(), mh.data());
+        r->mtp(seq, h.data(), next.data(), T, 0, ml.data(), mh.data(), 0);
         CHECK(mh == mh_ref);
         CHECK(std::equal(ml.begin(), ml.end(), ml_ref.begin() + (T - 1) * V));
     }
 }
 
-TEST_CASE("spec: the MTP chain runs the LM head only where a draft reads its prediction", "[spec][mtp]") {
+TEST_CASE("spec: the MTP chain runs the LM head only where a draft reads its prediction, over the draft vocabulary", "[spec][mtp][draft-vocab]") {
     // A stand-in MTP whose prediction after (h, token) at position p is (token * 7 + p) % V
     // and whose hidden row carries the token, so every call and its inputs can be checked.
     constexpr int64_t E = 4, V = 50;
@@ -268,11 +269,12 @@ TEST_CASE("spec: the MTP chain runs the LM head only where a draft reads its pre
         int64_t T, pos0;
         int32_t last;
         bool head;
+        int64_t rows;
     };
     std::vector<Call> calls;
     const MtpCall mtp = [&](const float*, const int32_t* tokens, int64_t T, int64_t pos0, float* logits,
-                            float* hidden_out) {
-        calls.push_back({T, pos0, tokens[T - 1], logits != nullptr});
+                            float* hidden_out, int64_t rows) {
+        calls.push_back({T, pos0, tokens[T - 1], logits != nullptr, rows});
         if (hidden_out) std::fill(hidden_out, hidden_out + T * E, static_cast<float>(tokens[T - 1]));
         if (logits) {
             std::fill(logits, logits + V, 0.0f);
@@ -284,7 +286,7 @@ TEST_CASE("spec: the MTP chain runs the LM head only where a draft reads its pre
     const std::vector<int32_t> forced = {20, 21, 22};
 
     // The pipelined chain's shape: committed pairs, a window's drafts forced, then drafts.
-    MtpChain chain(E, V);
+    MtpChain chain(E, V, -1);  // auto: a vocabulary under its start is ranked whole
     chain.feed(mtp, hidden.data(), pairs.data(), 3, 10, /*logits=*/false);
     chain.force(mtp, forced);
     Draft d;
@@ -305,6 +307,7 @@ TEST_CASE("spec: the MTP chain runs the LM head only where a draft reads its pre
     CHECK(calls[4].last == d1);
     CHECK(calls[5].last == d2);
     CHECK((calls[4].head && calls[5].head));
+    for (const Call& c : calls) CHECK(c.rows == 0);
 
     // A pending draft then forced tokens: the pending step's prediction is overridden too.
     calls.clear();
@@ -316,12 +319,36 @@ TEST_CASE("spec: the MTP chain runs the LM head only where a draft reads its pre
     CHECK(calls[1].head);
 
     // A feed whose prediction was skipped cannot be drafted from.
-    MtpChain bare(E, V);
+    MtpChain bare(E, V, 0);
     bare.feed(mtp, hidden.data(), pairs.data(), 3, 0, /*logits=*/false);
     Draft none;
     CHECK_THROWS_WITH(bare.draft(mtp, 1, 0.0f, none), Catch::Contains("without its LM head"));
     bare.force(mtp, std::vector<int32_t>{});  // nothing forced: still no prediction
     CHECK_THROWS(bare.draft(mtp, 1, 0.0f, none));
+
+    // A large vocabulary under auto: the chain's calls rank the draft vocabulary's rows,
+    // which a feed's committed tokens widen before its own call (two of three past 4096).
+    constexpr int64_t V2 = 20000;
+    std::vector<int64_t> rows;
+    const MtpCall wide = [&](const float*, const int32_t*, int64_t T, int64_t, float* logits, float* hidden_out,
+                             int64_t r) {
+        rows.push_back(r);
+        if (hidden_out) std::fill(hidden_out, hidden_out + T * E, 0.0f);
+        if (logits) {
+            std::fill(logits, logits + V2, -std::numeric_limits<float>::infinity());
+            std::fill(logits, logits + (r > 0 ? r : V2), 0.0f);
+            logits[3] = 1.0f;
+        }
+    };
+    MtpChain big(E, V2, -1);
+    CHECK(big.draft_rows() == 4096);
+    const std::vector<int32_t> low = {1, 2, 3}, high = {5000, 6000, 7};
+    big.feed(wide, hidden.data(), low.data(), 3, 0);
+    Draft d4;
+    big.draft(wide, 2, 0.0f, d4);
+    big.feed(wide, hidden.data(), high.data(), 3, 3);
+    CHECK(big.draft_rows() == 8192);
+    CHECK(rows == std::vector<int64_t>{4096, 4096, 8192});  // feed, draft 2's step, feed
 }
 
 TEST_CASE("spec: greedy output is identical with speculation off and K = 1..4", "[spec][greedy]") {
@@ -363,7 +390,7 @@ TEST_CASE("spec: a draft vocabulary ranks only its tokens and keeps greedy outpu
     for (bool split : {false, true}) {
         SplitConfig cfg;
         cfg.wait_ms = 10000;
-        cfg.draft_vocab = 200;  // rounded up to 256
+        cfg.draft_vocab = 200;  // rounded up to 256 by the drafters (DraftVocab), fixed
         SplitPlan plan;
         if (split) {
             const int64_t n = m->hp().n_layer;
@@ -379,8 +406,9 @@ TEST_CASE("spec: a draft vocabulary ranks only its tokens and keeps greedy outpu
         const std::vector<int32_t> next = {7, 300, 12};
         std::vector<float> lr(static_cast<size_t>(V)), lf(static_cast<size_t>(V));
         const int sr = r->new_sequence(), sf = full->new_sequence();
-        r->mtp(sr, h.data(), next.data(), 3, 0, lr.data(), nullptr);
-        full->mtp(sf, h.data(), next.data(), 3, 0, lf.data(), nullptr);
+        CHECK(r->draft_vocab() == 200);
+        r->mtp(sr, h.data(), next.data(), 3, 0, lr.data(), nullptr, D);
+        full->mtp(sf, h.data(), next.data(), 3, 0, lf.data(), nullptr, 0);
         CHECK(std::equal(lr.begin(), lr.begin() + D, lf.begin()));
         CHECK(std::all_of(lr.begin() + D, lr.end(), [](float x) { return std::isinf(x) && x < 0; }));
         // Greedy output unchanged; every draft is one of the first D ids.

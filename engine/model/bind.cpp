@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <functional>
 
-#include <spdlog/spdlog.h>
 
 #include "engine/backend/measure_ops.h"
 #include "engine/core/error.h"
@@ -118,18 +117,8 @@ WindowShape Model::window_shape(int64_t rows) const {
 }
 
 std::unique_ptr<StageWeights> Model::bind(Ops& ops, int64_t l0, int64_t l1, bool embed, bool head,
-                                          const StagePlacement* placement, int64_t draft_vocab) const {
-    std::unique_ptr<StageWeights> w = bind_weights(ops, l0, l1, embed, head, placement);
-    // A whole number of the CPU's packed row groups (16) and of GPU tiles: a prefix of the
-    // head's rows is then a view of the same memory.
-    if (draft_vocab < 0) draft_vocab = hp_.n_vocab > 2 * kAutoDraftVocab ? kAutoDraftVocab : 0;
-    const int64_t d = (draft_vocab + 255) / 256 * 256;
-    if (w->mtp && draft_vocab > 0 && d < hp_.n_vocab) {
-        limit_draft_vocab(*w->mtp, d);
-        spdlog::info("speculative decoding: the MTP head drafts from the first {} of {} token ids "
-                     "(--spec-draft-vocab; verification uses all)", d, hp_.n_vocab);
-    }
-    return w;
+                                          const StagePlacement* placement) const {
+    return bind_weights(ops, l0, l1, embed, head, placement);
 }
 
 std::unique_ptr<StageWeights> Model::bind_weights(Ops& ops, int64_t l0, int64_t l1, bool embed, bool head,

@@ -233,7 +233,7 @@ void Model::output(ForwardCtx& ctx, const Batch& batch, const float* x, std::spa
 }
 
 void Model::mtp_forward(ForwardCtx&, SeqState&, const float*, const int32_t*, int64_t, int64_t, float*, float*,
-                        bool) const {
+                        bool, int64_t) const {
     fail("{}: this model has no MTP (nextn) block", file_.path());
 }
 

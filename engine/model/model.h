@@ -157,18 +157,8 @@ public:
     // placement (null: none, each weight prepared where the backend keeps it): the stage
     // under a device budget, every byte in blocks of Ops::alloc memory, the layers past
     // the resident ones streamed.
-    // draft_vocab (> 0): the MTP block drafts from the first draft_vocab token ids only
-    // (rounded up to a multiple of 256; the rest never drafted): every draft step then
-    // reads that share of the LM head. Verification keeps the whole head, so greedy
-    // output is unchanged and sampling keeps the target distribution. -1 (auto):
-    // kAutoDraftVocab when the vocabulary is over twice that, else all of it.
-    // BPE vocabularies number their tokens by merge order, so the first 32k ids hold the
-    // bulk of running text (FR-Spec's frequency-ranked subsets make the same bet); a
-    // 150k vocabulary's head is then read at a fifth of the cost per draft step.
-    static constexpr int64_t kAutoDraftVocab = 32768;
     std::unique_ptr<StageWeights> bind(Ops& ops, int64_t l0 = 0, int64_t l1 = -1, bool embed = true,
-                                       bool head = true, const StagePlacement* placement = nullptr,
-                                       int64_t draft_vocab = 0) const;
+                                       bool head = true, const StagePlacement* placement = nullptr) const;
     // Bytes of device memory layer il takes on ops's device once placed (one block), and
     // those of the embedding table / head / MTP block a stage would place.
     // experts_on_host: without the expert stacks (they stay in host memory).
@@ -231,11 +221,15 @@ public:
     // the caller passes the target's final-normed hidden state). Does not touch n_past.
     // last_logits_only: logits_out receives only [n_vocab] of the last pair (a drafter's
     // catch-up window needs no more); null logits_out: no LM head; null hidden_out: no copy.
+    // draft_rows (> 0, a multiple of 256, below n_vocab): the head ranks only the first
+    // draft_rows token ids (a draft vocabulary, engine/speculative/draft_vocab.h: a prefix
+    // of the head's rows is a view of the same memory on every backend, whole packed row
+    // groups and GPU tiles) and each logits row is -inf past them; 0: every id.
     // The default (models without an MTP block) throws.
     virtual bool has_mtp() const { return false; }
     virtual void mtp_forward(ForwardCtx& ctx, SeqState& state, const float* hidden, const int32_t* next_tokens,
                              int64_t T, int64_t pos0, float* logits_out, float* hidden_out,
-                             bool last_logits_only = false) const;
+                             bool last_logits_only = false, int64_t draft_rows = 0) const;
 
     // Rollback of a verify window from its GdnLog (Runner::rollback): whether the stage
     // holding w can rebuild state s for the window's first n rows without running its
@@ -252,8 +246,6 @@ protected:
     // walked through p in an order fixed by the architecture.
     virtual std::unique_ptr<LayerWeights> place_layer(WeightPlacer& p, int64_t il) const = 0;
     virtual std::unique_ptr<LayerWeights> place_mtp(WeightPlacer&) const { return nullptr; }
-    // The MTP block's head ranks only its first n rows (draft_vocab of bind).
-    virtual void limit_draft_vocab(LayerWeights&, int64_t) const {}
 
     GgufFile file_;
     HParams hp_;

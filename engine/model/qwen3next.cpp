@@ -60,7 +60,8 @@ public:
 
     bool has_mtp() const override { return !mtp_.empty(); }
     void mtp_forward(ForwardCtx& ctx, SeqState& s, const float* hidden, const int32_t* next_tokens, int64_t T,
-                     int64_t pos0, float* logits_out, float* hidden_out, bool last_logits_only) const override;
+                     int64_t pos0, float* logits_out, float* hidden_out, bool last_logits_only,
+                     int64_t draft_rows) const override;
     void replay_log(ForwardCtx& ctx, SeqState& s, int64_t n) const override {
         for (int64_t il = ctx.weights->l0; il < ctx.weights->l1; ++il)
             if (s.gdn_slot[static_cast<size_t>(il)] >= 0)
@@ -77,9 +78,6 @@ protected:
         return L;
     }
     std::unique_ptr<LayerWeights> place_mtp(WeightPlacer& p) const override;
-    void limit_draft_vocab(LayerWeights& mtp, int64_t n) const override {
-        static_cast<MtpBlock&>(mtp).head.n_out = n;
-    }
 
 private:
     Q3nLayer bind_layer(const WeightBinder& b, int64_t il, bool recurrent) const;
@@ -180,8 +178,11 @@ void Qwen3NextModel::decoder_layer(ForwardCtx& ctx, const Batch& batch, const Q3
 
 void Qwen3NextModel::mtp_forward(ForwardCtx& ctx, SeqState& s, const float* hidden, const int32_t* next_tokens,
                                  int64_t T, int64_t pos0, float* logits_out, float* hidden_out,
-                                 bool last_logits_only) const {
-    if (mtp_.empty()) Model::mtp_forward(ctx, s, hidden, next_tokens, T, pos0, logits_out, hidden_out, last_logits_only);
+                                 bool last_logits_only, int64_t draft_rows) const {
+    if (mtp_.empty())
+        Model::mtp_forward(ctx, s, hidden, next_tokens, T, pos0, logits_out, hidden_out, last_logits_only, draft_rows);
+    STRATA_CHECK(draft_rows >= 0 && draft_rows % 256 == 0, "mtp_forward: a draft vocabulary of {} rows (a multiple of 256)",
+                 draft_rows);
     STRATA_CHECK(T > 0 && pos0 >= 0 && pos0 + T <= s.n_ctx, "MTP window [{}, {}) outside the context of {}", pos0,
                  pos0 + T, s.n_ctx);
     STRATA_CHECK(static_cast<int64_t>(s.kv_slot.size()) > hp_.n_layer, "this state has no MTP KV slot");
@@ -202,12 +203,15 @@ void Qwen3NextModel::mtp_forward(ForwardCtx& ctx, SeqState& s, const float* hidd
     ctx.ops.rms_norm(x, m.head_norm.data(), hp_.rms_eps, hn);
     if (hidden_out) ctx.out_done(hidden_out, hn.f(), static_cast<size_t>(T * E));
     if (!logits_out) return;
-    // The head may rank only the first m.head.n_out tokens (a draft vocabulary,
-    // Model::bind): the rest of each row is -inf, never drafted.
-    const int64_t n = last_logits_only ? 1 : T, V = hp_.n_vocab, D = m.head.n_out;
+    // The head may rank only the first draft_rows tokens (a draft vocabulary): the rest
+    // of each row is -inf, never drafted.
+    const int64_t n = last_logits_only ? 1 : T, V = hp_.n_vocab;
+    const int64_t D = draft_rows > 0 && draft_rows < m.head.n_out ? draft_rows : m.head.n_out;
+    MatView head = m.head;
+    head.n_out = D;
     const size_t nd = static_cast<size_t>(n * D);
     float* logits = ctx.out_rows(logits_out, nd);
-    ctx.ops.matmul(m.head, hn.rows(T - n, n), Tensor::f32(logits, D, n));
+    ctx.ops.matmul(head, hn.rows(T - n, n), Tensor::f32(logits, D, n));
     ctx.out_done(logits_out, logits, nd);
     if (D < V)
         for (int64_t r = n - 1; r >= 0; --r) {  // rows of D spread to rows of V, last first (in place)

@@ -67,9 +67,13 @@ public:
     // KV cache: pairs (hidden[t] [n_embd], tokens[t]) at MTP positions pos0 + t, t < T.
     // logits_rows receives [n_vocab], the logits of the LAST pair only (drafting never
     // needs more, and the vocabulary matmul is the cost); hidden_out (optional) the MTP
-    // block's post-norm hidden rows [T, n_embd]. Does not change n_past.
+    // block's post-norm hidden rows [T, n_embd]. Does not change n_past. draft_rows (> 0):
+    // the head ranks only the first draft_rows ids, -inf past them (Model::mtp_forward).
     virtual void mtp(int seq, const float* hidden, const int32_t* tokens, int64_t T, int64_t pos0,
-                     float* logits_rows, float* hidden_out) = 0;
+                     float* logits_rows, float* hidden_out, int64_t draft_rows) = 0;
+    // --spec-draft-vocab as configured (engine/speculative/draft_vocab.h): 0 = every id,
+    // N > 0 = the first N, -1 = auto. The drafters read it; mtp() takes their choice.
+    virtual int64_t draft_vocab() const { return 0; }
     // Rollback of a verify window. snapshot() saves n_past and the recurrent (GDN conv +
     // delta-rule) state of every stage; restore() puts them back. KV entries past n_past
     // need no copy: the next window overwrites them. The snapshot buffer of a sequence is

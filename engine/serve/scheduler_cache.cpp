@@ -60,7 +60,7 @@ void Scheduler::feed_mtp(Slot& s) {
     for (int64_t p0 = s.mtp_from; p0 < last;) {
         const int64_t n = std::min<int64_t>(last - p0, opt_.n_batch);
         runner_.mtp(s.seq, s.prompt_hidden.data() + (p0 - s.mtp_base) * E, s.req.prompt.data() + p0 + 1, n, p0,
-                    nullptr, nullptr);
+                    nullptr, nullptr, 0);
         p0 += n;
         s.mtp_from = p0;
     }

@@ -20,7 +20,8 @@ float probability(const std::vector<float>& logits, int32_t id, std::vector<floa
 }
 }  // namespace
 
-MtpChain::MtpChain(int64_t n_embd, int64_t n_vocab, int64_t chunk) : E_(n_embd), chunk_(chunk) {
+MtpChain::MtpChain(int64_t n_embd, int64_t n_vocab, int64_t draft_vocab, int64_t chunk)
+    : E_(n_embd), chunk_(chunk), vocab_(n_vocab, draft_vocab) {
     STRATA_CHECK(chunk > 0, "MTP chunk must be positive");
     logits_.resize(static_cast<size_t>(n_vocab));
 }
@@ -28,6 +29,7 @@ MtpChain::MtpChain(int64_t n_embd, int64_t n_vocab, int64_t chunk) : E_(n_embd),
 void MtpChain::feed(const MtpCall& mtp, const float* hidden, const int32_t* next_tokens, int64_t T, int64_t pos0,
                     bool logits) {
     STRATA_CHECK(T > 0, "draft: no committed pairs to feed");
+    vocab_.observe(std::span<const int32_t>(next_tokens, static_cast<size_t>(T)));
     // Only the last chunk's last row matters for the chain (its logits give the next
     // draft, its hidden feeds the next step).
     for (int64_t c0 = 0; c0 < T; c0 += chunk_) {
@@ -35,7 +37,7 @@ void MtpChain::feed(const MtpCall& mtp, const float* hidden, const int32_t* next
         const bool last = c0 + n == T;
         if (last) hid_.resize(static_cast<size_t>(n * E_));
         mtp(hidden + c0 * E_, next_tokens + c0, n, pos0 + c0, last && logits ? logits_.data() : nullptr,
-            last ? hid_.data() : nullptr);
+            last ? hid_.data() : nullptr, vocab_.rows());
     }
     next_pos_ = pos0 + T;
     pending_ = false;
@@ -48,7 +50,7 @@ void MtpChain::step(const MtpCall& mtp, int32_t token, bool logits) {
     hid_next_.resize(static_cast<size_t>(E_));
     // The LM head is most of a draft step on a small model (a 32k x n_embd head against
     // one layer), so the steps whose prediction is overridden skip it.
-    mtp(h, &token, 1, next_pos_++, logits ? logits_.data() : nullptr, hid_next_.data());
+    mtp(h, &token, 1, next_pos_++, logits ? logits_.data() : nullptr, hid_next_.data(), vocab_.rows());
     std::swap(hid_, hid_next_);
     have_logits_ = logits;
 }
@@ -79,10 +81,10 @@ MtpDrafter::MtpDrafter(Runner& runner, int seq, float min_p, int64_t chunk)
     : runner_(runner),
       seq_(seq),
       min_p_(min_p),
-      chain_(runner.model().hp().n_embd, runner.model().hp().n_vocab, chunk) {
+      chain_(runner.model().hp().n_embd, runner.model().hp().n_vocab, runner.draft_vocab(), chunk) {
     STRATA_CHECK(runner.has_mtp(), "speculative decoding needs a model with an MTP head");
-    call_ = [this](const float* hidden, const int32_t* tokens, int64_t T, int64_t pos0, float* logits,
-                   float* hidden_out) { runner_.mtp(seq_, hidden, tokens, T, pos0, logits, hidden_out); };
+    call_ = [this](const float* hidden, const int32_t* tokens, int64_t T, int64_t pos0, float* logits, float* hidden_out,
+                   int64_t rows) { runner_.mtp(seq_, hidden, tokens, T, pos0, logits, hidden_out, rows); };
 }
 
 void MtpDrafter::draft(const float* hidden, const int32_t* next_tokens, int64_t T, int64_t pos0, int k, Draft& out) {

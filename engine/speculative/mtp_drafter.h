@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "engine/run/runner.h"
+#include "engine/speculative/draft_vocab.h"
 
 namespace strata {
 
@@ -71,19 +72,21 @@ struct MtpPairs {
 inline constexpr int64_t kPausedPairs = 8;
 
 // One MTP call: Runner::mtp's contract (pairs at MTP positions pos0.., logits of the
-// last pair, optional hidden rows).
+// last pair over the first draft_rows ids (0: all), optional hidden rows).
 using MtpCall = std::function<void(const float* hidden, const int32_t* tokens, int64_t T, int64_t pos0, float* logits,
-                                   float* hidden_out)>;
+                                   float* hidden_out, int64_t draft_rows)>;
 
 // The draft chain as a resumable object over an MtpCall, so that the pipelined loop can
 // run it as one launch on the device that holds the MTP block (StagePipe::mtp_here)
 // and continue it in a later launch. Not thread-safe: one launch at a time.
 class MtpChain {
 public:
-    MtpChain(int64_t n_embd, int64_t n_vocab, int64_t chunk = 256);
+    // draft_vocab: DraftVocab's setting (Runner::draft_vocab()).
+    MtpChain(int64_t n_embd, int64_t n_vocab, int64_t draft_vocab, int64_t chunk = 256);
 
     // Feeds the committed pairs (hidden[t], next_tokens[t]) at MTP positions pos0 + t
-    // (t < T, T >= 1; in chunks): the chain then stands after the last pair. logits =
+    // (t < T, T >= 1; in chunks; the draft vocabulary observes next_tokens first): the
+    // chain then stands after the last pair. logits =
     // false skips the LM head of the last pair (its prediction is not needed when force()
     // follows); only force() may follow such a feed.
     void feed(const MtpCall& mtp, const float* hidden, const int32_t* next_tokens, int64_t T, int64_t pos0,
@@ -96,11 +99,15 @@ public:
     // before the last draft it appended (its prediction is known, its step not run), so
     // a later force()/draft() continues from there: `pending` tracks that draft.
     void draft(const MtpCall& mtp, int n, float min_p, Draft& out);
+    // Committed tokens the chain is not fed (the prompt before start()'s `from`).
+    void observe(std::span<const int32_t> tokens) { vocab_.observe(tokens); }
+    int64_t draft_rows() const { return vocab_.rows(); }  // 0: every id
 
 private:
     // One pair (current hidden, token); logits: run the LM head on its output.
     void step(const MtpCall& mtp, int32_t token, bool logits = true);
     int64_t E_, chunk_;
+    DraftVocab vocab_;
     std::vector<float> logits_;          // [n_vocab] prediction of the next token
     std::vector<float> exps_;            // [n_vocab] scratch of a draft's probability
     std::vector<float> hid_, hid_next_;  // the chain's current hidden row (last row of hid_)
@@ -123,6 +130,7 @@ public:
     // the verifier treats q as a point mass; the probability is kept for --spec-draft-min-p
     // and for the statistics.
     void draft(const float* hidden, const int32_t* next_tokens, int64_t T, int64_t pos0, int k, Draft& out);
+    MtpChain& chain() { return chain_; }
 
 private:
     Runner& runner_;

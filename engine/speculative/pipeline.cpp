@@ -24,14 +24,14 @@ PipelinedDecoder::PipelinedDecoder(Runner& runner, int seq, const Sampler& sampl
       sampler_(sampler),
       opt_(opt),
       popt_(popt),
-      chain_(runner.model().hp().n_embd, runner.model().hp().n_vocab),
+      chain_(runner.model().hp().n_embd, runner.model().hp().n_vocab, runner.draft_vocab()),
       stage_{StageTarget(*this, 0), StageTarget(*this, 1)},
       verifier_{Verifier(stage_[0]), Verifier(stage_[1])} {
     STRATA_CHECK(runner.has_mtp(), "speculative decoding needs a model with an MTP head");
     STRATA_CHECK(opt.k >= 1 && opt.k + 1 <= StagePipe::kMaxRows, "pipelined windows take 1..{} drafts, not {}",
                  StagePipe::kMaxRows - 1, opt.k);
-    call_ = [this](const float* hidden, const int32_t* tokens, int64_t T, int64_t pos0, float* logits,
-                   float* hidden_out) { pipe_.mtp_here(seq_, hidden, tokens, T, pos0, logits, hidden_out); };
+    call_ = [this](const float* hidden, const int32_t* tokens, int64_t T, int64_t pos0, float* logits, float* hidden_out,
+                   int64_t rows) { pipe_.mtp_here(seq_, hidden, tokens, T, pos0, logits, hidden_out, rows); };
     stats_.drafted_at.assign(static_cast<size_t>(opt.k), 0);
     stats_.accepted_at.assign(static_cast<size_t>(opt.k), 0);
     stats_.snapshot_bytes = runner.snapshot_bytes();
@@ -45,6 +45,7 @@ void PipelinedDecoder::start(const float* prompt_hidden, std::span<const int32_t
     const int64_t E = runner_.model().hp().n_embd, n = static_cast<int64_t>(prompt.size());
     STRATA_CHECK(n > 0 && from >= 0 && from < n, "start: prompt of {} tokens from {}", n, from);
     pend_.from_prompt(prompt_hidden, prompt, first, E, from);
+    chain_.observe(prompt.first(static_cast<size_t>(from)));  // the rest comes with the pairs
     n_ = n;
     last_ = first;
 }
@@ -355,6 +356,7 @@ void PipelinedDecoder::finish() {
     try {
         for (size_t s = 0; s < last_ev_.size(); ++s)
             if (last_ev_[s].valid()) pipe_.wait(last_ev_[s], s);
+        stats_.draft_rows = chain_.draft_rows();  // the chain's ops are done
         if (ready_) {  // stage 0 is one window ahead: undo it
             pipe_.restore(0, seq_, ready_->slot);
             ready_ = nullptr;

@@ -25,6 +25,7 @@ void SpecDecoder::start(const float* prompt_hidden, std::span<const int32_t> pro
     STRATA_CHECK(n > 0 && from >= 0 && from < n, "start: prompt of {} tokens from {}", n, from);
     // Pairs (H[p], x_{p+1}) for from <= p < n: x_{p+1} is the next prompt token, then `first`.
     pend_.from_prompt(prompt_hidden, prompt, first, E, from);
+    drafter_.chain().observe(prompt.first(static_cast<size_t>(from)));  // the rest comes with the pairs
     last_ = first;
 }
 
@@ -61,6 +62,7 @@ void SpecDecoder::step(int64_t max_emit, std::vector<int32_t>& out, int k_round)
     // and replays the kept tokens.
     if (verifier_.commit(m)) ++stats_.rollbacks;
     stats_.snapshot_bytes = runner_.snapshot_bytes();
+    stats_.draft_rows = drafter_.chain().draft_rows();
 
     for (int64_t i = 0; i < m; ++i) out.push_back(draft_.tokens[static_cast<size_t>(i)]);
     out.push_back(y);

@@ -39,6 +39,7 @@ struct SpecStats {
     int64_t rollbacks = 0;  // windows that restored the snapshot and replayed
     std::vector<int64_t> drafted_at, accepted_at;  // [i]: drafts proposed / kept at chain position i + 1
     size_t snapshot_bytes = 0;  // rollback memory of the sequence
+    int64_t draft_rows = 0;     // the draft vocabulary (DraftVocab::rows(); 0: every id), as last seen
 
     // One verify window that proposed kd drafts and kept the first m.
     void add_window(int64_t kd, int64_t m) {

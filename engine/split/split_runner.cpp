@@ -166,7 +166,7 @@ void SplitRunnerImpl::eval(std::span<const Item> items, float* logits_rows) {
 }
 
 void SplitRunnerImpl::mtp(int seq, const float* hidden, const int32_t* tokens, int64_t T, int64_t pos0,
-                          float* logits_rows, float* hidden_out) {
+                          float* logits_rows, float* hidden_out, int64_t draft_rows) {
     STRATA_CHECK(model_->has_mtp(), "this model has no MTP block");
     STRATA_CHECK(T > 0, "mtp: no pairs");
     Sequence& q = sequence(seq);
@@ -178,9 +178,10 @@ void SplitRunnerImpl::mtp(int seq, const float* hidden, const int32_t* tokens, i
     mtp_logits_.resize(static_cast<size_t>(V));
     mtp_hidden_out_.resize(static_cast<size_t>(T * E));
     const bool want_logits = logits_rows != nullptr;
-    auto op = [this, &st, &state, T, pos0, want_logits] {
+    auto op = [this, &st, &state, T, pos0, want_logits, draft_rows] {
         model_->mtp_forward(*st.ctx, state, mtp_hidden_.data(), mtp_tokens_.data(), T, pos0,
-                            want_logits ? mtp_logits_.data() : nullptr, mtp_hidden_out_.data(), /*last_logits_only=*/true);
+                            want_logits ? mtp_logits_.data() : nullptr, mtp_hidden_out_.data(), /*last_logits_only=*/true,
+                            draft_rows);
     };
     run_on(stages_.size() - 1, op, cfg_.host_timeout_ms, window_);
     if (logits_rows) std::copy(mtp_logits_.begin(), mtp_logits_.end(), logits_rows);

@@ -41,7 +41,7 @@ struct SplitConfig {
     int64_t n_cpu_moe = 0;
     size_t moe_cache_bytes = 0;
     int adapt_every = 0;
-    int64_t draft_vocab = 0;  // --spec-draft-vocab: the MTP drafts from the first N token ids (0: all, -1: auto)
+    int64_t draft_vocab = 0;  // --spec-draft-vocab, for the drafters (Runner::draft_vocab; 0: all, N, -1: auto)
 
     static SplitConfig from_env(const EnvReader& env, int pipeline_windows = 0);
     // The process environment's, parsed on first use.

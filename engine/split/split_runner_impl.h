@@ -88,7 +88,7 @@ public:
     void restore(size_t stage, int seq, int slot) override;
     bool rollback(size_t stage, int seq, int slot, int64_t n) override;
     void mtp_here(int seq, const float* hidden, const int32_t* tokens, int64_t T, int64_t pos0, float* logits,
-                  float* hidden_out) override;
+                  float* hidden_out, int64_t draft_rows) override;
     float* logits(int buf) override { return sets_[check_buf(buf)].logits.data(); }
     const float* hidden(int buf) const override { return sets_[check_buf(buf)].hidden.data(); }
     void set_n_past(int seq, int64_t n) override;
@@ -143,7 +143,7 @@ public:
                 st.host = open_device("cpu:0", threads, -1);  // the experts' own pool, not pinned
             const std::unique_ptr<StagePlacement> placed =
                 plan_stage(*model_, *st.dev, st.host.get(), sp, first, last, cfg, n_ctx, cache_type, &st.placement);
-            st.weights = model_->bind(st.dev->ops(), sp.l0, sp.l1, first, last, placed.get(), cfg.draft_vocab);
+            st.weights = model_->bind(st.dev->ops(), sp.l0, sp.l1, first, last, placed.get());
             st.ctx = std::make_unique<ForwardCtx>(st.dev->ops(), st.weights.get());
             core += threads;
             st.l0 = sp.l0;
@@ -223,7 +223,8 @@ public:
     // run on that device only; no hand-off is involved.
     bool has_mtp() const override { return model_->has_mtp(); }
     void mtp(int seq, const float* hidden, const int32_t* tokens, int64_t T, int64_t pos0, float* logits_rows,
-             float* hidden_out) override;
+             float* hidden_out, int64_t draft_rows) override;
+    int64_t draft_vocab() const override { return cfg_.draft_vocab; }
 
     // Copies on each stage's device, queued there (the devices are idle between windows,
     // so the host only waits for them).

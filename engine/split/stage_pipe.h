@@ -65,7 +65,7 @@ public:
     virtual bool rollback(size_t stage, int seq, int slot, int64_t n) = 0;
     // Model::mtp_forward on the last stage (same contract as Runner::mtp).
     virtual void mtp_here(int seq, const float* hidden, const int32_t* tokens, int64_t T, int64_t pos0, float* logits,
-                     float* hidden_out) = 0;
+                          float* hidden_out, int64_t draft_rows) = 0;
 
     // --- host side, with the stages idle for seq ---
     // The output rows of buffer set `buf` after a Verify on the last stage: [rows, n_vocab]
