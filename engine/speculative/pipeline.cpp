@@ -46,6 +46,7 @@ void PipelinedDecoder::start(const float* prompt_hidden, std::span<const int32_t
     STRATA_CHECK(n > 0 && from >= 0 && from < n, "start: prompt of {} tokens from {}", n, from);
     pend_.from_prompt(prompt_hidden, prompt, first, E, from);
     chain_.observe(prompt.first(static_cast<size_t>(from)));  // the rest comes with the pairs
+    stats_.draft_rows = chain_.draft_rows();
     n_ = n;
     last_ = first;
 }

@@ -26,6 +26,7 @@ void SpecDecoder::start(const float* prompt_hidden, std::span<const int32_t> pro
     // Pairs (H[p], x_{p+1}) for from <= p < n: x_{p+1} is the next prompt token, then `first`.
     pend_.from_prompt(prompt_hidden, prompt, first, E, from);
     drafter_.chain().observe(prompt.first(static_cast<size_t>(from)));  // the rest comes with the pairs
+    stats_.draft_rows = drafter_.chain().draft_rows();
     last_ = first;
 }
 
