@@ -34,7 +34,7 @@ r=$(curl -s -m 30 "$base/v1/chat/completions" -H 'Content-Type: application/json
 check "chat completion through nginx" "$(echo "$r" | jq -e '.choices[0].message.role == "assistant"' >/dev/null && echo 1 || echo 0)"
 r=$(curl -sN -m 30 "$base/v1/chat/completions" -H 'Content-Type: application/json' \
         -d '{"messages":[{"role":"user","content":"Hi"}],"max_tokens":4,"stream":true}')
-check "streamed chat through nginx ends with [DONE]" "$(echo "$r" | grep -q '^data: \[DONE\]' && echo 1 || echo 0)"
+check "streamed chat through nginx ends with [DONE]" "$(grep -q '^data: \[DONE\]' <<<"$r" && echo 1 || echo 0)"
 code=$(curl -s -o /dev/null -w '%{http_code}' -m 10 "$base/health" -H "X-Big: $(head -c 20000 /dev/zero | tr '\0' a)")
 check "a 20 KB header line is refused by nginx ($code)" "$([ "$code" = 400 ] || [ "$code" = 494 ] && echo 1 || echo 0)"
 head -c $((9 * 1024 * 1024)) /dev/zero | tr '\0' a >"$tmp/big.json"

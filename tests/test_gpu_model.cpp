@@ -5,6 +5,7 @@
 // CPU stage), since the same kernels run in the same order.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <optional>
@@ -306,6 +307,27 @@ TEST_CASE("gpu: greedy text bit-identical across speculation, overlap and pipeli
             }
         }
     }
+}
+
+// A draft vocabulary on the GPU: the MTP head's first rows are a prefix view of the
+// card's copy, so the logits of the first D ids are the whole head's, bit for bit (the
+// same kernel per row), and the rest -inf.
+TEST_CASE("gpu: the MTP head ranks a draft vocabulary as a prefix of its rows", "[gpu][model][spec][draft-vocab]") {
+    if (!have_gpu()) return;
+    std::shared_ptr<const Model> m = Model::load(test::to_file(test::tiny_model(synth::Arch::Qwen3Next, GgmlType::Q8_0, 7,
+                                                                                synth::GdnLayout::Split, /*mtp=*/true)));
+    const int64_t V = m->hp().n_vocab, E = m->hp().n_embd, D = 256;
+    REQUIRE(V > D);
+    auto r = runner(m, gpu0(), "auto");
+    const int seq = r->new_sequence();
+    std::vector<float> h(static_cast<size_t>(2 * E));
+    for (size_t i = 0; i < h.size(); ++i) h[i] = std::cos(0.21f * static_cast<float>(i));
+    const std::vector<int32_t> next = {17, 5};
+    std::vector<float> full(static_cast<size_t>(V)), part(static_cast<size_t>(V));
+    r->mtp(seq, h.data(), next.data(), 2, 0, full.data(), nullptr, 0);
+    r->mtp(seq, h.data(), next.data(), 2, 0, part.data(), nullptr, D);  // the same positions again
+    CHECK(std::equal(part.begin(), part.begin() + D, full.begin()));
+    CHECK(std::all_of(part.begin() + D, part.end(), [](float x) { return std::isinf(x) && x < 0; }));
 }
 
 // STRATA_TEST_HANDOFF_DROP on the GPU: a window whose flag stays down fails with the clear
