@@ -93,8 +93,10 @@ GenerateStats generate(Runner& runner, const Tokenizer& tok, std::span<const int
     // newest pairs). The text is plain decoding's either way.
     bool go = true;  // generation goes on
     std::vector<float> hidden_row(spec ? static_cast<size_t>(hp.n_embd) : 0);
-    SpecPolicy policy(std::max(spec_opt.k, 1), choice.adaptive,
-                      opt.spec_policy ? *opt.spec_policy : SpecPolicyParams{});
+    // Greedy requests weigh a window's measured cost (SpecPolicy, "Cost"): their text
+    // cannot depend on it; a sampled request's draws would.
+    SpecPolicy policy(std::max(spec_opt.k, 1), choice.adaptive, opt.spec_policy ? *opt.spec_policy : SpecPolicyParams{},
+                      opt.sampling.greedy());
     auto log_pause = [&](int64_t windows) {  // the first pause of a request at info, later ones at debug
         spdlog::log(policy.pauses() == 1 ? spdlog::level::info : spdlog::level::debug,
                     "speculative decoding paused for {} tokens: the default's drafts were not kept ({} windows, "
@@ -116,10 +118,12 @@ GenerateStats generate(Runner& runner, const Tokenizer& tok, std::span<const int
                 const bool probe = policy.probe();
                 const int32_t guess = probe ? dec.guess() : -1;
                 const int32_t one[1] = {last};
+                const auto ts = clock::now();
                 eval(one, hidden_row.data());
                 last = sampler.sample(logits);
+                const double plain_s = std::chrono::duration<double>(clock::now() - ts).count();
                 dec.advance(hidden_row.data(), last, /*paused=*/true);
-                policy.on_plain();
+                policy.on_plain(plain_s);
                 if (probe && policy.on_probe(guess == last)) log_pause(dec.stats().windows);
                 go = emit(last);
                 continue;
@@ -127,8 +131,11 @@ GenerateStats generate(Runner& runner, const Tokenizer& tok, std::span<const int
             plain = false;
             const int64_t d0 = dec.stats().drafted, a0 = dec.stats().accepted;
             toks.clear();
+            const auto ts = clock::now();
             dec.step(limit - st.n_generated, toks, k);
-            if (policy.on_window(dec.stats().drafted - d0, dec.stats().accepted - a0)) log_pause(dec.stats().windows);
+            const double window_s = std::chrono::duration<double>(clock::now() - ts).count();
+            if (policy.on_window(dec.stats().drafted - d0, dec.stats().accepted - a0, window_s))
+                log_pause(dec.stats().windows);
             for (int32_t t : toks) {
                 last = t;
                 if (!(go = emit(t))) break;

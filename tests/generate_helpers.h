@@ -22,6 +22,10 @@ inline Run gen(Runner& r, const Tokenizer& tok, const std::vector<int32_t>& prom
     opt.n_batch = 5;
     opt.spec_draft = spec;
     opt.pipeline = popt;
+    // The default's policy by acceptance only: the counts the tests check must not
+    // depend on how fast this machine runs a window (SpecPolicy, "Cost").
+    opt.spec_policy = SpecPolicyParams{};
+    opt.spec_policy->timed = false;
     const int64_t P = static_cast<int64_t>(prompt.size());
     const int32_t V = static_cast<int32_t>(r.model().hp().n_vocab);
     if (!want.empty())

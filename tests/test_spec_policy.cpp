@@ -199,3 +199,49 @@ TEST_CASE("spec policy: choose_spec is the one rule for the request's K", "[spec
     pen.penalty_last_n = 0;  // penalties over no tokens change nothing
     CHECK(choose_spec(-1, -1, true, pen).k == kDefaultSpecK);
 }
+
+// The cost rule (greedy requests): a window that costs more plain steps than the tokens
+// it commits does not pay, however many drafts it keeps; one that costs less pays as by
+// acceptance. Fed explicit seconds, so the test does not depend on this machine's speed.
+TEST_CASE("spec policy: a greedy request weighs a window's measured cost against a plain step", "[spec][policy]") {
+    const double step = 0.004;  // seconds of a plain step
+    auto start = [&](SpecPolicy& p) {  // one timed probe, kept: full K follows
+        p.on_plain(step);
+        p.on_probe(true);
+        REQUIRE(p.next_k() == 3);
+    };
+    // Windows committing 2 tokens (1 of 3 drafts kept) at 3 plain steps each: a loss the
+    // acceptance rule cannot see (2 > 1.5); timed, the credit falls and drafting pauses.
+    SpecPolicy timed(3, true, {}, /*greedy=*/true);
+    start(timed);
+    CHECK(timed.plain_seconds() == Approx(step));
+    int windows = 0;
+    while (timed.next_k() == 3 && windows < 100) {
+        timed.on_window(3, 1, 3 * step);
+        ++windows;
+    }
+    CHECK(windows <= 3);  // the first timed window counts by acceptance alone (warm-up)
+    CHECK(timed.next_k() == 0);
+    // The same windows by acceptance: a sampled request, or timing switched off.
+    for (bool greedy : {false, true}) {
+        SpecPolicyParams prm;
+        prm.timed = greedy;  // greedy with timing off, or sampled with it on
+        SpecPolicy p(3, true, prm, !greedy);
+        start(p);
+        for (int i = 0; i < 50; ++i) p.on_window(3, 1, 3 * step);
+        CHECK(p.next_k() == 3);
+        CHECK(p.credit() == prm.credit_max);
+        CHECK(p.plain_seconds() == 0);  // never timed
+    }
+    // Windows that commit 4 tokens at 2 plain steps keep drafting when timed.
+    SpecPolicy good(3, true, {}, true);
+    start(good);
+    for (int i = 0; i < 50; ++i) good.on_window(3, 3, 2 * step);
+    CHECK(good.next_k() == 3);
+    CHECK(good.pauses() == 0);
+    // A plain step's time is a running mean of the timed ones.
+    SpecPolicy mean(3, true, {}, true);
+    mean.on_plain(0.002);
+    mean.on_plain(0.004);
+    CHECK(mean.plain_seconds() == Approx(0.003));
+}

@@ -24,10 +24,11 @@ SpecChoice choose_spec(int64_t requested, int64_t engine_k, bool has_mtp, const 
     return c;
 }
 
-SpecPolicy::SpecPolicy(int k, bool adaptive, const SpecPolicyParams& p)
-    : k_(k), adaptive_(adaptive), p_(p), backoff_(p.backoff_first) {
+SpecPolicy::SpecPolicy(int k, bool adaptive, const SpecPolicyParams& p, bool greedy)
+    : k_(k), adaptive_(adaptive), timed_(p.timed && greedy), p_(p), backoff_(p.backoff_first) {
     STRATA_CHECK(k >= 1, "the speculation policy needs k >= 1, got {}", k);
-    STRATA_CHECK(p.pause_at < 0 && p.credit_max > 0 && p.backoff_first >= 1 && p.backoff_max >= p.backoff_first,
+    STRATA_CHECK(p.pause_at < 0 && p.credit_max > 0 && p.backoff_first >= 1 && p.backoff_max >= p.backoff_first &&
+                     p.plain_mean_steps >= 1,
                  "bad speculation policy parameters");
 }
 
@@ -38,9 +39,11 @@ int SpecPolicy::next_k() const {
 
 bool SpecPolicy::probe() const { return adaptive_ && left_ == 0 && credit_ <= 0; }
 
-bool SpecPolicy::on_window(int64_t drafted, int64_t accepted) {
+bool SpecPolicy::on_window(int64_t drafted, int64_t accepted, double seconds) {
     if (!adaptive_ || drafted <= 0) return false;  // a window without drafts says nothing
-    credit_ = std::min(p_.credit_max, credit_ + static_cast<double>(accepted + 1) - p_.pays_tokens);
+    double pays = p_.pays_tokens;
+    if (timed_ && seconds > 0 && plain_s_ > 0 && timed_windows_++ > 0) pays = std::max(pays, seconds / plain_s_);
+    credit_ = std::min(p_.credit_max, credit_ + static_cast<double>(accepted + 1) - pays);
     if (credit_ > 0 && probing_) {  // back: the next pause starts from the first backoff
         probing_ = false;
         backoff_ = p_.backoff_first;
@@ -55,8 +58,12 @@ bool SpecPolicy::on_window(int64_t drafted, int64_t accepted) {
     return true;
 }
 
-void SpecPolicy::on_plain() {
+void SpecPolicy::on_plain(double seconds) {
     if (!adaptive_) return;
+    if (timed_ && seconds > 0) {  // a running mean, then an exponential one of weight 1/plain_mean_steps
+        n_plain_s_ = std::min<int64_t>(n_plain_s_ + 1, static_cast<int64_t>(p_.plain_mean_steps));
+        plain_s_ += (seconds - plain_s_) / static_cast<double>(n_plain_s_);
+    }
     if (left_ > 0) --left_;
     else ++probes_;
     ++plain_;

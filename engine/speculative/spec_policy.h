@@ -24,9 +24,18 @@
 //    kept the pause resumes with twice the backoff (capped at 1024); once the credit is
 //    positive again the drafter is back and the next pause starts from 64.
 //
-// It reads only the acceptance, never the clock, so which steps draft is the same on
-// every run (and a seeded sampled request's text does not depend on it at all: every
-// position's token is the sampler's own draw, docs/spec.md).
+//  - Cost (greedy requests, when the caller times its steps). A window pays only when it
+//    commits more tokens than it cost in plain steps: each timed window adds (tokens) -
+//    max(1.5, its time / a plain step's), a plain step's time being the running mean of
+//    the timed plain steps (probes and pauses), and the first timed window (buffers
+//    allocated, caches cold) counted by acceptance only. On a CPU where a K = 3 verify
+//    window costs two to four plain steps this stops the default at ~60% agreement, where
+//    it lost up to a third of the speed; on a GPU, where a window costs about one step, it
+//    changes nothing. Greedy text does not depend on which steps draft.
+//
+// Without timing it reads only the acceptance, never the clock, so which steps draft is
+// the same on every run; sampled requests are never timed, so a seeded sampled request's
+// text does not depend on timing (docs/spec.md).
 #pragma once
 #include <cstdint>
 
@@ -55,12 +64,15 @@ struct SpecPolicyParams {
     double pause_at = -1.0;         // pause when the credit falls to this
     int64_t backoff_first = 64;     // plain steps of the first pause
     int64_t backoff_max = 1024;     // cap of the doubling backoff
+    double plain_mean_steps = 16;   // timed plain steps' running mean: weight 1/n up to 1/this
+    bool timed = true;              // greedy requests weigh the measured cost ("Cost" above)
 };
 
 class SpecPolicy {
 public:
     // k: drafts per window (> 0). adaptive: the default K (else k is honoured as given).
-    SpecPolicy(int k, bool adaptive, const SpecPolicyParams& p = {});
+    // greedy: the request decodes greedily, so the measured cost may count (p.timed).
+    SpecPolicy(int k, bool adaptive, const SpecPolicyParams& p = {}, bool greedy = false);
 
     // Drafts for the next step: 0 = a plain step (probing or paused), else k.
     int next_k() const;
@@ -69,11 +81,12 @@ public:
     bool paused() const { return left_ > 0; }
     bool adaptive() const { return adaptive_; }
 
-    // After a verify window that proposed `drafted` drafts and kept `accepted` of them.
-    // Returns true when this window paused drafting.
-    bool on_window(int64_t drafted, int64_t accepted);
-    // After a plain step taken because next_k() was 0 (call it before on_probe).
-    void on_plain();
+    // After a verify window that proposed `drafted` drafts and kept `accepted` of them,
+    // in `seconds` (0: not timed). Returns true when this window paused drafting.
+    bool on_window(int64_t drafted, int64_t accepted, double seconds = 0);
+    // After a plain step taken because next_k() was 0 (call it before on_probe), in
+    // `seconds` (the step alone, without the probe's MTP work; 0: not timed).
+    void on_plain(double seconds = 0);
     // After the plain step of a probe: whether the drafter's guess was the token it
     // produced (as a one-draft window). Returns true when this paused drafting.
     bool on_probe(bool kept) { return on_window(1, kept ? 1 : 0); }
@@ -84,12 +97,17 @@ public:
     int64_t pauses() const { return pauses_; }    // times drafting paused
     int64_t plain_steps() const { return plain_; }  // plain steps the policy asked for (probes, pauses)
     int64_t probes() const { return probes_; }
+    double plain_seconds() const { return plain_s_; }  // the timed plain steps' mean (0: none yet)
     const SpecPolicyParams& params() const { return p_; }
 
 private:
     int k_;
     bool adaptive_;
+    bool timed_;
     SpecPolicyParams p_;
+    double plain_s_ = 0;       // mean seconds of a timed plain step
+    int64_t n_plain_s_ = 0;    // timed plain steps seen
+    int64_t timed_windows_ = 0;
     double credit_ = 0;
     int64_t backoff_ = 0;  // next pause length
     int64_t left_ = 0;     // plain steps left in the current pause
