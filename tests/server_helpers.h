@@ -107,6 +107,7 @@ public:
         o.engine.queue_limit = c.queue;
         o.engine.n_batch = 64;
         o.engine.spec_draft = c.spec_draft;
+        o.engine.spec_timed = false;  // the default's windows by acceptance: counts that do not depend on speed
         o.engine.spec_edit_draft = c.spec_edit_draft;
         http_ = std::make_unique<server::HttpServer>(o);
         port_ = http_->bind();

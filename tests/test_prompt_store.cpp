@@ -163,6 +163,7 @@ std::unique_ptr<Engine> engine(std::shared_ptr<const Model> m, size_t cache_ram,
                                bool pipelined = false) {
     EngineOptions o{.n_parallel = 1, .n_batch = 64, .spec_draft = spec, .cache_ram = cache_ram, .cache_every = every};
     o.spec_edit_draft = std::move(edit);
+    o.spec_timed = false;  // the default's windows by acceptance alone
     test::ServerConfig c;
     c.n_ctx = 1024;
     c.split = pipelined;

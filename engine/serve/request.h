@@ -121,6 +121,9 @@ struct EngineOptions {
     // 0 = off, -1 = 3 when the model has an MTP head, else off.
     int spec_draft = -1;
     float spec_draft_min_p = 0;  // --spec-draft-min-p
+    // The default K of a greedy request weighs its windows' measured cost (SpecPolicy,
+    // "Cost"); false: by acceptance alone (tests that count windows).
+    bool spec_timed = true;
     // A request starts in the free slot whose sequence already holds the longest prefix
     // of its prompt, and skips that prefix (--no-prompt-cache: off).
     bool prompt_cache = true;

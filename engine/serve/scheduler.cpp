@@ -383,6 +383,9 @@ void Scheduler::batch_window(const Slot* skip) {
         fail_window(ex, owner);
         return;
     }
+    // A window of one decode token is the plain step a speculating slot's policy weighs
+    // its windows against (SpecPolicy, "Cost"); with other rows in it, it is not one.
+    const double plain_s = items.size() == 1 && items[0].tokens.size() == 1 ? seconds_between(t0, clock::now()) : 0.0;
     int64_t sampled = 0;
     for (size_t i = 0; i < items.size(); ++i) {
         Slot& s = *owner[i];
@@ -411,7 +414,7 @@ void Scheduler::batch_window(const Slot* skip) {
         // The policy's plain step (a probe or a pause), before commit may end the request.
         const bool policy_step = !first && s.spec && s.policy->next_k() == 0;
         if (policy_step) {
-            s.policy->on_plain();
+            s.policy->on_plain(plain_s);
             if (s.probe_guess && s.policy->on_probe(*s.probe_guess == t)) log_pause(s);
         }
         // The decoder learns the token before commit may end the request: the pair it

@@ -42,8 +42,12 @@ void Scheduler::start_spec(Slot& s, std::span<const float> carry) {
             s.spec = std::make_unique<SpecDecoder>(runner_, s.seq, *s.sampler, so);
         s.pipelined = pipelined;
         s.spec_open = false;
-        // Only the default K adapts (SpecPolicy); a K from the request or --spec-draft is honoured.
-        s.policy.emplace(k, choice.adaptive);
+        // Only the default K adapts (SpecPolicy); a K from the request or --spec-draft is
+        // honoured. A greedy request's policy weighs the windows' measured cost against
+        // its plain steps timed while the slot decoded alone (SpecPolicy, "Cost").
+        SpecPolicyParams prm;
+        prm.timed = opt_.spec_timed;
+        s.policy.emplace(k, choice.adaptive, prm, s.req.sampling.greedy());
         const size_t E = static_cast<size_t>(runner_.model().hp().n_embd);
         // The rows from the reused prefix on, and the carried one before them: its pair
         // (with the prompt's next token) is the MTP's first.
@@ -92,6 +96,7 @@ void Scheduler::spec_window(Slot& s) {
         fail_window(ex, one);
         return;
     }
+    const double window_s = seconds_between(t0, clock::now());
     const int64_t windows = st.windows - w0, drafted = st.drafted - d0, accepted = st.accepted - a0;
     s.spec->pipeline_stats(p1);  // read now: commit() may end the request and free the decoder
     // The committed tokens in order, as plain decoding would have produced them one by
@@ -111,7 +116,7 @@ void Scheduler::spec_window(Slot& s) {
         }
         if (!commit(s, spec_out_[i], s.spec->logits(i), n0 + static_cast<int64_t>(i) + 1)) break;
     }
-    if (s.busy() && s.policy->on_window(drafted, accepted)) log_pause(s);
+    if (s.busy() && s.policy->on_window(drafted, accepted, window_s)) log_pause(s);
     std::lock_guard lk(mu_);
     stats_.windows += windows;
     stats_.generated_tokens += used;
