@@ -30,8 +30,9 @@
 //    the timed plain steps (probes and pauses), and the first timed window (buffers
 //    allocated, caches cold) counted by acceptance only. On a CPU where a K = 3 verify
 //    window costs two to four plain steps this stops the default at ~60% agreement, where
-//    it lost up to a third of the speed; on a GPU, where a window costs about one step, it
-//    changes nothing. Greedy text does not depend on which steps draft.
+//    it lost up to a third of the speed; where a window costs about one step (expected of
+//    a GPU, not yet measured) it changes nothing. Greedy text does not depend on which
+//    steps draft.
 //
 // Without timing it reads only the acceptance, never the clock, so which steps draft is
 // the same on every run; sampled requests are never timed, so a seeded sampled request's
