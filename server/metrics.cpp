@@ -97,6 +97,12 @@ std::string Metrics::render(const EngineStats& e, bool ready) const {
         e.expert_rows_host);
     one("strata_expert_rows_device_cache_total", "counter",
         "MoE expert rows of host-memory layers computed by the device's cache of hot experts", e.expert_rows_device);
+    one("strata_gpu_graph_replays_total", "counter", "batches of a GPU stage's kernels replayed from a graph",
+        e.graph_replayed);
+    one("strata_gpu_graph_captures_total", "counter", "batches of a GPU stage's kernels captured into a graph",
+        e.graph_captured);
+    one("strata_gpu_graph_direct_total", "counter", "batches of a GPU stage's kernels launched one by one",
+        e.graph_direct);
     return o;
 }
 

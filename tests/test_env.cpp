@@ -26,8 +26,10 @@ EnvReader lookup(std::map<std::string, std::string> vars) {
 
 TEST_CASE("env: the chain's and the pipeline's variables parse, unset ones keep the defaults", "[env]") {
     const SplitConfig s = SplitConfig::from_env(
-        lookup({{"STRATA_SPLIT_OVERLAP", "1"}, {"STRATA_SPLIT_WAIT_MS", "250"}}), 2);
+        lookup({{"STRATA_SPLIT_OVERLAP", "1"}, {"STRATA_SPLIT_WAIT_MS", "250"}, {"STRATA_GPU_GRAPHS", "0"}}), 2);
     CHECK(s.overlap);
+    CHECK_FALSE(s.gpu_graphs);
+    CHECK(SplitConfig{}.gpu_graphs);
     CHECK(s.wait_ms == 250);
     CHECK(s.host_timeout_ms == SplitConfig{}.host_timeout_ms);
     CHECK(s.pipeline_windows == 2);
@@ -64,9 +66,9 @@ TEST_CASE("env: the one list names each variable once, with the default the code
     for (const EnvSpec& s : specs) all[s.name] = s.def;
     const SplitConfig a = SplitConfig::from_env(lookup(all)), b;
     CHECK((a.overlap == b.overlap && a.wait_ms == b.wait_ms && a.host_timeout_ms == b.host_timeout_ms &&
-           a.drop_window == b.drop_window));
+           a.drop_window == b.drop_window && a.staged_copies == b.staged_copies && a.gpu_graphs == b.gpu_graphs));
     const PipelineOptions c = PipelineOptions::from_env(lookup(all)), d;
     CHECK((c.theta == d.theta && c.force_miss == d.force_miss && c.doom_skip == d.doom_skip &&
            c.prestage == d.prestage && c.snap_overlap == d.snap_overlap));
-    CHECK(names.size() == 10);
+    CHECK(names.size() == 11);
 }

@@ -393,3 +393,52 @@ TEST_CASE("gpu: a token id outside the vocabulary is an error, and the next wind
         CHECK(eval(*r, s, {5, 9, 2}) == eval(*fresh, fresh->new_sequence(), {5, 9, 2}));
     }
 }
+
+// CUDA graphs (kernels/cuda/graph.cu): a window's kernels are collected, captured the
+// second time the very same launches come and replayed after. Decode steps must replay
+// (their positions and window numbers are device memory, not launch arguments) and give
+// the text of kernels launched one by one, in every mode; a CPU HIP runtime keeps the
+// launches as its "graph", so the same decisions run here.
+TEST_CASE("gpu: windows replayed as graphs give the text of kernels launched one by one",
+          "[gpu][model][determinism][graphs]") {
+    if (!have_gpu()) return;
+    std::shared_ptr<const Model> m = Model::load(test::to_file(test::tiny_model(synth::Arch::Qwen3Next, GgmlType::Q8_0, 7,
+                                                                                synth::GdnLayout::Split, /*mtp=*/true)));
+    const Tokenizer tok = Tokenizer::from_gguf(m->file());
+    const std::vector<int32_t> prompt = tok.encode("The quick brown fox", false);
+    const int64_t n = 24;
+    const std::string g = gpu0();
+    const auto make = [&](const std::string& devs, bool graphs) {
+        const int64_t L = m->hp().n_layer;
+        SplitConfig cfg;
+        cfg.wait_ms = 60000;
+        cfg.host_timeout_ms = 0;
+        cfg.gpu_graphs = graphs;
+        cfg.shared_device_overlap = true;
+        return make_split_runner(m, plan_split(devs, "auto", L, layer_weight_bytes(m->file(), L), head_weight_bytes(m->file())),
+                                 1, 160, GgmlType::F16, cfg);
+    };
+    for (const std::string& devs : {g, g + "," + g, "cpu:0," + g}) {
+        INFO(devs);
+        auto off = make(devs, false);
+        const std::vector<int32_t> want = test::gen(*off, tok, prompt, 0, n, {}).out;
+        REQUIRE(want.size() == static_cast<size_t>(n));
+        const Runner::Stats so = off->runner_stats();
+        CHECK(so.graph_replayed + so.graph_captured + so.graph_direct == 0);  // off: nothing collected
+
+        auto on = make(devs, true);
+        CHECK(test::gen(*on, tok, prompt, 0, n, {}).out == want);
+        const Runner::Stats s = on->runner_stats();
+        INFO("replayed " << s.graph_replayed << ", captured " << s.graph_captured << ", direct " << s.graph_direct);
+        // Each GPU stage: two decode graphs (a window's inputs alternate between two
+        // staging halves), captured the second time each comes, replayed after.
+        const int64_t gpu_stages = devs == g ? 1 : (devs == g + "," + g ? 2 : 1);
+        CHECK(s.graph_captured <= 3 * gpu_stages);
+        CHECK(s.graph_replayed >= (n - 6) * gpu_stages);
+        for (int k : {1, 3}) {
+            INFO("speculation, K=" << k);
+            CHECK(test::gen(*on, tok, prompt, k, n, want).out == want);
+        }
+        CHECK(on->runner_stats().graph_replayed > s.graph_replayed);
+    }
+}

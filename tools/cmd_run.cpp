@@ -117,6 +117,12 @@ int cmd_run(int argc, char** argv) {
                    all > 0 ? 100.0 * static_cast<double>(rs.expert_rows_device) / static_cast<double>(all) : 0.0,
                    rs.expert_reranks);
     }
+    {
+        const Runner::Stats rs = runner->runner_stats();
+        if (rs.graph_direct + rs.graph_captured + rs.graph_replayed > 0)
+            fmt::print(stderr, "gpu graphs: {} batches replayed, {} captured, {} launched kernel by kernel\n",
+                       rs.graph_replayed, rs.graph_captured, rs.graph_direct);
+    }
     return 0;
 }
 

@@ -5,7 +5,7 @@
 # identity across two stages on one GPU with the mapped hand-off, the determinism matrix of
 # speculation, overlap and pipelined windows, the dropped hand-off), then decode tok/s of
 # synthetic files on the GPU and on the CPU (Qwen3-Next-80B-A3B's shape, four layers, as a %
-# of the card's read bandwidth by the weights each token reads), layer streaming under a budget (depth 0 and 1)
+# of the card's read bandwidth by the weights each token reads; with and without CUDA graphs), layer streaming under a budget (depth 0 and 1)
 # and experts in host memory with a cache on the card. Writes a markdown report (argument 1, default
 # gpu-report.md) and prints it.
 #
@@ -53,12 +53,15 @@ wait "$n80_pid" || say "make-model 80b-a3b failed: $(tail -n 2 "$tmp/n80.log")"
 say ""
 say "(80b-a3b x 4 layers written, beside the tests, $((SECONDS - t0)) s after it started)"
 say ""
-say "| model | device | decode tok/s | weights read per token | % of cuda:0's read bandwidth (${bw:-?} GB/s) | greedy text same as CPU |"
-say "|---|---|---|---|---|---|"
+# "cuda:0 no graphs": every kernel launched one by one (STRATA_GPU_GRAPHS=0), against the
+# default, where a decode step replays as a CUDA graph (kernels/cuda/graph.cu).
+say "| model | device | decode tok/s | weights read per token | % of cuda:0's read bandwidth (${bw:-?} GB/s) | greedy text same as CPU | graphs |"
+say "|---|---|---|---|---|---|---|"
 for m in n80 qn l1b; do
-    for dev in cpu cuda:0; do
-        flags=(); [ "$dev" = cpu ] || flags=(--devices "$dev")
-        $b/bin/strata run -m "$tmp/$m.gguf" -p "hello world" -n 64 -c 512 "${flags[@]}" >"$tmp/$dev.txt" 2>"$tmp/$dev.err"
+    for dev in cpu cuda:0 nographs; do
+        flags=(); [ "$dev" = cpu ] || flags=(--devices cuda:0)
+        STRATA_GPU_GRAPHS=$([ "$dev" = nographs ] && echo 0 || echo 1) \
+            $b/bin/strata run -m "$tmp/$m.gguf" -p "hello world" -n 64 -c 512 "${flags[@]}" >"$tmp/$dev.txt" 2>"$tmp/$dev.err"
         rate=$(sed -n 's/^decode: .*(\(.*\) tok\/s)/\1/p' "$tmp/$dev.err")
         # strata run's own count: every layer, the routed experts' share, the head
         wmib=$(sed -n 's/^weights: \([0-9.]*\) MiB read per decode token.*/\1/p' "$tmp/$dev.err")
@@ -68,7 +71,8 @@ for m in n80 qn l1b; do
         if [ "$dev" != cpu ] && [ -n "$bw" ] && [ -n "$gbs" ]; then
             pct=$(awk -v g="$gbs" -v w="$bw" 'BEGIN { printf "%.0f%%", 100 * g / w }')
         fi
-        say "| $m | $dev | $rate | ${wmib:+$wmib MiB} | $pct | $same |"
+        graphs=$(sed -n 's/^gpu graphs: //p' "$tmp/$dev.err")
+        say "| $m | ${dev/nographs/cuda:0 no graphs} | $rate | ${wmib:+$wmib MiB} | $pct | $same | $graphs |"
     done
 done
 

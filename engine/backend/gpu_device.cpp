@@ -20,10 +20,10 @@ namespace {
 
 class GpuDevice final : public Device {
 public:
-    GpuDevice(std::string name, int index)
+    GpuDevice(std::string name, int index, bool graphs)
         : name_(std::move(name)),
           index_(index),
-          ops_(index),
+          ops_(index, graphs),
           queue_([index] { gpu::set_device(index); }, [this] { ops_.sync(); }) {}
 
     const std::string& name() const override { return name_; }
@@ -40,13 +40,31 @@ public:
     Buffer alloc_host_mapped(size_t bytes) override {
         return Buffer(gpu::host_alloc_mapped(bytes), bytes, [](void* p) { gpu::host_free(p); });
     }
-    void submit(std::function<void()> op) override { queue_.submit(std::move(op)); }
+    void submit(std::function<void()> op) override { queue_.submit(item(std::move(op))); }
     DeviceEvent record() override { return queue_.record(); }
     void wait_event(const DeviceEvent& ev) override { queue_.wait_event(ev); }
-    void run(std::function<void()> op) override { queue_.run(op); }
+    void run(std::function<void()> op) override { queue_.run(item(std::move(op))); }
     Ops& ops() override { return ops_; }
 
 private:
+    // An op of the queue: what it launches is collected and issued as one batch at its
+    // end (a graph where one fits), never left behind for a later op.
+    std::function<void()> item(std::function<void()> op) {
+        return [this, op = std::move(op)] {
+            ops_.item_begin();
+            try {
+                op();
+            } catch (...) {
+                try {
+                    ops_.item_end();  // what was launched still runs: the stream stays in order
+                } catch (...) {
+                }
+                throw;
+            }
+            ops_.item_end();
+        };
+    }
+
     std::string name_;
     int index_;
     GpuOps ops_;
@@ -77,14 +95,14 @@ double gpu_read_bandwidth(int index, size_t bytes) {
     return gpu::read_bandwidth_gbs(bytes, 5);
 }
 
-std::unique_ptr<Device> open_gpu_device(const std::string& spec, int index) {
+std::unique_ptr<Device> open_gpu_device(const std::string& spec, int index, bool graphs) {
     std::string why;
     const int n = gpu::device_count(&why);
     if (index >= n) {
         if (n > 0) why = fmt::format("{} device(s) present", n);
         return nullptr;  // the caller falls back to the CPU, saying why
     }
-    return std::make_unique<GpuDevice>(spec, index);
+    return std::make_unique<GpuDevice>(spec, index, graphs);
 }
 
 #else

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include <spdlog/spdlog.h>
+
 #include "engine/core/error.h"
 #include "engine/state/seq_state.h"
 
@@ -15,39 +17,17 @@ gpu::Rows rows(Tensor t) {
     return {t.f(), t.ne0, t.ne1, t.ld()};
 }
 
-gpu::Weight weight(const MatView& w) { return {w.type, static_cast<const uint8_t*>(w.data), w.n_in, w.n_out, w.row_stride}; }
-
-// The batch's sequences, kMaxSeqs at a time, with layer il's KV cache of each (when it has one).
-template <typename F>
-void for_seq_tables(const Batch& batch, int64_t il, bool with_kv, F&& f) {
-    for (size_t i0 = 0; i0 < batch.seqs.size(); i0 += gpu::kMaxSeqs) {
-        gpu::SeqTable t;
-        for (size_t i = i0; i < std::min(batch.seqs.size(), i0 + gpu::kMaxSeqs); ++i) {
-            const BatchSeq& bs = batch.seqs[i];
-            gpu::SeqRows& r = t.s[t.n++];
-            r = {bs.pos0, bs.row0, bs.n, nullptr, nullptr, 0, 0, 0, 0};
-            if (!with_kv) continue;
-            const KvCache& kv = *bs.state->kv;
-            const int64_t layer = bs.state->kv_slot[static_cast<size_t>(il)];
-            // Layout [layer][head][position][row] (engine/state/kv_cache.h).
-            r.k = const_cast<uint8_t*>(kv.k_head(layer, 0));
-            r.v = const_cast<uint8_t*>(kv.v_head(layer, 0));
-            r.k_pos = static_cast<int64_t>(kv.k_stride());
-            r.v_pos = static_cast<int64_t>(kv.v_stride());
-            r.k_head = r.k_pos * kv.n_ctx();
-            r.v_head = r.v_pos * kv.n_ctx();
-            STRATA_CHECK(bs.pos0 + bs.n <= kv.n_ctx(), "KV store out of range: position {} of {}", bs.pos0 + bs.n - 1,
-                         kv.n_ctx());
-        }
-        f(t);
-    }
+gpu::Weight weight(const MatView& w) {
+    return {w.type, 0, static_cast<const uint8_t*>(w.data), w.n_in, w.n_out, w.row_stride};
 }
 
 }  // namespace
 
-GpuOps::GpuOps(int device) : dev_(device) {
+GpuOps::GpuOps(int device, bool graphs) : dev_(device) {
     bind();
     stream_ = gpu::stream_create();
+    if (graphs) graphs_ = gpu::graphs_create(stream_, [this] { flushed(); });
+    params_ = static_cast<uint8_t*>(keep(kParamBytes));
     tab_ = gpu::upload_iq_tables();
     bad_id_ = static_cast<int32_t*>(keep(sizeof(int32_t)));
     counter_ = static_cast<unsigned*>(keep(sizeof(unsigned)));
@@ -67,6 +47,7 @@ GpuOps::GpuOps(int device) : dev_(device) {
 
 GpuOps::~GpuOps() {
     bind();
+    gpu::graphs_destroy(graphs_);  // after item_end: nothing collected is left
     try {
         gpu::stream_sync(stream_);
     } catch (...) {  // a failed kernel was reported where it ran; free regardless
@@ -90,6 +71,42 @@ GpuOps::~GpuOps() {
 void GpuOps::sync() {
     bind();
     wait_stream();
+}
+
+void GpuOps::item_begin() {
+    if (graphs_) gpu::graphs_attach(graphs_);
+}
+
+void GpuOps::item_end() {
+    if (!graphs_) return;
+    struct Detach {
+        ~Detach() { gpu::graphs_attach(nullptr); }
+    } detach;
+    gpu::graphs_flush(graphs_);
+    const gpu::GraphStats st = gpu::graphs_stats(graphs_);
+    if (st.refused > refused_seen_) {
+        if (refused_seen_ == 0)
+            spdlog::warn("{}:{}: the runtime refused to capture a window into a graph; such windows launch kernel "
+                         "by kernel",
+                         gpu::backend_name(), dev_);
+        refused_seen_ = st.refused;
+    }
+}
+
+GraphCounts GpuOps::graph_counts() const {
+    const gpu::GraphStats st = gpu::graphs_stats(graphs_);
+    return {st.direct, st.captured, st.replayed, st.refused};
+}
+
+void GpuOps::flushed() {
+    if (stage_dirty_) {
+        gpu::event_record(stage_done_[stage_half_], stream_);
+        stage_dirty_ = false;
+    }
+    if (making_room_) return;  // stage() flushed for room: the batch's params go on
+    fresh_ = true;
+    param_used_ = 0;
+    pos_dev_ = nullptr;
 }
 
 void GpuOps::wait_stream() {
@@ -205,7 +222,17 @@ void GpuOps::await_copy(uint64_t ticket) {
 }
 
 uint8_t* GpuOps::stage(size_t bytes) {
-    if (stage_used_ + bytes > kStageHalf) {
+    if (fresh_ || stage_used_ + bytes > kStageHalf) {
+        // Collected copies from the current half go first (their event follows them).
+        if (!fresh_) {
+            making_room_ = true;
+            struct Reset {
+                bool& b;
+                ~Reset() { b = false; }
+            } reset{making_room_};
+            gpu::graphs_flush(graphs_);
+        }
+        fresh_ = false;
         stage_half_ ^= 1;
         gpu::event_sync(stage_done_[stage_half_]);  // its last copy has left it
         stage_used_ = 0;
@@ -227,16 +254,45 @@ void GpuOps::to_device(void* dst, const void* src, size_t bytes) {
         uint8_t* h = stage(n);
         std::memcpy(h, in, n);
         gpu::copy_async(out, h, n, stream_);
-        gpu::event_record(stage_done_[stage_half_], stream_);
+        if (gpu::graphs_recording(graphs_)) stage_dirty_ = true;  // its event once the batch is issued
+        else gpu::event_record(stage_done_[stage_half_], stream_);
         out += n;
         in += n;
         bytes -= n;
     }
 }
 
+const void* GpuOps::param(const void* data, size_t bytes) {
+    bytes = (bytes + 63) / 64 * 64;
+    STRATA_CHECK(bytes <= kParamBytes, "param: {} bytes", bytes);
+    // Reusing the area is safe on the device (the copy is queued after what read it); a
+    // new batch starts at 0 so that a window's kernels see the same addresses each time.
+    if (param_used_ + bytes > kParamBytes) param_used_ = 0, pos_dev_ = nullptr;
+    void* d = params_ + param_used_;
+    param_used_ += bytes;
+    to_device(d, data, bytes);
+    return d;
+}
+
+// Issued now, after what was collected: host memory that may be pageable, which a graph
+// cannot copy to or from.
+void GpuOps::copy_now(void* dst, const void* src, size_t bytes) {
+    if (!gpu::graphs_recording(graphs_)) {
+        gpu::copy_async(dst, src, bytes, stream_);
+        return;
+    }
+    gpu::graphs_flush(graphs_);
+    gpu::graphs_attach(nullptr);
+    struct Reattach {
+        gpu::Graphs* g;
+        ~Reattach() { gpu::graphs_attach(g); }
+    } reattach{graphs_};
+    gpu::copy_async(dst, src, bytes, stream_);
+}
+
 void GpuOps::to_host(void* dst, const void* src, size_t bytes) {
     bind();
-    gpu::copy_async(dst, src, bytes, stream_);
+    copy_now(dst, src, bytes);
     wait_stream();
 }
 
@@ -247,9 +303,10 @@ MatView GpuOps::prepare_weight(const MatView& w) {
     const size_t rb = row_bytes(w.type, w.n_in);
     if (!copy) {
         auto* dst = static_cast<uint8_t*>(keep(rb * static_cast<size_t>(w.n_out)));
-        if (w.row_stride == rb) gpu::copy_async(dst, w.data, rb * static_cast<size_t>(w.n_out), stream_);
+        // The file's pages are pageable memory: copied now, never into a graph.
+        if (w.row_stride == rb) copy_now(dst, w.data, rb * static_cast<size_t>(w.n_out));
         else
-            for (int64_t r = 0; r < w.n_out; ++r) gpu::copy_async(dst + rb * static_cast<size_t>(r), w.row(r), rb, stream_);
+            for (int64_t r = 0; r < w.n_out; ++r) copy_now(dst + rb * static_cast<size_t>(r), w.row(r), rb);
         wait_stream();
         copy = dst;
     }
@@ -339,6 +396,42 @@ void GpuOps::matmul_multi(std::span<const MatOut> outs, Tensor x) {
     }
 }
 
+template <typename F>
+void GpuOps::for_seq_tables(const Batch& batch, int64_t il, bool with_kv, F&& f) {
+    for (size_t i0 = 0; i0 < batch.seqs.size(); i0 += gpu::kMaxSeqs) {
+        gpu::SeqTable t;
+        std::vector<int64_t> pos;
+        int64_t max_pos = 0;
+        for (size_t i = i0; i < std::min(batch.seqs.size(), i0 + gpu::kMaxSeqs); ++i) {
+            const BatchSeq& bs = batch.seqs[i];
+            gpu::SeqRows& r = t.s[t.n++];
+            r.row0 = bs.row0;
+            r.n = bs.n;
+            pos.push_back(bs.pos0);
+            max_pos = std::max(max_pos, bs.pos0 + bs.n);
+            if (!with_kv) continue;
+            const KvCache& kv = *bs.state->kv;
+            const int64_t layer = bs.state->kv_slot[static_cast<size_t>(il)];
+            // Layout [layer][head][position][row] (engine/state/kv_cache.h).
+            r.k = const_cast<uint8_t*>(kv.k_head(layer, 0));
+            r.v = const_cast<uint8_t*>(kv.v_head(layer, 0));
+            r.k_pos = static_cast<int64_t>(kv.k_stride());
+            r.v_pos = static_cast<int64_t>(kv.v_stride());
+            r.k_head = r.k_pos * kv.n_ctx();
+            r.v_head = r.v_pos * kv.n_ctx();
+            STRATA_CHECK(bs.pos0 + bs.n <= kv.n_ctx(), "KV store out of range: position {} of {}", bs.pos0 + bs.n - 1,
+                         kv.n_ctx());
+        }
+        // Every layer of a window has the same positions: one upload serves them all.
+        if (pos_dev_ == nullptr || pos != pos_host_) {
+            pos_dev_ = static_cast<const int64_t*>(param(pos.data(), pos.size() * sizeof(int64_t)));
+            pos_host_ = std::move(pos);
+        }
+        t.pos0 = pos_dev_;
+        f(t, max_pos);
+    }
+}
+
 void GpuOps::norm_rope(const Batch& batch, std::span<const RopeHeads> sets, int64_t head_dim, float eps,
                        const RopeParams& rope) {
     bind();
@@ -359,14 +452,14 @@ void GpuOps::norm_rope(const Batch& batch, std::span<const RopeHeads> sets, int6
     a.corr_low = rope.corr_low;
     a.corr_high = rope.corr_high;
     a.mscale = rope.mscale;
-    for_seq_tables(batch, 0, false, [&](const gpu::SeqTable& t) { gpu::norm_rope(t, a, stream_); });
+    for_seq_tables(batch, 0, false, [&](const gpu::SeqTable& t, int64_t) { gpu::norm_rope(t, a, stream_); });
 }
 
 void GpuOps::kv_store(const Batch& batch, int64_t il, Tensor k, Tensor v) {
     bind();
     if (batch.seqs.empty()) return;
     const KvCache& kv = *batch.seqs[0].state->kv;
-    for_seq_tables(batch, il, true, [&](const gpu::SeqTable& t) {
+    for_seq_tables(batch, il, true, [&](const gpu::SeqTable& t, int64_t) {
         gpu::kv_store(t, kv.type(), kv.n_head_kv(), kv.head_dim_k(), kv.head_dim_v(), rows(k), rows(v), stream_);
     });
 }
@@ -377,8 +470,8 @@ void GpuOps::attention(const Batch& batch, int64_t il, const AttnDims& d, Tensor
     if (batch.seqs.empty()) return;
     const GgmlType type = batch.seqs[0].state->kv->type();
     float* part = scratch(kAttnSlot, gpu::attention_scratch_floats(q.ne1, d.n_head, d.head_dim_v));
-    for_seq_tables(batch, il, true, [&](const gpu::SeqTable& t) {
-        gpu::attention(t, type, d.n_head, d.n_head_kv, d.head_dim, d.head_dim_v, rows(q), head_stride, gated,
+    for_seq_tables(batch, il, true, [&](const gpu::SeqTable& t, int64_t max_pos) {
+        gpu::attention(t, max_pos, type, d.n_head, d.n_head_kv, d.head_dim, d.head_dim_v, rows(q), head_stride, gated,
                        rows(out), part, stream_);
     });
 }
@@ -475,8 +568,8 @@ void GpuOps::handoff_publish(Tensor x, Handoff& h, uint64_t window, bool drop) {
     STRATA_CHECK(static_cast<size_t>(x.ne0 * x.ne1) <= h.capacity(), "hand-off: {} values, the payload holds {}",
                  x.ne0 * x.ne1, h.capacity());
     bind();
-    gpu::handoff_publish(rows(x), h.payload(), h.ready_word(), window, drop, counter_, hand_in_ ? failed_ : nullptr,
-                         stream_);
+    const auto* w = static_cast<const uint64_t*>(param(&window, sizeof window));
+    gpu::handoff_publish(rows(x), h.payload(), h.ready_word(), w, drop, counter_, hand_in_ ? failed_ : nullptr, stream_);
     hand_in_ = false;
 }
 
@@ -486,7 +579,8 @@ std::optional<Tensor> GpuOps::handoff_wait(Handoff& h, uint64_t window, int64_t 
     bind();
     // On the device: the host queues the stage's kernels behind the wait without waiting
     // itself; the time limit is measured with the GPU's clock.
-    gpu::handoff_wait(h.ready_word(), h.error_word(), window, timeout_ms, h.payload(), rows(x), failed_, stream_);
+    const auto* w = static_cast<const uint64_t*>(param(&window, sizeof window));
+    gpu::handoff_wait(h.ready_word(), h.error_word(), w, timeout_ms, h.payload(), rows(x), failed_, stream_);
     hand_in_ = true;  // this step's publish (if any) reads the outcome
     return x;
 }

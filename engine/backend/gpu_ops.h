@@ -18,7 +18,9 @@ namespace strata {
 
 class GpuOps final : public Ops {
 public:
-    explicit GpuOps(int device);
+    // graphs: a window's kernels collected and replayed as a graph (kernels/cuda/graph.cu)
+    // while item_begin .. item_end brackets it (the device's queue does).
+    GpuOps(int device, bool graphs);
     ~GpuOps() override;
     GpuOps(const GpuOps&) = delete;
     GpuOps& operator=(const GpuOps&) = delete;
@@ -26,6 +28,11 @@ public:
     std::string_view name() const override { return gpu::backend_name(); }
     int device() const { return dev_; }
     void sync();  // waits for every queued kernel; throws the first error
+    // The device queue's item: what the ops launch between these two is collected and
+    // issued at item_end (or at a wait before it), as a graph where one fits.
+    void item_begin();
+    void item_end();
+    GraphCounts graph_counts() const override;
 
     Buffer alloc(size_t bytes) override;
     bool host_memory() const override { return false; }
@@ -81,8 +88,20 @@ private:
     // wait is the strata::Error it would have thrown.
     void wait_stream();
     // The next `bytes` (<= kStageHalf) of to_device's pinned staging, switching halves
-    // (after the other half's copies are done) when the current one is full.
+    // (after the other half's copies are done) when the current one is full or a new
+    // batch of collected work begins (so that a window's copies read the same addresses
+    // each time its half comes round: a graph's replay).
     uint8_t* stage(size_t bytes);
+    // bytes of host data as device memory, copied in (queued) for the kernels after it: a
+    // window's changing values (positions, window numbers) read by kernels whose launch
+    // stays the same. Offsets restart with each batch of collected work.
+    const void* param(const void* data, size_t bytes);
+    void flushed();  // the recorder issued a batch: its staging event, fresh offsets
+    void copy_now(void* dst, const void* src, size_t bytes);  // never collected (pageable host memory)
+    // The SeqTables of the batch (kMaxSeqs sequences each) with layer il's KV cache (when
+    // with_kv), their positions uploaded once per batch of collected work.
+    template <typename F>
+    void for_seq_tables(const Batch& batch, int64_t il, bool with_kv, F&& f);
     void* keep(size_t bytes);                     // device memory that lives as long as this
     float* scratch(size_t i, size_t floats);      // a reusable device buffer
     // x quantized for integer dot products into scratch slot `slot` (queued on the stream).
@@ -112,6 +131,16 @@ private:
     gpu::Event stage_done_[2] = {nullptr, nullptr};
     int stage_half_ = 0;
     size_t stage_used_ = 0;
+    bool stage_dirty_ = false;      // the current half has copies collected, its event not recorded
+    bool fresh_ = false;            // a batch was issued since the last stage(): switch halves
+    bool making_room_ = false;      // stage() flushes the batch so far to reuse a half
+    gpu::Graphs* graphs_ = nullptr;  // null: graphs off, every launch issued at once
+    int64_t refused_seen_ = 0;       // refused captures already logged
+    static constexpr size_t kParamBytes = size_t{64} << 10;
+    uint8_t* params_ = nullptr;     // device memory of param()
+    size_t param_used_ = 0;
+    std::vector<int64_t> pos_host_;        // the positions uploaded last in this batch ...
+    const int64_t* pos_dev_ = nullptr;     // ... and where (null: none yet)
     unsigned* counter_ = nullptr;   // the publish kernel's block counter (device)
     unsigned* failed_ = nullptr;    // the last hand-in wait's outcome (device; 0: ready)
     bool hand_in_ = false;          // a wait was queued since the last publish

@@ -80,6 +80,13 @@ struct GdnDims {
     int64_t conv_dim() const { return 2 * key_dim() + value_dim(); }  // q | k | v channels
 };
 
+// Counts of a GPU backend's graphs (kernels/cuda/graph.cu): batches of a window's work
+// issued one kernel at a time, captured into a graph, or replayed from one; captures the
+// runtime refused.
+struct GraphCounts {
+    int64_t direct = 0, captured = 0, replayed = 0, refused = 0;
+};
+
 class Ops {
 public:
     virtual ~Ops() = default;
@@ -241,6 +248,9 @@ public:
     // waits for the step's queued work first). The step's results are then not to be
     // used, and its sequences' state is unknown (the window fails; Scheduler resets them).
     virtual bool hand_in_failed(const Handoff& h) { return h.error() != Handoff::kNoError; }
+
+    // A GPU backend's graph counts (zero for backends without graphs).
+    virtual GraphCounts graph_counts() const { return {}; }
 
 protected:
     MemoryMeter meter_;

@@ -127,6 +127,9 @@ public:
         // Experts in host memory (--cpu-moe): expert rows computed on the host, rows the
         // device's cache of hot experts computed (its hits), re-rankings of the cache.
         int64_t expert_rows_host = 0, expert_rows_device = 0, expert_reranks = 0;
+        // GPU stages' graphs (kernels/cuda/graph.cu): batches of work launched kernel by
+        // kernel, captured into a graph, replayed from one.
+        int64_t graph_direct = 0, graph_captured = 0, graph_replayed = 0;
     };
     virtual Stats runner_stats() const { return {}; }
 };

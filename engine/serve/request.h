@@ -161,6 +161,7 @@ struct EngineStats {
     double stream_wait_ms = 0;
     int64_t device_peak_bytes = 0;
     int64_t expert_rows_host = 0, expert_rows_device = 0;  // --cpu-moe: host rows, device cache hits
+    int64_t graph_replayed = 0, graph_captured = 0, graph_direct = 0;  // GPU stages' graphs (Runner::Stats)
 };
 
 }  // namespace strata

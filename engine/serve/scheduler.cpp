@@ -113,6 +113,9 @@ EngineStats Scheduler::stats() const {
     }
     s.expert_rows_host = rs.expert_rows_host;
     s.expert_rows_device = rs.expert_rows_device;
+    s.graph_replayed = rs.graph_replayed;
+    s.graph_captured = rs.graph_captured;
+    s.graph_direct = rs.graph_direct;
     s.queued = static_cast<int64_t>(queue_.size());
     s.active = active_;
     return s;

@@ -12,6 +12,7 @@ SplitConfig SplitConfig::from_env(const EnvReader& env, int pipeline_windows) {
     c.host_timeout_ms = env.integer("STRATA_HOST_TIMEOUT_MS", d.host_timeout_ms, 0, kDay);
     c.drop_window = env.integer("STRATA_TEST_HANDOFF_DROP", d.drop_window, 0, INT64_MAX);
     c.staged_copies = env.flag("STRATA_TEST_DEVICE_COPIES", d.staged_copies);
+    c.gpu_graphs = env.flag("STRATA_GPU_GRAPHS", d.gpu_graphs);
     c.pipeline_windows = pipeline_windows;
     return c;
 }
@@ -34,6 +35,9 @@ std::vector<EnvSpec> SplitConfig::env_specs() {
          "a window not done after this many ms restarts the engine (0 = no limit)"},
         {"STRATA_TEST_HANDOFF_DROP", env_default(d.drop_window),
          "test hook: the Nth window's publish leaves the ready flag down (overlap mode and pipelined windows)"},
+        {"STRATA_GPU_GRAPHS", env_default(d.gpu_graphs),
+         "1: a GPU stage captures a window's kernels into a graph the second time the same window comes and replays "
+         "it after (0: every kernel launched one by one)"},
         {"STRATA_TEST_DEVICE_COPIES", env_default(d.staged_copies),
          "test hook: 1 = CPU devices treat host memory as not theirs and copy at a window's edges and hand-offs, as "
          "a GPU must"},

@@ -264,6 +264,10 @@ Runner::Stats SplitRunnerImpl::runner_stats() const {
     Stats r = SplitRunner::runner_stats();
     for (const Stage& st : stages_) {
         r.device_peak_bytes = std::max(r.device_peak_bytes, st.dev->ops().meter().peak());
+        const GraphCounts g = st.dev->ops().graph_counts();
+        r.graph_direct += g.direct;
+        r.graph_captured += g.captured;
+        r.graph_replayed += g.replayed;
         if (st.weights && st.weights->host_experts) {
             const HostExperts::Stats h = st.weights->host_experts->stats();
             r.expert_rows_host += h.host_rows;

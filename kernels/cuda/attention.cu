@@ -1,6 +1,8 @@
 // Attention ops: the per-head norm and rotary embedding, stores into the KV cache, and
 // causal attention over it. A row finds its sequence in the SeqTable (a handful of
-// sequences, passed by value with the launch), so no per-window upload is needed.
+// sequences, passed by value with the launch) and its position from the table's device
+// copy of the first positions, so a decode step launches the same arguments at every
+// position.
 #include <algorithm>
 #include <cmath>
 
@@ -69,7 +71,7 @@ __global__ void norm_rope_k(SeqTable seqs, RopeArgs a) {
     const int64_t t = blockIdx.x;
     const int si = seq_of(seqs, t);
     if (si < 0) return;
-    const int64_t pos = seqs.s[si].pos0 + (t - seqs.s[si].row0);
+    const int64_t pos = seqs.pos0[si] + (t - seqs.s[si].row0);
     // blockIdx.y: a head of the sets, in order
     int64_t h = blockIdx.y;
     int set = 0;
@@ -113,7 +115,7 @@ __global__ void kv_store_k(SeqTable seqs, GgmlType type, int64_t hd, int64_t hdv
     const int si = seq_of(seqs, t);
     if (si < 0) return;
     const SeqRows& sr = seqs.s[si];
-    const int64_t pos = sr.pos0 + (t - sr.row0), n = is_v ? hdv : hd;
+    const int64_t pos = seqs.pos0[si] + (t - sr.row0), n = is_v ? hdv : hd;
     const float* src = (is_v ? v.p + t * v.ld : k.p + t * k.ld) + h * n;
     uint8_t* dst = is_v ? sr.v + h * sr.v_head + pos * sr.v_pos : sr.k + h * sr.k_head + pos * sr.k_pos;
     if (type == GgmlType::F32) {
@@ -187,7 +189,7 @@ __global__ void attention_part_k(SeqTable seqs, GgmlType type, int64_t row0, int
     const int si = seq_of(seqs, t);
     if (si < 0) return;
     const SeqRows& sr = seqs.s[si];
-    const int64_t n_pos = sr.pos0 + (t - sr.row0) + 1, kvh = h0 / (n_head / n_head_kv);
+    const int64_t n_pos = seqs.pos0[si] + (t - sr.row0) + 1, kvh = h0 / (n_head / n_head_kv);
     const int n_split = attn_splits(n_pos);
     if (sp >= n_split) return;
     const int64_t chunk = (n_pos + n_split - 1) / n_split, p_begin = sp * chunk;
@@ -260,7 +262,7 @@ __global__ void combine_k(SeqTable seqs, int64_t row0, int64_t n_head, int64_t h
     const int si = seq_of(seqs, t);
     if (si < 0) return;
     const SeqRows& sr = seqs.s[si];
-    const int n_split = attn_splits(sr.pos0 + (t - sr.row0) + 1);
+    const int n_split = attn_splits(seqs.pos0[si] + (t - sr.row0) + 1);
     const float* p = part + (blockIdx.x * n_head + h) * kAttnMaxSplit * (hdv + 2);
     float m = -INFINITY;
     for (int s = 0; s < n_split; ++s) m = fmaxf(m, p[s * (hdv + 2)]);
@@ -313,15 +315,12 @@ size_t attention_scratch_floats(int64_t rows, int64_t n_head, int64_t hdv) {
                                (hdv + 2));
 }
 
-void attention(const SeqTable& seqs, GgmlType type, int64_t n_head, int64_t n_head_kv, int64_t hd, int64_t hdv,
+void attention(const SeqTable& seqs, int64_t max_pos, GgmlType type, int64_t n_head, int64_t n_head_kv, int64_t hd, int64_t hdv,
                Rows q, int64_t head_stride, bool gated, Rows out, float* scratch, Stream s) {
     STRATA_CHECK(hd <= kMaxHead && hdv <= kMaxHead, "attention: head sizes {} / {} (the GPU kernel takes up to {})", hd,
                  hdv, kMaxHead);
-    int64_t rows = 0, max_pos = 0;
-    for (int i = 0; i < seqs.n; ++i) {
-        rows = std::max(rows, seqs.s[i].row0 + seqs.s[i].n);
-        max_pos = std::max(max_pos, seqs.s[i].pos0 + seqs.s[i].n);
-    }
+    int64_t rows = 0;
+    for (int i = 0; i < seqs.n; ++i) rows = std::max(rows, seqs.s[i].row0 + seqs.s[i].n);
     if (rows == 0) return;
     const unsigned splits = static_cast<unsigned>(attn_splits(max_pos));
     const int64_t group = attention_rows_per_launch(n_head, hdv);

@@ -6,6 +6,8 @@
 // after another). Kernels are warp-size generic: they read warpSize, never assume 32.
 #pragma once
 #include <cstdint>
+#include <tuple>
+#include <type_traits>
 #include <utility>
 
 #if defined(STRATA_HIP) || defined(STRATA_HIP_CPU)
@@ -42,6 +44,17 @@ using gpuEvent_t = hipEvent_t;
 #define gpuEventSynchronize hipEventSynchronize
 #define gpuStreamWaitEvent hipStreamWaitEvent
 #define STRATA_SHFL_XOR(v, m) __shfl_xor((v), (m))
+#if !defined(STRATA_HIP_CPU)  // a CPU HIP runtime has no graphs (graph.cu keeps the launches)
+using gpuGraph_t = hipGraph_t;
+using gpuGraphExec_t = hipGraphExec_t;
+#define gpuStreamBeginCapture hipStreamBeginCapture
+#define gpuStreamCaptureModeThreadLocal hipStreamCaptureModeThreadLocal
+#define gpuStreamEndCapture hipStreamEndCapture
+#define gpuGraphInstantiate(exec, g) hipGraphInstantiate((exec), (g), nullptr, nullptr, 0)
+#define gpuGraphLaunch hipGraphLaunch
+#define gpuGraphExecDestroy hipGraphExecDestroy
+#define gpuGraphDestroy hipGraphDestroy
+#endif
 #else
 #include <cuda_runtime.h>
 #define STRATA_GPU_CUDA 1
@@ -76,7 +89,18 @@ using gpuEvent_t = cudaEvent_t;
 #define gpuEventSynchronize cudaEventSynchronize
 #define gpuStreamWaitEvent cudaStreamWaitEvent
 #define STRATA_SHFL_XOR(v, m) __shfl_xor_sync(0xffffffffu, (v), (m))
+using gpuGraph_t = cudaGraph_t;
+using gpuGraphExec_t = cudaGraphExec_t;
+#define gpuStreamBeginCapture cudaStreamBeginCapture
+#define gpuStreamCaptureModeThreadLocal cudaStreamCaptureModeThreadLocal
+#define gpuStreamEndCapture cudaStreamEndCapture
+#define gpuGraphInstantiate(exec, g) cudaGraphInstantiate((exec), (g), 0)
+#define gpuGraphLaunch cudaGraphLaunch
+#define gpuGraphExecDestroy cudaGraphExecDestroy
+#define gpuGraphDestroy cudaGraphDestroy
 #endif
+
+#include "kernels/cuda/recorder.h"
 
 // HIP-CPU's __forceinline__ is empty without NDEBUG; device functions defined in headers
 // must stay inline there too, or two sources including one header do not link.
@@ -126,15 +150,34 @@ STRATA_DEV void spin_pause() {
 
 namespace strata::gpu {
 
-// Every launch goes through here (no <<<>>> at call sites), so the same kernel sources
-// build for CUDA, for HIP and for a CPU HIP runtime.
+// The launch itself: <<<>>> lives here alone.
 template <typename... KArgs, typename... Args>
-inline void launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, gpuStream_t stream, Args&&... args) {
+inline void issue_kernel(void (*kernel)(KArgs...), dim3 grid, dim3 block, gpuStream_t stream, Args&&... args) {
 #if defined(STRATA_GPU_HIP)
     hipLaunchKernelGGL(kernel, grid, block, 0, stream, static_cast<KArgs>(std::forward<Args>(args))...);
 #else
     kernel<<<grid, block, 0, stream>>>(static_cast<KArgs>(std::forward<Args>(args))...);
 #endif
+}
+
+// Every launch goes through here (no <<<>>> at call sites), so the same kernel sources
+// build for CUDA, for HIP and for a CPU HIP runtime, and a stream's recorder (recorder.h)
+// sees every launch: it keeps the arguments by value and issues the launch later.
+template <typename... KArgs, typename... Args>
+inline void launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, gpuStream_t stream, Args&&... args) {
+    Recorder* r = recorder_of(stream);
+    if (!r) {
+        issue_kernel(kernel, grid, block, stream, std::forward<Args>(args)...);
+        return;
+    }
+    std::tuple<std::remove_cv_t<KArgs>...> a{static_cast<KArgs>(std::forward<Args>(args))...};
+    r->key_of(reinterpret_cast<uintptr_t>(kernel));
+    const uint32_t shape[6] = {grid.x, grid.y, grid.z, block.x, block.y, block.z};
+    r->key_of(shape);
+    std::apply([r](const auto&... v) { (r->key_of(v), ...); }, a);
+    r->add([kernel, grid, block, a](gpuStream_t s) {
+        std::apply([&](const auto&... v) { issue_kernel(kernel, grid, block, s, v...); }, a);
+    });
 }
 
 // Sum over the lanes of one warp (every lane gets it), warp-size generic.

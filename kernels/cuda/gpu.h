@@ -6,6 +6,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "engine/quant/types.h"
@@ -45,6 +46,26 @@ void check_launch(const char* what);       // the last launch's error, if any
 // The current device's read bandwidth in GB/s: the best of reps reads of a `bytes` buffer.
 double read_bandwidth_gbs(size_t bytes, int reps);
 
+// --- graphs (graph.cu) ---
+// While a stream's Graphs object is attached on a thread, that thread's launches, copies
+// and memsets on the stream are collected, not issued; graphs_flush issues them: as the
+// replay of a graph captured for the very same work (every kernel, grid and argument
+// byte, every copy's addresses), by capturing them (the second time the same work comes),
+// or one by one. Any other call on the stream (sync, event, wait) flushes first, and so
+// does dev_free. on_flush runs after each flush that issued something. Copies that touch
+// pageable host memory must not be collected (graphs_flush, then copy).
+class Graphs;
+struct GraphStats {
+    int64_t direct = 0, captured = 0, replayed = 0;  // flushes of each kind
+    int64_t refused = 0;                             // captures the runtime refused
+};
+Graphs* graphs_create(Stream s, std::function<void()> on_flush);
+void graphs_destroy(Graphs* g);
+void graphs_attach(Graphs* g);  // null: this thread issues at once
+bool graphs_recording(const Graphs* g);  // attached on this thread
+void graphs_flush(Graphs* g);
+GraphStats graphs_stats(const Graphs* g);
+
 // The IQ codebooks on the current device (made once per device).
 struct IqTables {
     const uint64_t* iq2xxs;
@@ -64,12 +85,16 @@ struct Rows {
 };
 
 // A weight: n_out rows of n_in values of `type`, row r at data + r * stride bytes.
+// Kernel arguments have no padding (explicit fields instead): a launch's bytes are its
+// key in a graph (recorder.h), and padding bytes are whatever the copy left there.
 struct Weight {
     GgmlType type;
+    uint32_t unused = 0;
     const uint8_t* data;
     int64_t n_in, n_out;
     size_t stride;
 };
+static_assert(sizeof(Weight) == 40, "no padding in kernel arguments");
 bool supports(GgmlType type);  // matmul and get_rows
 
 // --- rows and elementwise (elementwise.cu) ---
@@ -116,17 +141,20 @@ void matmul_ids_q(GgmlType type, const uint8_t* const* w, int64_t n_in, int64_t 
                   const int32_t* ids, int64_t div, const ActQ& x, Rows y, const IqTables& tab, Stream s);
 
 // --- attention (attention.cu) ---
-// The rows of up to kMaxSeqs sequences of a window, with their KV cache heads.
+// The rows of up to kMaxSeqs sequences of a window, with their KV cache heads. The
+// sequences' first positions are device memory (pos0[i] for s[i]), so that the
+// arguments of a decode step are the same at every position (a graph's replay).
 inline constexpr int kMaxSeqs = 8;
 struct SeqRows {
-    int64_t pos0, row0, n;
+    int64_t row0, n;
     uint8_t* k;  // layer's K head 0 at position 0; head h at k + h * k_head, position p at + p * k_pos
     uint8_t* v;
     int64_t k_head, v_head, k_pos, v_pos;  // bytes
 };
 struct SeqTable {
-    int n = 0;
-    SeqRows s[kMaxSeqs];
+    int64_t n = 0;
+    const int64_t* pos0 = nullptr;  // device: n positions
+    SeqRows s[kMaxSeqs] = {};
 };
 struct RopeSet {
     float* x;
@@ -134,15 +162,18 @@ struct RopeSet {
     const float* norm;
 };
 inline constexpr int kMaxRopeSets = 4;
-struct RopeArgs {
-    int n_sets;
+struct RopeArgs {  // no padding (see Weight)
+    int64_t n_sets;
     RopeSet set[kMaxRopeSets];
     int64_t head_dim, n_rot;
-    bool neox;
+    int32_t neox;
     float eps, freq_base, freq_scale;
     const float* freq_factors;  // n_rot / 2 divisors, or null
     float ext_factor, corr_low, corr_high, mscale;  // YaRN (engine/backend/ops.h RopeParams)
 };
+static_assert(sizeof(RopeArgs) == 224, "no padding in kernel arguments");
+static_assert(sizeof(SeqTable) == 16 + kMaxSeqs * sizeof(SeqRows) && sizeof(SeqRows) == 64,
+              "no padding in kernel arguments");
 void norm_rope(const SeqTable& seqs, const RopeArgs& a, Stream s);
 void kv_store(const SeqTable& seqs, GgmlType type, int64_t n_head_kv, int64_t hd, int64_t hdv, Rows k, Rows v,
               Stream s);
@@ -150,7 +181,8 @@ void kv_store(const SeqTable& seqs, GgmlType type, int64_t n_head_kv, int64_t hd
 // positions' parts of a flash-decoding split).
 inline constexpr int kAttnMaxSplit = 32;
 size_t attention_scratch_floats(int64_t rows, int64_t n_head, int64_t hdv);
-void attention(const SeqTable& seqs, GgmlType type, int64_t n_head, int64_t n_head_kv, int64_t hd, int64_t hdv,
+// max_pos: the largest pos0 + n of the table (the host's copy of the positions).
+void attention(const SeqTable& seqs, int64_t max_pos, GgmlType type, int64_t n_head, int64_t n_head_kv, int64_t hd, int64_t hdv,
                Rows q, int64_t head_stride, bool gated, Rows out, float* scratch, Stream s);
 
 // --- Gated DeltaNet (gdn.cu) ---
@@ -161,16 +193,17 @@ void gdn_recurrent(int64_t nk, int64_t nv, int64_t dk, int64_t dv, bool tiled, R
 // --- hand-off (handoff.cu; engine/backend/handoff.h holds the words) ---
 inline constexpr uint64_t kHandoffAbort = ~uint64_t{0};
 // x's rows into payload (host-mapped), then the last block raises *ready (host-mapped)
-// after a system-scope fence: to window, unless drop; to kHandoffAbort when *failed (a
+// after a system-scope fence: to *window (device memory, so that the launch is the same
+// in every window), unless drop; to kHandoffAbort when *failed (a
 // device word of handoff_wait, or null) says this stage's own hand-in failed. counter: a
 // device int, 0 between calls.
-void handoff_publish(Rows x, float* payload, uint64_t* ready, uint64_t window, bool drop, unsigned* counter,
+void handoff_publish(Rows x, float* payload, uint64_t* ready, const uint64_t* window, bool drop, unsigned* counter,
                      const unsigned* failed, Stream s);
-// The reading stage's first kernels: wait on the device until *ready is window (or the
+// The reading stage's first kernels: wait on the device until *ready is *window (or the
 // abort value, or timeout_ms of the device's clock pass; 0 = no limit), then x = the
 // payload's rows. A failed wait sets *err (host-mapped) to 1 (timed out) or 2 (aborted)
 // and *failed (device) nonzero, and leaves x as it is.
-void handoff_wait(const uint64_t* ready, uint32_t* err, uint64_t window, int64_t timeout_ms, const float* payload,
+void handoff_wait(const uint64_t* ready, uint32_t* err, const uint64_t* window, int64_t timeout_ms, const float* payload,
                   Rows x, unsigned* failed, Stream s);
 
 }  // namespace strata::gpu

@@ -17,7 +17,7 @@ namespace {
 
 constexpr int kThreads = 128;
 
-__global__ void publish_k(Rows x, float* payload, uint64_t* ready, uint64_t window, bool drop, unsigned* counter,
+__global__ void publish_k(Rows x, float* payload, uint64_t* ready, const uint64_t* window, bool drop, unsigned* counter,
                           const unsigned* failed) {
     const int64_t n = x.cols * x.rows;
     for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
@@ -34,15 +34,16 @@ __global__ void publish_k(Rows x, float* payload, uint64_t* ready, uint64_t wind
             __threadfence_system();
             const bool hand_in_failed = failed != nullptr && *static_cast<const volatile unsigned*>(failed) != 0;
             if (hand_in_failed) *static_cast<volatile uint64_t*>(ready) = kHandoffAbort;
-            else if (!drop) *static_cast<volatile uint64_t*>(ready) = window;
+            else if (!drop) *static_cast<volatile uint64_t*>(ready) = *window;
         }
     }
 }
 
 // One block: thread 0 spins. The error word and the flag say why it stopped (0: ready).
-__global__ void wait_k(const uint64_t* ready, uint32_t* err, uint64_t window, uint64_t timeout_ns, unsigned* failed) {
+__global__ void wait_k(const uint64_t* ready, uint32_t* err, const uint64_t* window_at, uint64_t timeout_ns,
+                       unsigned* failed) {
     if (threadIdx.x != 0) return;
-    const uint64_t t0 = device_ns();
+    const uint64_t t0 = device_ns(), window = *window_at;
     unsigned why = 0;
     for (;;) {
         const uint64_t r = *static_cast<const volatile uint64_t*>(ready);
@@ -73,7 +74,7 @@ __global__ void take_k(Rows payload, Rows x, const unsigned* failed) {
 
 }  // namespace
 
-void handoff_wait(const uint64_t* ready, uint32_t* err, uint64_t window, int64_t timeout_ms, const float* payload,
+void handoff_wait(const uint64_t* ready, uint32_t* err, const uint64_t* window, int64_t timeout_ms, const float* payload,
                   Rows x, unsigned* failed, Stream s) {
     const auto st = static_cast<gpuStream_t>(s);
     launch(wait_k, dim3(1), dim3(32), st, ready, err, window,
@@ -85,7 +86,7 @@ void handoff_wait(const uint64_t* ready, uint32_t* err, uint64_t window, int64_t
     check_launch("handoff_wait");
 }
 
-void handoff_publish(Rows x, float* payload, uint64_t* ready, uint64_t window, bool drop, unsigned* counter,
+void handoff_publish(Rows x, float* payload, uint64_t* ready, const uint64_t* window, bool drop, unsigned* counter,
                      const unsigned* failed, Stream s) {
     const int64_t n = x.cols * x.rows;
     const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(64, std::max<int64_t>(1, (n + kThreads - 1) / kThreads)));

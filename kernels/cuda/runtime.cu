@@ -13,6 +13,10 @@ void check(gpuError_t e, const char* what) {
 }
 }  // namespace
 
+// graph.cu: what a recorder holds for s (or this thread's) is issued first.
+void settle(Stream s);
+void settle_thread();
+
 const char* backend_name() {
 #if defined(STRATA_GPU_HIP)
     return "hip";
@@ -99,7 +103,10 @@ Stream stream_create() {
 
 void stream_destroy(Stream s) { (void)gpuStreamDestroy(static_cast<gpuStream_t>(s)); }
 
-void stream_sync(Stream s) { check(gpuStreamSynchronize(static_cast<gpuStream_t>(s)), "stream synchronize"); }
+void stream_sync(Stream s) {
+    settle(s);
+    check(gpuStreamSynchronize(static_cast<gpuStream_t>(s)), "stream synchronize");
+}
 
 Event event_create() {
     gpuEvent_t e{};
@@ -110,12 +117,14 @@ Event event_create() {
 void event_destroy(Event e) { (void)gpuEventDestroy(static_cast<gpuEvent_t>(e)); }
 
 void event_record(Event e, Stream s) {
+    settle(s);
     check(gpuEventRecord(static_cast<gpuEvent_t>(e), static_cast<gpuStream_t>(s)), "event record");
 }
 
 void event_sync(Event e) { check(gpuEventSynchronize(static_cast<gpuEvent_t>(e)), "event synchronize"); }
 
 void stream_wait(Stream s, Event e) {
+    settle(s);
 #if defined(STRATA_HIP_CPU)
     // HIP-CPU's hipStreamWaitEvent across streams hangs; its streams run one after
     // another anyway, so the host waiting here orders the same work.
@@ -140,6 +149,7 @@ void* dev_alloc(size_t bytes) {
 
 void dev_free(void* p) {
     if (!p) return;
+    settle_thread();  // collected work may still use it
     void* raw;
     std::memcpy(&raw, static_cast<uint8_t*>(p) - sizeof(void*), sizeof(void*));
     (void)gpuFree(raw);
@@ -155,7 +165,10 @@ void* dev_alloc(size_t bytes) {
     return p;
 }
 
-void dev_free(void* p) { (void)gpuFree(p); }
+void dev_free(void* p) {
+    settle_thread();  // collected work may still use it
+    (void)gpuFree(p);
+}
 #endif
 
 void* host_alloc_mapped(size_t bytes) {
@@ -172,12 +185,26 @@ void* host_alloc_mapped(size_t bytes) {
 void host_free(void* p) { (void)gpuFreeHost(p); }
 
 void memset_async(void* p, int v, size_t bytes, Stream s) {
-    check(gpuMemsetAsync(p, v, bytes, static_cast<gpuStream_t>(s)), "memset");
+    const auto st = static_cast<gpuStream_t>(s);
+    if (Recorder* r = recorder_of(st)) {
+        const uint64_t k[4] = {1, reinterpret_cast<uintptr_t>(p), static_cast<uint64_t>(v), bytes};
+        r->key_of(k);
+        r->add([p, v, bytes](gpuStream_t x) { check(gpuMemsetAsync(p, v, bytes, x), "memset"); });
+        return;
+    }
+    check(gpuMemsetAsync(p, v, bytes, st), "memset");
 }
 
 void copy_async(void* dst, const void* src, size_t bytes, Stream s) {
     if (bytes == 0) return;
-    check(gpuMemcpyAsync(dst, src, bytes, gpuMemcpyDefault, static_cast<gpuStream_t>(s)), "copy");
+    const auto st = static_cast<gpuStream_t>(s);
+    if (Recorder* r = recorder_of(st)) {
+        const uint64_t k[4] = {2, reinterpret_cast<uintptr_t>(dst), reinterpret_cast<uintptr_t>(src), bytes};
+        r->key_of(k);
+        r->add([dst, src, bytes](gpuStream_t x) { check(gpuMemcpyAsync(dst, src, bytes, gpuMemcpyDefault, x), "copy"); });
+        return;
+    }
+    check(gpuMemcpyAsync(dst, src, bytes, gpuMemcpyDefault, st), "copy");
 }
 
 void check_launch(const char* what) { check(gpuGetLastError(), what); }

@@ -120,7 +120,7 @@ void check_matmul(GgmlType type, const IqTables& tab) {
     float* dy1 = upload(std::vector<float>(static_cast<size_t>(n_out), 0.0f));
     void* scratch = nullptr;
     GPU_REQUIRE(gpuMalloc(&scratch, act_q_bytes(n_in, rows)));
-    const Weight w{type, dw, n_in, n_out, rb};
+    const Weight w{type, 0, dw, n_in, n_out, rb};
     matmul_q(w, quantize_act({dx, n_in, rows, n_in}, scratch, nullptr), {dy, n_out, rows, n_out}, tab, nullptr);
     const std::vector<float> y = download(dy, zeros.size());
     // The last row alone (a decode step) equals that row of the many-row call.
