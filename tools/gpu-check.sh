@@ -10,12 +10,15 @@
 # gpu-report.md) and prints it.
 #
 #   bash tools/gpu-check.sh [REPORT]      (CUDA_ARCH=90 by default; STRATA_JOBS=16)
+#   STRATA_BUNDLE=.gpu-bundle bash tools/gpu-check.sh [REPORT]
+#       with the binaries tools/gpu-bundle.sh built elsewhere (a lent machine without
+#       Strata's libraries or a network cannot build): no build step here.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 report=${1:-gpu-report.md}
 arch=${CUDA_ARCH:-90}
 jobs=${STRATA_JOBS:-$(nproc)}
-b=build-gpu
+b=${STRATA_BUNDLE:-build-gpu}
 : > "$report"
 say() { printf '%s\n' "$*" | tee -a "$report"; }
 step() {  # name, command...: runs it, reports pass/fail and its last lines
@@ -30,9 +33,15 @@ step() {  # name, command...: runs it, reports pass/fail and its last lines
 say "# GPU check, $(date -u +%F)"
 say ""
 say "$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1 | head -2)"
-command -v cmake >/dev/null || apt-get install -y -qq cmake g++ >/dev/null 2>&1
-step "configure + build (sm_$arch)" bash -c "cmake -S . -B $b -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=$arch >/dev/null &&
-    cmake --build $b -j$jobs --target strata strata_tests strata_gpu_tests decode" || exit 1
+if [ -n "${STRATA_BUNDLE:-}" ]; then
+    export LD_LIBRARY_PATH="$b/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    say "binaries of tools/gpu-bundle.sh, commit $(tr '\n' ' ' <"$b/COMMIT" 2>/dev/null)"
+    step "bundle runs" "$b/bin/strata" devices || exit 1
+else
+    command -v cmake >/dev/null || apt-get install -y -qq cmake g++ >/dev/null 2>&1
+    step "configure + build (sm_$arch)" bash -c "cmake -S . -B $b -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=$arch >/dev/null &&
+        cmake --build $b -j$jobs --target strata strata_tests strata_gpu_tests decode" || exit 1
+fi
 tmp=$(mktemp -d)
 # Qwen3-Next-80B-A3B's own shapes (512 experts, top-10, 151936 rows of head), four of its
 # 48 layers (three Gated DeltaNet, one attention: its 3:1 pattern): ~3.5 GB at q4_K. Its

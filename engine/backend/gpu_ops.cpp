@@ -47,11 +47,11 @@ GpuOps::GpuOps(int device, bool graphs) : dev_(device) {
 
 GpuOps::~GpuOps() {
     bind();
-    gpu::graphs_destroy(graphs_);  // after item_end: nothing collected is left
     try {
         gpu::stream_sync(stream_);
     } catch (...) {  // a failed kernel was reported where it ran; free regardless
     }
+    gpu::graphs_destroy(graphs_);  // none runs now (and item_end left nothing collected)
     for (auto& [t, e] : copies_) gpu::event_destroy(e);
     for (gpu::Event e : stage_done_) gpu::event_destroy(e);
     if (copy_stream_) {
