@@ -186,11 +186,13 @@ TEST_CASE("server: models, health, metrics, tokenize, detokenize", "[server]") {
     for (const char* series : {"strata_requests_total{status=\"200\"}", "strata_generated_tokens_total",
                                "strata_prompt_tokens_total", "strata_queue_depth", "strata_engine_restarts_total",
                                "strata_time_to_first_token_seconds_count", "strata_engine_tokens_per_second",
-                               "strata_spec_accepted_tokens_total", "strata_handoff_timeouts_total"}) {
+                               "strata_spec_accepted_tokens_total", "strata_handoff_timeouts_total",
+                               "strata_gpu_graph_replays_total"}) {
         INFO(series);
         CHECK(metric(met.body, series) >= 0);
     }
     CHECK(metric(met.body, "strata_generated_tokens_total") == 3);
+    CHECK(metric(met.body, "strata_gpu_graph_replays_total") == 0);  // a CPU device has no graphs
 }
 
 TEST_CASE("server: errors are OpenAI JSON with the right status", "[server]") {
