@@ -6,12 +6,14 @@
 // block. One digit alone costs ~0.5% per product; the second brings it to ~0.005% for one
 // more dp4a per four values, which a kernel bound by reading the weights does not notice.
 //
-// Weights: one warp per output row, its lanes taking the row's 16-value units in turn
-// (unit u is lane u % warpSize), each decoded once (int_decode.cuh) for up to kRows (or
-// kPromptRows) rows of x; then the lanes' partial sums are added in a fixed tree. A row
-// of x is summed in the same order whatever rows share the launch, so one row of a
-// many-row call equals that row alone (the GPU's greedy determinism across decode,
-// verify and prompt windows).
+// Weights: one warp per output row (kOuts rows for prompts), its lanes taking the row's
+// 16-value units in turn (unit u is lane u % warpSize), each decoded once
+// (int_decode.cuh) for up to kRows (or kPromptRows) rows of x; then the lanes' partial
+// sums are added in a fixed tree. A prompt's warp reads each unit of x once for its
+// kOuts output rows (the loads, not the integer products, bound a many-row call). An
+// output of a row of x is summed in the same order whatever rows and outputs share the
+// warp or the launch, so one row of a many-row call equals that row alone (the GPU's
+// greedy determinism across decode, verify and prompt windows).
 #include "engine/core/error.h"
 #include "kernels/cuda/compat.h"
 #include "kernels/cuda/dispatch.h"
@@ -24,8 +26,11 @@ namespace {
 
 constexpr int kThreads = 128;
 // Rows of x per weight pass: a verify window of 1 + K <= 8 reads the weights once; a
-// prompt 32 rows at a time. A row's arithmetic is the same in both (acc[r] alone).
-constexpr int kRows = 8, kPromptRows = 32;
+// prompt 16 rows at a time, for kOuts output rows per warp (32 accumulators per lane, as
+// 32 rows of one output had: more overflowed HIP-CPU's 7 KiB fiber stacks, and what a
+// real GPU prefers is for a card to measure). A row's arithmetic is the same in all
+// (acc[o][r] alone).
+constexpr int kRows = 8, kPromptRows = 16, kOuts = 2;
 
 // a . b over four int8 lanes, plus c.
 STRATA_DEV int dot4(uint32_t a, uint32_t b, int c) {
@@ -70,55 +75,72 @@ __global__ void quantize_act_k(Rows x, ActQ a) {
     a.d[t * nb + b] = step * (1.0f / 128.0f);
 }
 
-// Unit u (values 16u .. 16u + 15) of weight row w against rows t0 .. t0 + nr - 1 of x (nr <= R).
-template <GgmlType T, int R>
-STRATA_DEV void unit_dot(const uint8_t* w, int64_t u, const ActQ& x, int64_t t0, int nr, float* acc,
-                         const IqTables& tab) {
+// Unit u (values 16u .. 16u + 15) of weight rows w[0 .. no - 1] against rows t0 .. t0 + nr - 1
+// of x (no <= O, nr <= R): acc[o][r] += that product. The x digits of a row are loaded once
+// for the O weight rows; each (o, r) takes the same operations as with O = 1.
+template <GgmlType T, int R, int O>
+STRATA_DEV void unit_dot(const uint8_t* const* w, int no, int64_t u, const ActQ& x, int64_t t0, int nr,
+                         float (*acc)[R], const IqTables& tab) {
     constexpr int per_block = BlockInfo<T>::values / 32;
     const int64_t c = u / 2;  // the 32-value chunk
-    uint32_t wq[4];
-    float ws, wm;
-    decode16<T>(w + (c / per_block) * BlockInfo<T>::bytes, static_cast<int>(c % per_block), static_cast<int>(u % 2),
-                wq, &ws, &wm, tab);
+    uint32_t wq[O][4];
+    float ws[O], wm[O];
+    for (int o = 0; o < O; ++o) {
+        if (o >= no) break;
+        decode16<T>(w[o] + (c / per_block) * BlockInfo<T>::bytes, static_cast<int>(c % per_block),
+                    static_cast<int>(u % 2), wq[o], &ws[o], &wm[o], tab);
+    }
     const int64_t nb = x.n / 32;
     for (int r = 0; r < R; ++r) {
         if (r >= nr) break;
         const auto* xq = reinterpret_cast<const uint32_t*>(x.q + (t0 + r) * x.n + 16 * u);
         const auto* xr = reinterpret_cast<const uint32_t*>(x.r + (t0 + r) * x.n + 16 * u);
-        int pq = 0, pr = 0;
-        for (int k = 0; k < 4; ++k) {
-            pq = dot4(wq[k], xq[k], pq);
-            pr = dot4(wq[k], xr[k], pr);
-        }
-        // Explicit fmaf: the same roundings in every instantiation, whatever a compiler
-        // would contract.
-        float f = ws * static_cast<float>(128 * pq + pr);
+        uint32_t q[4], rr[4];
+        for (int k = 0; k < 4; ++k) q[k] = xq[k], rr[k] = xr[k];
+        int sq = 0, sr = 0;
         if constexpr (kHasMin<T>) {
-            int sq = 0, sr = 0;
             for (int k = 0; k < 4; ++k) {
-                sq = dot4(0x01010101u, xq[k], sq);
-                sr = dot4(0x01010101u, xr[k], sr);
+                sq = dot4(0x01010101u, q[k], sq);
+                sr = dot4(0x01010101u, rr[k], sr);
             }
-            f = fmaf(-wm, static_cast<float>(128 * sq + sr), f);
         }
-        acc[r] = fmaf(x.d[(t0 + r) * nb + c], f, acc[r]);
+        const float d = x.d[(t0 + r) * nb + c];
+        for (int o = 0; o < O; ++o) {
+            if (o >= no) break;
+            int pq = 0, pr = 0;
+            for (int k = 0; k < 4; ++k) {
+                pq = dot4(wq[o][k], q[k], pq);
+                pr = dot4(wq[o][k], rr[k], pr);
+            }
+            // Explicit fmaf: the same roundings in every instantiation, whatever a compiler
+            // would contract.
+            float f = ws[o] * static_cast<float>(128 * pq + pr);
+            if constexpr (kHasMin<T>) f = fmaf(-wm[o], static_cast<float>(128 * sq + sr), f);
+            acc[o][r] = fmaf(d, f, acc[o][r]);
+        }
     }
 }
 
-template <GgmlType T, int R>
+// O output rows per warp (the last warp may have fewer), R rows of x per block row.
+template <GgmlType T, int R, int O>
 __global__ void matmul_q_k(Weight w, ActQ x, Rows y, IqTables tab) {
     const int lane = static_cast<int>(threadIdx.x) % warpSize;
-    const int64_t o = static_cast<int64_t>(blockIdx.x) * (blockDim.x / warpSize) + threadIdx.x / warpSize;
-    if (o >= w.n_out) return;  // the whole warp
+    const int64_t o0 = (static_cast<int64_t>(blockIdx.x) * (blockDim.x / warpSize) + threadIdx.x / warpSize) * O;
+    if (o0 >= w.n_out) return;  // the whole warp
+    const int no = static_cast<int>(w.n_out - o0 < O ? w.n_out - o0 : O);
     const int64_t t0 = static_cast<int64_t>(blockIdx.y) * R;
     const int nr = static_cast<int>(x.rows - t0 < R ? x.rows - t0 : R);
-    const uint8_t* row = w.data + o * w.stride;
-    float acc[R] = {};
-    for (int64_t u = lane; u < w.n_in / 16; u += warpSize) unit_dot<T, R>(row, u, x, t0, nr, acc, tab);
-    for (int r = 0; r < R; ++r) {
-        if (r >= nr) break;
-        const float s = warp_sum(acc[r]);
-        if (lane == 0) y.p[(t0 + r) * y.ld + o] = s;
+    const uint8_t* rows[O];
+    for (int o = 0; o < O; ++o) rows[o] = w.data + (o0 + (o < no ? o : 0)) * w.stride;
+    float acc[O][R] = {};
+    for (int64_t u = lane; u < w.n_in / 16; u += warpSize) unit_dot<T, R, O>(rows, no, u, x, t0, nr, acc, tab);
+    for (int o = 0; o < O; ++o) {
+        if (o >= no) break;
+        for (int r = 0; r < R; ++r) {
+            if (r >= nr) break;
+            const float s = warp_sum(acc[o][r]);
+            if (lane == 0) y.p[(t0 + r) * y.ld + o0 + o] = s;
+        }
     }
 }
 
@@ -131,17 +153,18 @@ __global__ void matmul_ids_q_k(const uint8_t* const* w, int64_t n_in, int64_t n_
     if (o >= n_out) return;
     const uint8_t* we = w[ids[i]];
     if (we == nullptr) return;  // an expert computed elsewhere: its row of y stays as it is
-    float acc[1] = {};
-    for (int64_t u = lane; u < n_in / 16; u += warpSize) unit_dot<T, 1>(we + o * stride, u, x, i / div, 1, acc, tab);
-    const float s = warp_sum(acc[0]);
+    const uint8_t* row[1] = {we + o * stride};
+    float acc[1][1] = {};
+    for (int64_t u = lane; u < n_in / 16; u += warpSize) unit_dot<T, 1, 1>(row, 1, u, x, i / div, 1, acc, tab);
+    const float s = warp_sum(acc[0][0]);
     if (lane == 0) y.p[i * y.ld + o] = s;
 }
 
 gpuStream_t st(Stream s) { return static_cast<gpuStream_t>(s); }
 
-// Output rows per block: one per warp.
-unsigned out_blocks(int64_t n_out) {
-    const int64_t per = kThreads / warp_size();
+// Blocks for n_out output rows, `outs` per warp.
+unsigned out_blocks(int64_t n_out, int outs = 1) {
+    const int64_t per = kThreads / warp_size() * outs;
     return static_cast<unsigned>((n_out + per - 1) / per);
 }
 
@@ -171,11 +194,12 @@ void matmul_q(const Weight& w, const ActQ& x, Rows y, const IqTables& tab, Strea
     if (x.rows == 0 || w.n_out == 0) return;
     STRATA_CHECK(((reinterpret_cast<uintptr_t>(w.data) | w.stride) & 1) == 0 && w.n_in == x.n,
                  "matmul_q: a weight at an odd address or of another width");
-    const int rows = x.rows > kRows ? kPromptRows : kRows;
-    const dim3 grid(out_blocks(w.n_out), static_cast<unsigned>((x.rows + rows - 1) / rows));
+    const bool prompt = x.rows > kRows;
+    const int rows = prompt ? kPromptRows : kRows, outs = prompt ? kOuts : 1;
+    const dim3 grid(out_blocks(w.n_out, outs), static_cast<unsigned>((x.rows + rows - 1) / rows));
     const bool ok = dispatch_quant(w.type, [&]<GgmlType T>() {
-        if (rows == kRows) launch(matmul_q_k<T, kRows>, grid, dim3(kThreads), st(s), w, x, y, tab);
-        else launch(matmul_q_k<T, kPromptRows>, grid, dim3(kThreads), st(s), w, x, y, tab);
+        if (prompt) launch(matmul_q_k<T, kPromptRows, kOuts>, grid, dim3(kThreads), st(s), w, x, y, tab);
+        else launch(matmul_q_k<T, kRows, 1>, grid, dim3(kThreads), st(s), w, x, y, tab);
     });
     if (!ok) fail("matmul: weight type {} has no integer GPU kernel", type_info(w.type).name);
     check_launch("matmul_q");
