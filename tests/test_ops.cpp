@@ -720,6 +720,16 @@ struct Harness {
             }
             close(routed, want, 3e-2, 1e-3, &mag);  // two quantized products in a row
             EXPECT(routed == routed1);
+            if (T > 1) {
+                // The last token alone (a decode step) gives its rows of the window bit for
+                // bit, though a window of many rows takes the experts one at a time.
+                const Ids last(ids.end() - k, ids.end());
+                const Floats h_last(h.end() - E, h.end());
+                const Tensor alone_t = m.zeros(E, k);
+                ops.moe_experts(gv, uv, dv, m.in_ids(last), k, m.in(h_last, E, 1), alone_t);
+                const Floats alone = m.out(alone_t);
+                EXPECT(alone == Floats(routed.end() - k * E, routed.end()));
+            }
             {
                 // Experts with null views are computed elsewhere: their rows keep what they
                 // hold (here the sentinel), the others are the same bits as before.

@@ -142,7 +142,10 @@ int64_t GpuOps::scratch_bytes(const WindowShape& w) const {
     const int64_t attn =
         w.n_head > 0 ? static_cast<int64_t>(gpu::attention_scratch_floats(w.rows, w.n_head, w.head_dim_v) * sizeof(float))
                      : 0;
-    return experts + act + attn;
+    const int64_t groups = w.expert_rows > kGroupRows
+                               ? static_cast<int64_t>(gpu::expert_groups_ints(w.n_expert, w.expert_rows) * sizeof(int32_t))
+                               : 0;
+    return experts + act + attn + groups;
 }
 
 float* GpuOps::scratch(size_t i, size_t floats) {
@@ -540,12 +543,24 @@ void GpuOps::moe_experts(std::span<const MatView> gate, std::span<const MatView>
     // type takes integer dot products.
     gpu::ActQ xq{};
     const float* xq_of = nullptr;  // the rows xq holds
+    // A window of many rows (a prompt) takes the experts one at a time: the rows grouped
+    // by expert once, on the device, for the three products.
+    std::optional<gpu::ExpertGroups> groups;
+    if (n > kGroupRows && gpu::int_dot(gate[0].type)) {
+        const size_t ints = gpu::expert_groups_ints(static_cast<int64_t>(gate.size()), n);
+        auto* scr = reinterpret_cast<int32_t*>(scratch(kGroupSlot, ints));
+        groups = gpu::group_ids(ids, n, static_cast<int64_t>(gate.size()), scr, stream_);
+    }
     const auto product = [&](std::span<const MatView> w, int64_t div, gpu::Rows x, gpu::Rows y) {
         const MatView& w0 = w[0];
         if (gpu::int_dot(w0.type)) {
             if (xq_of != x.p) xq = quantized(x, kActSlot), xq_of = x.p;
-            gpu::matmul_ids_q(w0.type, expert_table(w), w0.n_in, w0.n_out, w0.row_stride, ids, div, xq, y, tab_,
-                              stream_);
+            if (groups)
+                gpu::matmul_grouped_q(w0.type, expert_table(w), w0.n_in, w0.n_out, w0.row_stride, *groups, div, xq, y,
+                                      tab_, stream_);
+            else
+                gpu::matmul_ids_q(w0.type, expert_table(w), w0.n_in, w0.n_out, w0.row_stride, ids, div, xq, y, tab_,
+                                  stream_);
         } else
             gpu::matmul_ids(w0.type, expert_table(w), w0.n_in, w0.n_out, w0.row_stride, ids, div, x, y, tab_, stream_);
     };

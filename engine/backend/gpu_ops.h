@@ -108,6 +108,10 @@ private:
     gpu::ActQ quantized(gpu::Rows x, size_t slot);
     static constexpr size_t kActSlot = 2;  // 0 and 1: moe_experts' gate and up rows
     static constexpr size_t kAttnSlot = 3;  // attention's partial sums
+    static constexpr size_t kGroupSlot = 4;  // moe_experts' rows by expert (ints)
+    // A window with more expert rows than this takes the experts one at a time (each
+    // expert's weights read once for its rows); fewer (a decode step) row by row.
+    static constexpr int64_t kGroupRows = 8;
     // The device's table of each expert's weight rows, made once per expert list.
     const uint8_t* const* expert_table(std::span<const MatView> w);
 

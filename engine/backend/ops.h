@@ -57,7 +57,7 @@ struct AttnDims {
 // per token) and their width, the attention heads.
 struct WindowShape {
     int64_t rows = 1, max_in = 0;
-    int64_t expert_rows = 0, expert_ff = 0;
+    int64_t expert_rows = 0, expert_ff = 0, n_expert = 0;
     int64_t n_head = 0, head_dim_v = 0;
 };
 

@@ -139,6 +139,19 @@ ActQ quantize_act(Rows x, void* scratch, Stream s);  // x.cols a multiple of 32
 void matmul_q(const Weight& w, const ActQ& x, Rows y, const IqTables& tab, Stream s);
 void matmul_ids_q(GgmlType type, const uint8_t* const* w, int64_t n_in, int64_t n_out, size_t stride,
                   const int32_t* ids, int64_t div, const ActQ& x, Rows y, const IqTables& tab, Stream s);
+// The rows of ids (n of them) by expert, for matmul_grouped_q: made on the device in
+// scratch (expert_groups_ints(n_expert, n) ints of device memory).
+struct ExpertGroups {
+    int32_t* offsets;  // n_expert + 1: expert e's rows are order[offsets[e] .. offsets[e + 1])
+    int32_t* order;    // n row indices
+    int64_t n_expert;
+};
+size_t expert_groups_ints(int64_t n_expert, int64_t n);
+ExpertGroups group_ids(const int32_t* ids, int64_t n, int64_t n_expert, int32_t* scratch, Stream s);
+// matmul_ids_q taken expert by expert (each expert's weights read once for all its rows),
+// with the same results for every row.
+void matmul_grouped_q(GgmlType type, const uint8_t* const* w, int64_t n_in, int64_t n_out, size_t stride,
+                      const ExpertGroups& g, int64_t div, const ActQ& x, Rows y, const IqTables& tab, Stream s);
 
 // --- attention (attention.cu) ---
 // The rows of up to kMaxSeqs sequences of a window, with their KV cache heads. The

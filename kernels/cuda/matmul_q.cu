@@ -75,11 +75,12 @@ __global__ void quantize_act_k(Rows x, ActQ a) {
     a.d[t * nb + b] = step * (1.0f / 128.0f);
 }
 
-// Unit u (values 16u .. 16u + 15) of weight rows w[0 .. no - 1] against rows t0 .. t0 + nr - 1
-// of x (no <= O, nr <= R): acc[o][r] += that product. The x digits of a row are loaded once
-// for the O weight rows; each (o, r) takes the same operations as with O = 1.
-template <GgmlType T, int R, int O>
-STRATA_DEV void unit_dot(const uint8_t* const* w, int no, int64_t u, const ActQ& x, int64_t t0, int nr,
+// Unit u (values 16u .. 16u + 15) of weight rows w[0 .. no - 1] against rows row_of(0) ..
+// row_of(nr - 1) of x (no <= O, nr <= R): acc[o][r] += that product. The x digits of a row
+// are loaded once for the O weight rows; each (o, r) takes the same operations as with
+// O = 1, whichever rows of x come.
+template <GgmlType T, int R, int O, typename RowOf>
+STRATA_DEV void unit_dot(const uint8_t* const* w, int no, int64_t u, const ActQ& x, RowOf row_of, int nr,
                          float (*acc)[R], const IqTables& tab) {
     constexpr int per_block = BlockInfo<T>::values / 32;
     const int64_t c = u / 2;  // the 32-value chunk
@@ -93,8 +94,9 @@ STRATA_DEV void unit_dot(const uint8_t* const* w, int no, int64_t u, const ActQ&
     const int64_t nb = x.n / 32;
     for (int r = 0; r < R; ++r) {
         if (r >= nr) break;
-        const auto* xq = reinterpret_cast<const uint32_t*>(x.q + (t0 + r) * x.n + 16 * u);
-        const auto* xr = reinterpret_cast<const uint32_t*>(x.r + (t0 + r) * x.n + 16 * u);
+        const int64_t t = row_of(r);
+        const auto* xq = reinterpret_cast<const uint32_t*>(x.q + t * x.n + 16 * u);
+        const auto* xr = reinterpret_cast<const uint32_t*>(x.r + t * x.n + 16 * u);
         uint32_t q[4], rr[4];
         for (int k = 0; k < 4; ++k) q[k] = xq[k], rr[k] = xr[k];
         int sq = 0, sr = 0;
@@ -104,7 +106,7 @@ STRATA_DEV void unit_dot(const uint8_t* const* w, int no, int64_t u, const ActQ&
                 sr = dot4(0x01010101u, rr[k], sr);
             }
         }
-        const float d = x.d[(t0 + r) * nb + c];
+        const float d = x.d[t * nb + c];
         for (int o = 0; o < O; ++o) {
             if (o >= no) break;
             int pq = 0, pr = 0;
@@ -133,7 +135,8 @@ __global__ void matmul_q_k(Weight w, ActQ x, Rows y, IqTables tab) {
     const uint8_t* rows[O];
     for (int o = 0; o < O; ++o) rows[o] = w.data + (o0 + (o < no ? o : 0)) * w.stride;
     float acc[O][R] = {};
-    for (int64_t u = lane; u < w.n_in / 16; u += warpSize) unit_dot<T, R, O>(rows, no, u, x, t0, nr, acc, tab);
+    const auto row_of = [t0](int r) { return t0 + r; };
+    for (int64_t u = lane; u < w.n_in / 16; u += warpSize) unit_dot<T, R, O>(rows, no, u, x, row_of, nr, acc, tab);
     for (int o = 0; o < O; ++o) {
         if (o >= no) break;
         for (int r = 0; r < R; ++r) {
@@ -155,9 +158,62 @@ __global__ void matmul_ids_q_k(const uint8_t* const* w, int64_t n_in, int64_t n_
     if (we == nullptr) return;  // an expert computed elsewhere: its row of y stays as it is
     const uint8_t* row[1] = {we + o * stride};
     float acc[1][1] = {};
-    for (int64_t u = lane; u < n_in / 16; u += warpSize) unit_dot<T, 1, 1>(row, 1, u, x, i / div, 1, acc, tab);
+    const auto row_of = [t = i / div](int) { return t; };
+    for (int64_t u = lane; u < n_in / 16; u += warpSize) unit_dot<T, 1, 1>(row, 1, u, x, row_of, 1, acc, tab);
     const float s = warp_sum(acc[0][0]);
     if (lane == 0) y.p[i * y.ld + o] = s;
+}
+
+// The rows of ids by expert: rows offsets[e] .. offsets[e + 1] - 1 of order are the i with
+// ids[i] == e, in no fixed order (each row's sums are its own: the order changes no
+// result). One block; cursor: n_expert ints of scratch.
+__global__ void group_ids_k(const int32_t* ids, int64_t n, int64_t n_expert, int32_t* offsets, int32_t* cursor,
+                            int32_t* order) {
+    for (int64_t e = threadIdx.x; e <= n_expert; e += blockDim.x) offsets[e] = 0;
+    __syncthreads();
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+        const int32_t e = ids[i];
+        if (e >= 0 && e < n_expert) atomicAdd(&offsets[e + 1], 1);
+    }
+    __syncthreads();
+    if (threadIdx.x == 0)
+        for (int64_t e = 0; e < n_expert; ++e) offsets[e + 1] += offsets[e];
+    __syncthreads();
+    for (int64_t e = threadIdx.x; e < n_expert; e += blockDim.x) cursor[e] = offsets[e];
+    __syncthreads();
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+        const int32_t e = ids[i];
+        if (e >= 0 && e < n_expert) order[atomicAdd(&cursor[e], 1)] = static_cast<int32_t>(i);
+    }
+}
+
+// matmul_ids_q_k expert by expert: block (output block, e) takes expert e's rows kRows at a
+// time, so its weights are read once per window, not once per row routed to it. A row's
+// sums are matmul_ids_q_k's, operation for operation.
+template <GgmlType T>
+__global__ void matmul_grouped_q_k(const uint8_t* const* w, int64_t n_in, int64_t n_out, size_t stride,
+                                   const int32_t* offsets, const int32_t* order, int64_t div, ActQ x, Rows y,
+                                   IqTables tab) {
+    const int lane = static_cast<int>(threadIdx.x) % warpSize;
+    const int64_t o = static_cast<int64_t>(blockIdx.x) * (blockDim.x / warpSize) + threadIdx.x / warpSize;
+    const int64_t e = blockIdx.y;
+    if (o >= n_out) return;
+    const uint8_t* we = w[e];
+    if (we == nullptr) return;  // an expert computed elsewhere: its rows of y stay as they are
+    const uint8_t* row[1] = {we + o * stride};
+    const int32_t r1 = offsets[e + 1];
+    for (int32_t b = offsets[e]; b < r1; b += kRows) {
+        const int nr = static_cast<int>(r1 - b < kRows ? r1 - b : kRows);
+        const int32_t* rows = order + b;
+        const auto row_of = [rows, div](int r) { return static_cast<int64_t>(rows[r]) / div; };
+        float acc[1][kRows] = {};
+        for (int64_t u = lane; u < n_in / 16; u += warpSize) unit_dot<T, kRows, 1>(row, 1, u, x, row_of, nr, acc, tab);
+        for (int r = 0; r < kRows; ++r) {
+            if (r >= nr) break;
+            const float s = warp_sum(acc[0][r]);
+            if (lane == 0) y.p[static_cast<int64_t>(rows[r]) * y.ld + o] = s;
+        }
+    }
 }
 
 gpuStream_t st(Stream s) { return static_cast<gpuStream_t>(s); }
@@ -212,6 +268,29 @@ void matmul_ids_q(GgmlType type, const uint8_t* const* w, int64_t n_in, int64_t 
     const dim3 grid(out_blocks(n_out), static_cast<unsigned>(y.rows));
     const bool ok = dispatch_quant(type, [&]<GgmlType T>() {
         launch(matmul_ids_q_k<T>, grid, dim3(kThreads), st(s), w, n_in, n_out, stride, ids, div, x, y, tab);
+    });
+    if (!ok) fail("moe_experts: weight type {} has no integer GPU kernel", type_info(type).name);
+    check_launch("moe_experts");
+}
+
+size_t expert_groups_ints(int64_t n_expert, int64_t n) { return static_cast<size_t>(2 * n_expert + 1 + n); }
+
+ExpertGroups group_ids(const int32_t* ids, int64_t n, int64_t n_expert, int32_t* scratch, Stream s) {
+    const ExpertGroups g{scratch, scratch + n_expert + 1 + n_expert, n_expert};
+    if (n == 0 || n_expert == 0) return g;
+    launch(group_ids_k, dim3(1), dim3(256), st(s), ids, n, n_expert, g.offsets, scratch + n_expert + 1, g.order);
+    check_launch("moe_experts (grouping)");
+    return g;
+}
+
+void matmul_grouped_q(GgmlType type, const uint8_t* const* w, int64_t n_in, int64_t n_out, size_t stride,
+                      const ExpertGroups& g, int64_t div, const ActQ& x, Rows y, const IqTables& tab, Stream s) {
+    if (y.rows == 0 || n_out == 0 || g.n_expert == 0) return;
+    STRATA_CHECK(stride % 2 == 0 && n_in == x.n, "moe_experts: expert rows of odd size or another width");
+    const dim3 grid(out_blocks(n_out), static_cast<unsigned>(g.n_expert));
+    const bool ok = dispatch_quant(type, [&]<GgmlType T>() {
+        launch(matmul_grouped_q_k<T>, grid, dim3(kThreads), st(s), w, n_in, n_out, stride, g.offsets, g.order, div, x,
+               y, tab);
     });
     if (!ok) fail("moe_experts: weight type {} has no integer GPU kernel", type_info(type).name);
     check_launch("moe_experts");
