@@ -442,3 +442,38 @@ TEST_CASE("gpu: windows replayed as graphs give the text of kernels launched one
         CHECK(on->runner_stats().graph_replayed > s.graph_replayed);
     }
 }
+
+// STRATA_GPU_PROFILE (kernels/cuda/profiler.h): the host's time always, each kernel timed
+// when kernels go one by one (graphs off), and the text unchanged either way.
+TEST_CASE("gpu: a profiled GPU stage times its kernels and gives the same text", "[gpu][model][profile]") {
+    if (!have_gpu()) return;
+    std::shared_ptr<const Model> m = Model::load(test::to_file(test::tiny_model(synth::Arch::Qwen3Next, GgmlType::Q8_0, 7)));
+    const Tokenizer tok = Tokenizer::from_gguf(m->file());
+    const std::vector<int32_t> prompt = tok.encode("The quick brown fox", false);
+    const auto make = [&](bool profile, bool graphs) {
+        const int64_t L = m->hp().n_layer;
+        SplitConfig cfg;
+        cfg.gpu_profile = profile;
+        cfg.gpu_graphs = graphs;
+        return make_split_runner(m, plan_split("cpu:0," + gpu0(), "auto", L, layer_weight_bytes(m->file(), L),
+                                               head_weight_bytes(m->file())),
+                                 1, 64, GgmlType::F16, cfg);
+    };
+    auto plain = make(false, true);
+    const std::vector<int32_t> want = test::gen(*plain, tok, prompt, 0, 12, {}).out;
+    CHECK(plain->device_profile().empty());
+    for (bool graphs : {false, true}) {
+        INFO("graphs " << graphs);
+        auto timed = make(true, graphs);
+        CHECK(test::gen(*timed, tok, prompt, 0, 12, {}).out == want);
+        const std::string p = timed->device_profile();
+        INFO(p);
+        CHECK(p.find(gpu0() + " (layers") != std::string::npos);
+        CHECK(p.find("queue items") != std::string::npos);
+        CHECK(p.find(" 0 queue items") == std::string::npos);
+        CHECK((p.find("us/call") != std::string::npos) == !graphs);
+        CHECK(p.find(" 0 kernels") == std::string::npos);
+        const Runner::Stats s = timed->runner_stats();
+        CHECK((s.graph_replayed > 0) == graphs);
+    }
+}

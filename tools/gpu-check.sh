@@ -21,12 +21,18 @@ jobs=${STRATA_JOBS:-$(nproc)}
 b=${STRATA_BUNDLE:-build-gpu}
 : > "$report"
 say() { printf '%s\n' "$*" | tee -a "$report"; }
-step() {  # name, command...: runs it, reports pass/fail and its last lines
+logs=${report%.md}-logs
+mkdir -p "$logs"
+step() {  # name, command...: runs it, reports pass/fail and its last lines (every failure when it fails)
     local name=$1; shift
     local t0=$SECONDS out rc
     out=$("$@" 2>&1); rc=$?
+    printf '%s\n' "$out" > "$logs/$(printf '%s' "$name" | tr -c 'a-zA-Z0-9' '_').log"
     say "### $name: $([ $rc = 0 ] && echo passed || echo FAILED) ($((SECONDS - t0)) s)"
-    say '```'; say "$(printf '%s\n' "$out" | tail -n 12)"; say '```'
+    say '```'
+    # A failed Catch2 run: each failure with its expansion and messages, not only the last.
+    [ $rc = 0 ] || say "$(printf '%s\n' "$out" | grep -E -A10 'FAILED:|[[]error[]]|[[]warning[]]' | head -n 150)"
+    say "$(printf '%s\n' "$out" | tail -n 12)"; say '```'
     return $rc
 }
 
@@ -82,6 +88,21 @@ for m in n80 qn l1b; do
         fi
         graphs=$(sed -n 's/^gpu graphs: //p' "$tmp/$dev.err")
         say "| $m | ${dev/nographs/cuda:0 no graphs} | $rate | ${wmib:+$wmib MiB} | $pct | $same | $graphs |"
+    done
+done
+
+# Where a decode step's time goes (STRATA_GPU_PROFILE): the host's time in queue items and
+# waits with graphs, then each kernel's time launched one by one.
+for m in n80 qn; do
+    for g in 1 0; do
+        STRATA_GPU_PROFILE=1 STRATA_GPU_GRAPHS=$g $b/bin/strata run -m "$tmp/$m.gguf" -p "hello world" -n 64 -c 512 \
+            --devices cuda:0 --spec-draft 0 >/dev/null 2>"$tmp/p.err"
+        say ""
+        say "$m on cuda:0, STRATA_GPU_PROFILE=1 STRATA_GPU_GRAPHS=$g, --spec-draft 0:"
+        say '```'
+        say "$(grep -E '^decode:' "$tmp/p.err")"
+        say "$(sed -n '/^gpu profile:/,$p' "$tmp/p.err" | head -n 24)"
+        say '```'
     done
 done
 

@@ -59,11 +59,11 @@ private:
 }  // namespace
 
 #if defined(STRATA_GPU_BACKEND)
-std::unique_ptr<Device> open_gpu_device(const std::string& spec, int index, bool graphs);  // gpu_device.cpp; null: none
+std::unique_ptr<Device> open_gpu_device(const std::string& spec, int index, GpuOptions o);  // gpu_device.cpp; null: none
 #endif
 
 std::unique_ptr<Device> open_device(const std::string& spec, int threads, int first_core, bool staged_copies,
-                                    bool gpu_graphs) {
+                                    GpuOptions gpu) {
     if (spec.rfind("cpu:", 0) == 0) {
         const std::string idx = spec.substr(4);
         if (idx.empty() || idx.find_first_not_of("0123456789") != std::string::npos || idx.size() > 3)
@@ -84,7 +84,7 @@ std::unique_ptr<Device> open_device(const std::string& spec, int threads, int fi
         std::string why;
 #if defined(STRATA_GPU_BACKEND)
         try {
-            if (auto d = open_gpu_device(spec, std::stoi(idx), gpu_graphs)) return d;
+            if (auto d = open_gpu_device(spec, std::stoi(idx), gpu)) return d;
             gpu_device_count(&why);
         } catch (const std::exception& e) {
             why = e.what();

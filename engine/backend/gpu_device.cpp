@@ -20,10 +20,10 @@ namespace {
 
 class GpuDevice final : public Device {
 public:
-    GpuDevice(std::string name, int index, bool graphs)
+    GpuDevice(std::string name, int index, GpuOptions o)
         : name_(std::move(name)),
           index_(index),
-          ops_(index, graphs),
+          ops_(index, o.graphs, o.profile),
           queue_([index] { gpu::set_device(index); }, [this] { ops_.sync(); }) {}
 
     const std::string& name() const override { return name_; }
@@ -95,14 +95,14 @@ double gpu_read_bandwidth(int index, size_t bytes) {
     return gpu::read_bandwidth_gbs(bytes, 5);
 }
 
-std::unique_ptr<Device> open_gpu_device(const std::string& spec, int index, bool graphs) {
+std::unique_ptr<Device> open_gpu_device(const std::string& spec, int index, GpuOptions o) {
     std::string why;
     const int n = gpu::device_count(&why);
     if (index >= n) {
         if (n > 0) why = fmt::format("{} device(s) present", n);
         return nullptr;  // the caller falls back to the CPU, saying why
     }
-    return std::make_unique<GpuDevice>(spec, index, graphs);
+    return std::make_unique<GpuDevice>(spec, index, o);
 }
 
 #else

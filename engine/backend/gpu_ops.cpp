@@ -1,8 +1,10 @@
 #include "engine/backend/gpu_ops.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include "engine/core/error.h"
@@ -21,12 +23,17 @@ gpu::Weight weight(const MatView& w) {
     return {w.type, 0, static_cast<const uint8_t*>(w.data), w.n_in, w.n_out, w.row_stride};
 }
 
+double now_ms() {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
 }  // namespace
 
-GpuOps::GpuOps(int device, bool graphs) : dev_(device) {
+GpuOps::GpuOps(int device, bool graphs, bool profile) : dev_(device) {
     bind();
     stream_ = gpu::stream_create();
     if (graphs) graphs_ = gpu::graphs_create(stream_, [this] { flushed(); });
+    if (profile) profile_ = gpu::profile_create(stream_);  // times only kernels launched one by one
     params_ = static_cast<uint8_t*>(keep(kParamBytes));
     tab_ = gpu::upload_iq_tables();
     bad_id_ = static_cast<int32_t*>(keep(sizeof(int32_t)));
@@ -52,6 +59,7 @@ GpuOps::~GpuOps() {
     } catch (...) {  // a failed kernel was reported where it ran; free regardless
     }
     gpu::graphs_destroy(graphs_);  // none runs now (and item_end left nothing collected)
+    gpu::profile_destroy(profile_);
     for (auto& [t, e] : copies_) gpu::event_destroy(e);
     for (gpu::Event e : stage_done_) gpu::event_destroy(e);
     if (copy_stream_) {
@@ -75,9 +83,20 @@ void GpuOps::sync() {
 
 void GpuOps::item_begin() {
     if (graphs_) gpu::graphs_attach(graphs_);
+    if (profile_) {
+        gpu::profile_attach(profile_);
+        in_item_ = true;
+        item_t0_ = now_ms();
+    }
 }
 
 void GpuOps::item_end() {
+    if (profile_) {
+        gpu::profile_attach(nullptr);
+        in_item_ = false;
+        ++host_.items;
+        host_.item_ms += now_ms() - item_t0_;
+    }
     if (!graphs_) return;
     struct Detach {
         ~Detach() { gpu::graphs_attach(nullptr); }
@@ -109,8 +128,24 @@ void GpuOps::flushed() {
     pos_dev_ = nullptr;
 }
 
+std::string GpuOps::profile() const {
+    if (!profile_) return {};
+    return fmt::format("  host: {} queue items, {:.3f} ms in them ({:.3f} ms of which waiting for the stream), "
+                       "{:.3f} ms waiting outside them\n",
+                       host_.items, host_.item_ms, host_.wait_in_items_ms, host_.wait_ms) +
+           (graphs_ ? std::string("  kernels not timed: they run as graphs (STRATA_GPU_GRAPHS=0 times each)\n")
+                    : gpu::profile_report(profile_, 30));
+}
+
 void GpuOps::wait_stream() {
-    gpu::stream_sync(stream_);
+    if (profile_) {
+        const double t0 = now_ms();
+        gpu::stream_sync(stream_);
+        (in_item_ ? host_.wait_in_items_ms : host_.wait_ms) += now_ms() - t0;
+        gpu::profile_collect(profile_);
+    } else {
+        gpu::stream_sync(stream_);
+    }
     if (id_rows_ < 0) return;
     const int64_t rows = id_rows_;
     const int32_t bad = *bad_id_host_;

@@ -19,8 +19,10 @@ namespace strata {
 class GpuOps final : public Ops {
 public:
     // graphs: a window's kernels collected and replayed as a graph (kernels/cuda/graph.cu)
-    // while item_begin .. item_end brackets it (the device's queue does).
-    GpuOps(int device, bool graphs);
+    // while item_begin .. item_end brackets it (the device's queue does). profile: each
+    // the host's time in queue items and waits measured, and without graphs each kernel
+    // timed (kernels/cuda/profiler.h).
+    GpuOps(int device, bool graphs, bool profile = false);
     ~GpuOps() override;
     GpuOps(const GpuOps&) = delete;
     GpuOps& operator=(const GpuOps&) = delete;
@@ -33,6 +35,7 @@ public:
     void item_begin();
     void item_end();
     GraphCounts graph_counts() const override;
+    std::string profile() const override;
 
     Buffer alloc(size_t bytes) override;
     bool host_memory() const override { return false; }
@@ -140,6 +143,15 @@ private:
     bool making_room_ = false;      // stage() flushes the batch so far to reuse a half
     gpu::Graphs* graphs_ = nullptr;  // null: graphs off, every launch issued at once
     int64_t refused_seen_ = 0;       // refused captures already logged
+    gpu::Profile* profile_ = nullptr;  // STRATA_GPU_PROFILE: kernel times (null: off)
+    struct HostTimes {
+        int64_t items = 0;
+        double item_ms = 0.0;          // from each queue item's begin to its end
+        double wait_in_items_ms = 0.0;  // of which waiting for the stream
+        double wait_ms = 0.0;          // waiting for the stream outside items
+    } host_;
+    bool in_item_ = false;
+    double item_t0_ = 0.0;
     static constexpr size_t kParamBytes = size_t{64} << 10;
     uint8_t* params_ = nullptr;     // device memory of param()
     size_t param_used_ = 0;

@@ -251,6 +251,9 @@ public:
 
     // A GPU backend's graph counts (zero for backends without graphs).
     virtual GraphCounts graph_counts() const { return {}; }
+    // STRATA_GPU_PROFILE: where a GPU backend's time went (host items, waits, each
+    // kernel's time), empty elsewhere. Read while the device is idle.
+    virtual std::string profile() const { return {}; }
 
 protected:
     MemoryMeter meter_;

@@ -132,6 +132,9 @@ public:
         int64_t graph_direct = 0, graph_captured = 0, graph_replayed = 0;
     };
     virtual Stats runner_stats() const { return {}; }
+    // STRATA_GPU_PROFILE: each GPU stage's times (Ops::profile), empty when off. Call it
+    // between evals.
+    virtual std::string device_profile() const { return {}; }
 };
 
 }  // namespace strata

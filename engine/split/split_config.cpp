@@ -13,6 +13,7 @@ SplitConfig SplitConfig::from_env(const EnvReader& env, int pipeline_windows) {
     c.drop_window = env.integer("STRATA_TEST_HANDOFF_DROP", d.drop_window, 0, INT64_MAX);
     c.staged_copies = env.flag("STRATA_TEST_DEVICE_COPIES", d.staged_copies);
     c.gpu_graphs = env.flag("STRATA_GPU_GRAPHS", d.gpu_graphs);
+    c.gpu_profile = env.flag("STRATA_GPU_PROFILE", d.gpu_profile);
     c.pipeline_windows = pipeline_windows;
     return c;
 }
@@ -38,6 +39,9 @@ std::vector<EnvSpec> SplitConfig::env_specs() {
         {"STRATA_GPU_GRAPHS", env_default(d.gpu_graphs),
          "1: a GPU stage captures a window's kernels into a graph the second time the same window comes and replays "
          "it after (0: every kernel launched one by one)"},
+        {"STRATA_GPU_PROFILE", env_default(d.gpu_profile),
+         "1: GPU stages measure the host's time in queue items and waits and, with STRATA_GPU_GRAPHS=0, each "
+         "kernel's time; `strata run` prints the table at the end"},
         {"STRATA_TEST_DEVICE_COPIES", env_default(d.staged_copies),
          "test hook: 1 = CPU devices treat host memory as not theirs and copy at a window's edges and hand-offs, as "
          "a GPU must"},

@@ -260,6 +260,15 @@ StagePipe* stage_pipe_of(Runner& r) {
 
 namespace split_detail {
 
+std::string SplitRunnerImpl::device_profile() const {
+    std::string out;
+    for (const Stage& st : stages_) {
+        const std::string p = st.dev->ops().profile();
+        if (!p.empty()) out += fmt::format("{} (layers {}-{}):\n{}", st.dev->name(), st.l0, st.l1 - 1, p);
+    }
+    return out;
+}
+
 Runner::Stats SplitRunnerImpl::runner_stats() const {
     Stats r = SplitRunner::runner_stats();
     for (const Stage& st : stages_) {

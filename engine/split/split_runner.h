@@ -23,6 +23,7 @@ struct SplitConfig {
     int64_t drop_window = 0;          // STRATA_TEST_HANDOFF_DROP (0 = off; N = the Nth window)
     bool staged_copies = false;       // STRATA_TEST_DEVICE_COPIES: CPU devices copy as a GPU must
     bool gpu_graphs = true;           // STRATA_GPU_GRAPHS: GPU stages replay their windows as graphs
+    bool gpu_profile = false;         // STRATA_GPU_PROFILE: GPU stages time the host's part and each kernel
     int pipeline_windows = 0;  // --pipeline-windows: 2 = the stage pipe (StagePipe) is available
     // Tests: overlap and pipelined windows also when two stages share a device (each stage
     // has its own stream on a GPU, so one card runs the whole matrix: tools/gpu-check.sh).

@@ -138,7 +138,7 @@ public:
             // One stage has the machine to itself: its threads go where the OS puts them,
             // as any process's (the calling thread runs its windows: Device::run).
             st.dev = open_device(sp.device, threads, plan.stages.size() == 1 ? -1 : core, cfg.staged_copies,
-                                 cfg.gpu_graphs);
+                                 GpuOptions{cfg.gpu_graphs, cfg.gpu_profile});
             const bool first = stages_.empty(), last = stages_.size() + 1 == plan.stages.size();
             if (cfg.n_cpu_moe != 0 && model_->experts_on_host(sp.l0, cfg.n_cpu_moe))
                 st.host = open_device("cpu:0", threads, -1);  // the experts' own pool, not pinned
@@ -191,6 +191,7 @@ public:
         return stats_;
     }
     Stats runner_stats() const override;
+    std::string device_profile() const override;
     std::string describe() const override {
         std::string placed;
         for (const Stage& st : stages_)

@@ -40,6 +40,8 @@ using gpuEvent_t = hipEvent_t;
 #define gpuEventCreateWithFlags hipEventCreateWithFlags
 #define gpuEventDisableTiming hipEventDisableTiming
 #define gpuEventDestroy hipEventDestroy
+#define gpuEventCreate hipEventCreate
+#define gpuEventElapsedTime hipEventElapsedTime
 #define gpuEventRecord hipEventRecord
 #define gpuEventSynchronize hipEventSynchronize
 #define gpuStreamWaitEvent hipStreamWaitEvent
@@ -85,6 +87,8 @@ using gpuEvent_t = cudaEvent_t;
 #define gpuEventCreateWithFlags cudaEventCreateWithFlags
 #define gpuEventDisableTiming cudaEventDisableTiming
 #define gpuEventDestroy cudaEventDestroy
+#define gpuEventCreate cudaEventCreate
+#define gpuEventElapsedTime cudaEventElapsedTime
 #define gpuEventRecord cudaEventRecord
 #define gpuEventSynchronize cudaEventSynchronize
 #define gpuStreamWaitEvent cudaStreamWaitEvent
@@ -100,6 +104,7 @@ using gpuGraphExec_t = cudaGraphExec_t;
 #define gpuGraphDestroy cudaGraphDestroy
 #endif
 
+#include "kernels/cuda/profiler.h"
 #include "kernels/cuda/recorder.h"
 
 // HIP-CPU's __forceinline__ is empty without NDEBUG; device functions defined in headers
@@ -167,7 +172,10 @@ template <typename... KArgs, typename... Args>
 inline void launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, gpuStream_t stream, Args&&... args) {
     Recorder* r = recorder_of(stream);
     if (!r) {
+        Profiler* p = profiler_of(stream);
+        if (p) p->begin(reinterpret_cast<const void*>(kernel));
         issue_kernel(kernel, grid, block, stream, std::forward<Args>(args)...);
+        if (p) p->end();
         return;
     }
     std::tuple<std::remove_cv_t<KArgs>...> a{static_cast<KArgs>(std::forward<Args>(args))...};

@@ -66,6 +66,17 @@ bool graphs_recording(const Graphs* g);  // attached on this thread
 void graphs_flush(Graphs* g);
 GraphStats graphs_stats(const Graphs* g);
 
+// --- kernel times (profile.cu; STRATA_GPU_PROFILE) ---
+// While a stream's Profile is attached on a thread (and no Graphs is), each kernel that
+// thread launches on the stream is timed with events; profile_collect, after a sync of
+// the stream, adds the times up per kernel; the report lists the `top` slowest kernels.
+class Profile;
+Profile* profile_create(Stream s);
+void profile_destroy(Profile* p);
+void profile_attach(Profile* p);  // null: this thread's kernels are not timed
+void profile_collect(Profile* p);
+std::string profile_report(const Profile* p, int top);
+
 // The IQ codebooks on the current device (made once per device).
 struct IqTables {
     const uint64_t* iq2xxs;
