@@ -28,12 +28,15 @@ int heads_per_block(int64_t group, int64_t hd, int64_t hdv) {
         if (group % c == 0 && c * std::max(hd, hdv) <= kGroupFloats) best = c;
     return best;
 }
+constexpr int64_t kFewRows = 16;
 constexpr int64_t kAttnScratchFloats = int64_t{4} << 20;  // 16 MiB of partial sums per launch at most
 
-// Parts of a row's positions for attention_part_k: one per 256 positions, at most
-// kAttnMaxSplit (a long context then has ~n_pos / 32 positions per block).
+// Parts of a row's positions for attention_part_k: one per 64 positions, at most
+// kAttnMaxSplit (a long context then has ~n_pos / 32 positions per block). A decode
+// step's row is a few blocks alone on the card: a part's positions are a chain of
+// dependent reads, so shorter parts finish sooner.
 STRATA_DEV_HOST int attn_splits(int64_t n_pos) {
-    const int64_t n = (n_pos + 255) / 256;
+    const int64_t n = (n_pos + 63) / 64;
     return static_cast<int>(n < 1 ? 1 : (n > kAttnMaxSplit ? kAttnMaxSplit : n));
 }
 
@@ -322,7 +325,10 @@ void attention(const SeqTable& seqs, int64_t max_pos, GgmlType type, int64_t n_h
     int64_t rows = 0;
     for (int i = 0; i < seqs.n; ++i) rows = std::max(rows, seqs.s[i].row0 + seqs.s[i].n);
     if (rows == 0) return;
-    const unsigned splits = static_cast<unsigned>(attn_splits(max_pos));
+    // A window of few rows (decode, verify) launches every part a row could have; the
+    // parts past its own count return at once. Its launch is then the same at every
+    // position, so a decode step stays one graph (kernels/cuda/graph.cu) as the context grows.
+    const unsigned splits = static_cast<unsigned>(rows <= kFewRows ? kAttnMaxSplit : attn_splits(max_pos));
     const int64_t group = attention_rows_per_launch(n_head, hdv);
     const int gh = heads_per_block(n_head / n_head_kv, hd, hdv);
     for (int64_t r0 = 0; r0 < rows; r0 += group) {

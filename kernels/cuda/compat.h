@@ -24,6 +24,8 @@ using gpuEvent_t = hipEvent_t;
 #define gpuGetDevice hipGetDevice
 #define gpuMalloc hipMalloc
 #define gpuFree hipFree
+#define gpuMallocAsync hipMallocAsync
+#define gpuFreeAsync hipFreeAsync
 #define gpuMemsetAsync hipMemsetAsync
 #define gpuMemcpyAsync hipMemcpyAsync
 #define gpuMemcpyDefault hipMemcpyDefault
@@ -71,6 +73,8 @@ using gpuEvent_t = cudaEvent_t;
 #define gpuGetDevice cudaGetDevice
 #define gpuMalloc cudaMalloc
 #define gpuFree cudaFree
+#define gpuMallocAsync cudaMallocAsync
+#define gpuFreeAsync cudaFreeAsync
 #define gpuMemsetAsync cudaMemsetAsync
 #define gpuMemcpyAsync cudaMemcpyAsync
 #define gpuMemcpyDefault cudaMemcpyDefault

@@ -29,7 +29,13 @@ Stream stream_create();
 void stream_destroy(Stream s);
 void stream_sync(Stream s);                // waits for everything queued; throws a kernel's error
 void* dev_alloc(size_t bytes);             // throws when the device is out of memory
-void dev_free(void* p);
+void dev_free(void* p);                   // waits for the whole device first (the runtime's free does)
+// Stream-ordered: the memory is for work queued on s after the call, and is freed once
+// the work queued on s before the free has run; neither call waits for other streams.
+// dev_free would: two stages on one device would then deadlock when one frees while the
+// other's hand-off wait spins for work the freeing thread has yet to queue.
+void* dev_alloc_async(size_t bytes, Stream s);
+void dev_free_async(void* p, Stream s);
 void* host_alloc_mapped(size_t bytes);     // pinned, mapped into every device (same address)
 void host_free(void* p);
 // Events order one stream's work after another's (weights copied in on a copy stream

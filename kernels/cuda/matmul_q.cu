@@ -49,30 +49,36 @@ STRATA_DEV int dot4(uint32_t a, uint32_t b, int c) {
 
 STRATA_DEV float clamp_abs(float v, float lim) { return v > lim ? lim : (v < -lim ? -lim : v); }
 
-// One thread per 32-value block of a row of x (the CPU's quantize_scalar, value for value).
+// 32 threads per 32-value block of a row of x, one value each (the CPU's quantize_scalar,
+// value for value: the block's largest magnitude is a maximum, whatever its order). A
+// thread per block made a decode step's row 64 threads of 32 dependent loads each.
 __global__ void quantize_act_k(Rows x, ActQ a) {
     const int64_t nb = a.n / 32;
-    const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-    if (i >= a.rows * nb) return;
-    const int64_t t = i / nb, b = i % nb;
-    const float* xb = x.p + t * x.ld + 32 * b;
-    float amax = 0.0f;
-    for (int k = 0; k < 32; ++k) {
-        const float v = fabsf(xb[k]);
-        amax = v > amax ? v : amax;  // NaN never wins
+    const int64_t i = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+    const int k = static_cast<int>(threadIdx.x % 32);
+    // Threads past the end still shuffle (a CPU HIP runtime's shuffles wait for the whole
+    // block); they read the last block's values and store nothing.
+    const bool in = i < a.rows * nb;
+    const int64_t j = in ? i : a.rows * nb - 1;
+    const int64_t t = j / nb, b = j % nb;
+    const float xv = x.p[t * x.ld + 32 * b + k];
+    float amax = fabsf(xv);
+    amax = amax == amax ? amax : 0.0f;  // NaN never wins
+    // The maximum over the 32 threads of this block of values: within a warp of 32 they
+    // are the warp; a warp of 64 holds two blocks, so only lanes of the same half meet.
+    for (int m = 16; m > 0; m /= 2) {
+        const float o = STRATA_SHFL_XOR(amax, m);
+        amax = o > amax ? o : amax;
     }
+    if (!in) return;
     const float step = amax / 127.0f;
     const float id = step > 0.0f ? 1.0f / step : 0.0f;
-    int8_t* q = a.q + t * a.n + 32 * b;
-    int8_t* r = a.r + t * a.n + 32 * b;
-    for (int k = 0; k < 32; ++k) {
-        const float v = xb[k] * id;
-        const int qi = v == v ? static_cast<int>(rintf(clamp_abs(v, 127.0f))) : 0;
-        const float rem = (v - static_cast<float>(qi)) * 128.0f;
-        q[k] = static_cast<int8_t>(qi);
-        r[k] = static_cast<int8_t>(rem == rem ? static_cast<int>(rintf(clamp_abs(rem, 64.0f))) : 0);
-    }
-    a.d[t * nb + b] = step * (1.0f / 128.0f);
+    const float v = xv * id;
+    const int qi = v == v ? static_cast<int>(rintf(clamp_abs(v, 127.0f))) : 0;
+    const float rem = (v - static_cast<float>(qi)) * 128.0f;
+    a.q[t * a.n + 32 * b + k] = static_cast<int8_t>(qi);
+    a.r[t * a.n + 32 * b + k] = static_cast<int8_t>(rem == rem ? static_cast<int>(rintf(clamp_abs(rem, 64.0f))) : 0);
+    if (k == 0) a.d[t * nb + b] = step * (1.0f / 128.0f);
 }
 
 // Unit u (values 16u .. 16u + 15) of weight rows w[0 .. no - 1] against rows row_of(0) ..
@@ -238,9 +244,9 @@ ActQ quantize_act(Rows x, void* scratch, Stream s) {
     const size_t v = static_cast<size_t>(x.cols * x.rows), vp = (v + 255) / 256 * 256;
     auto* base = static_cast<int8_t*>(scratch);
     const ActQ a{base, base + vp, reinterpret_cast<float*>(base + 2 * vp), x.cols, x.rows};
-    const int64_t blocks = x.rows * (x.cols / 32);
-    if (blocks == 0) return a;
-    launch(quantize_act_k, dim3(static_cast<unsigned>((blocks + kThreads - 1) / kThreads)), dim3(kThreads), st(s), x,
+    const int64_t values = x.rows * x.cols;  // a thread each
+    if (values == 0) return a;
+    launch(quantize_act_k, dim3(static_cast<unsigned>((values + kThreads - 1) / kThreads)), dim3(kThreads), st(s), x,
            a);
     check_launch("quantize_act");
     return a;

@@ -154,6 +154,11 @@ void dev_free(void* p) {
     std::memcpy(&raw, static_cast<uint8_t*>(p) - sizeof(void*), sizeof(void*));
     (void)gpuFree(raw);
 }
+
+// Streams run one after another here: nothing spins while another stream frees.
+void* dev_alloc_async(size_t bytes, Stream) { return dev_alloc(bytes); }
+
+void dev_free_async(void* p, Stream) { dev_free(p); }
 #else
 void* dev_alloc(size_t bytes) {
     void* p = nullptr;
@@ -168,6 +173,22 @@ void* dev_alloc(size_t bytes) {
 void dev_free(void* p) {
     settle_thread();  // collected work may still use it
     (void)gpuFree(p);
+}
+
+void* dev_alloc_async(size_t bytes, Stream s) {
+    void* p = nullptr;
+    const gpuError_t e = gpuMallocAsync(&p, bytes == 0 ? 1 : bytes, static_cast<gpuStream_t>(s));
+    if (e != gpuSuccess) {
+        (void)gpuGetLastError();
+        fail("device memory: {} bytes could not be allocated ({})", bytes, gpuGetErrorString(e));
+    }
+    return p;
+}
+
+void dev_free_async(void* p, Stream s) {
+    if (!p) return;
+    settle(s);  // collected work on s may still use it
+    (void)gpuFreeAsync(p, static_cast<gpuStream_t>(s));
 }
 #endif
 
