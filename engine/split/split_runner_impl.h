@@ -159,7 +159,7 @@ public:
             overlap_ = false;
         }
         if (overlap_ && stages_.size() < 2) overlap_ = false;
-        for (size_t s = 0; s + 1 < stages_.size(); ++s) handoffs_.push_back(std::make_unique<Handoff>(*stages_[s].dev, 0));
+        for (size_t s = 0; s + 1 < stages_.size(); ++s) handoffs_.push_back(std::make_unique<Handoff>(handoff_device(s), 0));
         if (cfg.pipeline_windows == 2) {
             std::string why;
             if (stages_.size() != 2) why = fmt::format("the split has {} stage(s); it needs exactly 2", stages_.size());
@@ -191,6 +191,14 @@ public:
         return stats_;
     }
     Stats runner_stats() const override;
+    // Where the hand-off from stage s to s + 1 lives: pinned and mapped by a GPU on either
+    // side. A CPU device's host memory is plain pageable memory, which a GPU reaches only
+    // through the driver's page faults (HMM), if at all.
+    Device& handoff_device(size_t s) const {
+        Device& a = *stages_[s].dev;
+        Device& b = *stages_[s + 1].dev;
+        return a.ops().host_memory() && !b.ops().host_memory() ? b : a;
+    }
     std::string device_profile() const override;
     std::string describe() const override {
         std::string placed;
