@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "engine/backend/device.h"
+#include "engine/backend/handoff.h"
 #include "engine/split/plan.h"
 #include "engine/split/split_runner.h"
 #include "tests/model_helpers.h"
@@ -230,4 +231,32 @@ TEST_CASE("devices: run() is the queue's next item: after what was queued, befor
     REQUIRE(ev2.wait(5000));
     CHECK_NOTHROW(ev2.rethrow());
     CHECK(order.back() == 4);
+}
+
+// Two GPU stages on one card order the reader's wait after the writer's publish by an
+// event the writer hands over (Handoff::shared_device; GpuOps uses it). The hand-over
+// itself is host code: the event of the window asked for, nothing after an abort or the
+// time limit, and a later window's mark does not satisfy an earlier reader with its event.
+TEST_CASE("hand-off: the writer's event handed to a reader on the same device", "[split][handoff]") {
+    auto dev = open_device("cpu:0", 1, -1);
+    Handoff h(*dev, 16);
+    int ev1 = 0, ev2 = 0;
+    CHECK(h.await_issued(1, 20) == nullptr);  // nothing issued: the time limit
+    std::thread writer([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        h.mark_issued(1, &ev1);
+    });
+    CHECK(h.await_issued(1, 0) == &ev1);  // no limit: waits for the writer
+    writer.join();
+    h.mark_issued(2, &ev2);
+    CHECK(h.await_issued(2, 10) == &ev2);
+    CHECK(h.await_issued(1, 10) == nullptr);  // window 2's event is not window 1's
+    h.abort();
+    CHECK(h.await_issued(3, 10) == nullptr);  // an abort releases every reader, with no event
+    h.mark_issued(4, &ev1);                   // ignored until a reset
+    CHECK(h.await_issued(4, 10) == nullptr);
+    h.reset();
+    CHECK(h.await_issued(1, 10) == nullptr);
+    h.mark_issued(1, &ev1);
+    CHECK(h.await_issued(1, 10) == &ev1);
 }

@@ -42,6 +42,7 @@ GpuOps::GpuOps(int device, bool graphs, bool profile) : dev_(device) {
     bad_id_host_ = static_cast<int32_t*>(gpu::host_alloc_mapped(sizeof(int32_t)));
     *bad_id_host_ = 0;
     stage_ = static_cast<uint8_t*>(gpu::host_alloc_mapped(2 * kStageHalf));
+    publish_done_ = gpu::event_create();
     for (gpu::Event& e : stage_done_) {
         e = gpu::event_create();
         gpu::event_record(e, stream_);  // a wait for a never-recorded event is an error on some runtimes
@@ -62,6 +63,7 @@ GpuOps::~GpuOps() {
     gpu::profile_destroy(profile_);
     for (auto& [t, e] : copies_) gpu::event_destroy(e);
     for (gpu::Event e : stage_done_) gpu::event_destroy(e);
+    gpu::event_destroy(publish_done_);
     if (copy_stream_) {
         try {
             gpu::stream_sync(copy_stream_);
@@ -118,6 +120,11 @@ GraphCounts GpuOps::graph_counts() const {
 }
 
 void GpuOps::flushed() {
+    if (!issuing_.empty()) {
+        gpu::event_record(publish_done_, stream_);  // after the batch just issued
+        for (auto& [h, w] : issuing_) h->mark_issued(w, publish_done_);
+        issuing_.clear();
+    }
     if (stage_dirty_) {
         gpu::event_record(stage_done_[stage_half_], stream_);
         stage_dirty_ = false;
@@ -626,6 +633,13 @@ void GpuOps::handoff_publish(Tensor x, Handoff& h, uint64_t window, bool drop) {
     const auto* w = static_cast<const uint64_t*>(param(&window, sizeof window));
     gpu::handoff_publish(rows(x), h.payload(), h.ready_word(), w, drop, counter_, hand_in_ ? failed_ : nullptr, stream_);
     hand_in_ = false;
+    if (!h.shared_device()) return;
+    if (gpu::graphs_recording(graphs_)) {
+        issuing_.emplace_back(&h, window);  // handed over once the batch is issued
+    } else {
+        gpu::event_record(publish_done_, stream_);
+        h.mark_issued(window, publish_done_);
+    }
 }
 
 std::optional<Tensor> GpuOps::handoff_wait(Handoff& h, uint64_t window, int64_t timeout_ms, Tensor x) {
@@ -633,7 +647,11 @@ std::optional<Tensor> GpuOps::handoff_wait(Handoff& h, uint64_t window, int64_t 
                  x.ne0 * x.ne1, h.capacity());
     bind();
     // On the device: the host queues the stage's kernels behind the wait without waiting
-    // itself; the time limit is measured with the GPU's clock.
+    // itself; the time limit is measured with the GPU's clock. With the writer on this
+    // same card, the wait goes to the device only after the writer's window did
+    // (Handoff::shared_device); if that never comes, the kernel's own limit fails it.
+    if (h.shared_device())
+        if (void* ev = h.await_issued(window, timeout_ms)) gpu::stream_wait(stream_, static_cast<gpu::Event>(ev));
     const auto* w = static_cast<const uint64_t*>(param(&window, sizeof window));
     gpu::handoff_wait(h.ready_word(), h.error_word(), w, timeout_ms, h.payload(), rows(x), failed_, stream_);
     hand_in_ = true;  // this step's publish (if any) reads the outcome

@@ -143,6 +143,8 @@ private:
     bool making_room_ = false;      // stage() flushes the batch so far to reuse a half
     gpu::Graphs* graphs_ = nullptr;  // null: graphs off, every launch issued at once
     int64_t refused_seen_ = 0;       // refused captures already logged
+    std::vector<std::pair<Handoff*, uint64_t>> issuing_;  // shared-device publishes collected, not yet issued
+    gpu::Event publish_done_ = nullptr;  // recorded after such a publish (Handoff::shared_device)
     gpu::Profile* profile_ = nullptr;  // STRATA_GPU_PROFILE: kernel times (null: off)
     struct HostTimes {
         int64_t items = 0;

@@ -1,5 +1,6 @@
 #include "engine/backend/handoff.h"
 
+#include <algorithm>
 #include <chrono>
 #include <new>
 #include <thread>
@@ -64,11 +65,40 @@ Handoff::Wait Handoff::wait(uint64_t window, int64_t timeout_ms) {
     }
 }
 
-void Handoff::abort() { ready_->store(kAbort, std::memory_order_release); }
+void Handoff::abort() {
+    ready_->store(kAbort, std::memory_order_release);
+    {
+        std::lock_guard<std::mutex> lk(issued_mu_);
+        issued_ = kAbort;  // a reader waiting to issue its wait goes on and sees the abort
+        issued_event_ = nullptr;
+    }
+    issued_cv_.notify_all();
+}
 
 void Handoff::reset() {
     err_->store(kNoError, std::memory_order_relaxed);
     ready_->store(0, std::memory_order_release);
+    std::lock_guard<std::mutex> lk(issued_mu_);
+    issued_ = 0;
+    issued_event_ = nullptr;
+}
+
+void Handoff::mark_issued(uint64_t window, void* event) {
+    {
+        std::lock_guard<std::mutex> lk(issued_mu_);
+        if (issued_ == kAbort) return;
+        issued_ = std::max(issued_, window);
+        issued_event_ = event;
+    }
+    issued_cv_.notify_all();
+}
+
+void* Handoff::await_issued(uint64_t window, int64_t timeout_ms) {
+    std::unique_lock<std::mutex> lk(issued_mu_);
+    const auto done = [&] { return issued_ >= window; };
+    if (timeout_ms <= 0) issued_cv_.wait(lk, done);
+    else if (!issued_cv_.wait_for(lk, std::chrono::milliseconds(timeout_ms), done)) return nullptr;
+    return issued_ == window ? issued_event_ : nullptr;
 }
 
 }  // namespace strata

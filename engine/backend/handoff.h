@@ -12,7 +12,9 @@
 //   abort():    raises the ready word to kAbort so no reader is left spinning.
 #pragma once
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
+#include <mutex>
 
 #include "engine/backend/device.h"
 
@@ -50,6 +52,22 @@ public:
     // Microseconds between the last publish and the wait that saw it (for benchmarks).
     int64_t last_wake_latency_ns() const { return last_latency_ns_; }
 
+    // Two stages on one GPU: the reader's spinning wait kernel may hold what the writer's
+    // kernels need to run (the runtime promises no concurrency between two streams; a CPU
+    // HIP runtime runs one at a time), and then neither moves until the wait times out
+    // (found on the first card runs: windows timing out after 60 s). There the writer
+    // hands over an event recorded after its publish, and the reader's stream waits for
+    // it before its wait kernel: ordered by the runtime, nothing spins. Set by the split
+    // runner.
+    void set_shared_device(bool on) { shared_device_ = on; }
+    bool shared_device() const { return shared_device_; }
+    // The writer's publish for `window` is queued, `event` (the writer's runtime event,
+    // or null) recorded after it.
+    void mark_issued(uint64_t window, void* event = nullptr);
+    // Waits until mark_issued(window) or abort, or timeout_ms passes (0 = no limit);
+    // returns the event handed over then (null after an abort or the time limit).
+    void* await_issued(uint64_t window, int64_t timeout_ms);
+
 private:
     Buffer mem_;
     float* payload_ = nullptr;
@@ -60,6 +78,11 @@ private:
     std::atomic<uint32_t>* err_ = nullptr;    // in mem_, next to the ready word
     std::atomic<int64_t> published_at_ns_{0};
     int64_t last_latency_ns_ = 0;
+    bool shared_device_ = false;
+    std::mutex issued_mu_;
+    std::condition_variable issued_cv_;
+    uint64_t issued_ = 0;  // the last window whose publish was issued (kAbort: aborted)
+    void* issued_event_ = nullptr;
 };
 
 }  // namespace strata

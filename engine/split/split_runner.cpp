@@ -74,7 +74,7 @@ void SplitRunnerImpl::eval(std::span<const Item> items, float* logits_rows) {
     for (auto& h : handoffs_)
         if (h->capacity() < static_cast<size_t>(rows * E)) {
             const size_t s = &h - handoffs_.data();
-            h = std::make_unique<Handoff>(handoff_device(s), static_cast<size_t>(rows * E));
+            h = make_handoff(s, static_cast<size_t>(rows * E));
         }
     for (auto& st : stages_)
         if (st.x.size() < sizeof(float) * static_cast<size_t>(rows * E)) {

@@ -159,7 +159,7 @@ public:
             overlap_ = false;
         }
         if (overlap_ && stages_.size() < 2) overlap_ = false;
-        for (size_t s = 0; s + 1 < stages_.size(); ++s) handoffs_.push_back(std::make_unique<Handoff>(handoff_device(s), 0));
+        for (size_t s = 0; s + 1 < stages_.size(); ++s) handoffs_.push_back(make_handoff(s, 0));
         if (cfg.pipeline_windows == 2) {
             std::string why;
             if (stages_.size() != 2) why = fmt::format("the split has {} stage(s); it needs exactly 2", stages_.size());
@@ -198,6 +198,12 @@ public:
         Device& a = *stages_[s].dev;
         Device& b = *stages_[s + 1].dev;
         return a.ops().host_memory() && !b.ops().host_memory() ? b : a;
+    }
+    std::unique_ptr<Handoff> make_handoff(size_t s, size_t floats) const {
+        auto h = std::make_unique<Handoff>(handoff_device(s), floats);
+        Device& a = *stages_[s].dev;
+        h->set_shared_device(!a.ops().host_memory() && a.name() == stages_[s + 1].dev->name());
+        return h;
     }
     std::string device_profile() const override;
     std::string describe() const override {

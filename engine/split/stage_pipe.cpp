@@ -9,7 +9,7 @@ Pipe::Pipe(SplitRunnerImpl& r) : r_(r) {
     const int64_t E = r.model_->hp().n_embd, V = r.model_->hp().n_vocab;
     const auto rows = static_cast<size_t>(kMaxRows);
     for (Set& set : sets_) {
-        set.handoff = std::make_unique<Handoff>(r.handoff_device(0), rows * static_cast<size_t>(E));
+        set.handoff = r.make_handoff(0, rows * static_cast<size_t>(E));
         const size_t act = sizeof(float) * rows * static_cast<size_t>(E);
         set.x0 = r.stages_[0].dev->ops().alloc(act);
         set.x1 = r.stages_[1].dev->ops().alloc(act);
