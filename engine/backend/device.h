@@ -86,9 +86,6 @@ public:
 // sees now (0 without a driver or a device; `why` then says which, when given).
 std::string_view gpu_backend();
 int gpu_device_count(std::string* why = nullptr);
-// Whether the GPU runtime runs two streams' kernels at once (false for a CPU HIP runtime,
-// which runs them one after another, and without a GPU backend).
-bool gpu_streams_concurrent();
 struct GpuInfo {
     std::string spec;  // "cuda:0"
     std::string name;  // the driver's name of the card

@@ -77,8 +77,6 @@ std::string_view gpu_backend() { return gpu::backend_name(); }
 
 int gpu_device_count(std::string* why) { return gpu::device_count(why); }
 
-bool gpu_streams_concurrent() { return gpu::streams_concurrent(); }
-
 std::vector<GpuInfo> gpu_devices() {
     std::vector<GpuInfo> out;
     const int n = gpu::device_count(nullptr);
@@ -113,8 +111,6 @@ int gpu_device_count(std::string* why) {
     if (why) *why = "this build has no GPU backend";
     return 0;
 }
-
-bool gpu_streams_concurrent() { return false; }
 
 std::vector<GpuInfo> gpu_devices() { return {}; }
 

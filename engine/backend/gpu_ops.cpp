@@ -137,7 +137,7 @@ void GpuOps::flushed() {
 
 std::string GpuOps::profile() const {
     if (!profile_) return {};
-    return fmt::format("  host: {} queue items, {:.3f} ms in them ({:.3f} ms of which waiting for the stream), "
+    return fmt::format("  host: {} queue items, {:.3f} ms in them ({:.3f} ms of which waiting for the device), "
                        "{:.3f} ms waiting outside them\n",
                        host_.items, host_.item_ms, host_.wait_in_items_ms, host_.wait_ms) +
            (graphs_ ? std::string("  kernels not timed: they run as graphs (STRATA_GPU_GRAPHS=0 times each)\n")
@@ -281,7 +281,9 @@ uint8_t* GpuOps::stage(size_t bytes) {
         }
         fresh_ = false;
         stage_half_ ^= 1;
+        const double t0 = profile_ ? now_ms() : 0.0;
         gpu::event_sync(stage_done_[stage_half_]);  // its last copy has left it
+        if (profile_) (in_item_ ? host_.wait_in_items_ms : host_.wait_ms) += now_ms() - t0;
         stage_used_ = 0;
     }
     uint8_t* p = stage_ + static_cast<size_t>(stage_half_) * kStageHalf + stage_used_;
@@ -324,8 +326,15 @@ const void* GpuOps::param(const void* data, size_t bytes) {
 // Issued now, after what was collected: host memory that may be pageable, which a graph
 // cannot copy to or from.
 void GpuOps::copy_now(void* dst, const void* src, size_t bytes) {
-    if (!gpu::graphs_recording(graphs_)) {
+    // A copy with pageable memory returns once the stream has run everything before it:
+    // the profile counts it as waiting for the device.
+    const auto copy = [&] {
+        const double t0 = profile_ ? now_ms() : 0.0;
         gpu::copy_async(dst, src, bytes, stream_);
+        if (profile_) (in_item_ ? host_.wait_in_items_ms : host_.wait_ms) += now_ms() - t0;
+    };
+    if (!gpu::graphs_recording(graphs_)) {
+        copy();
         return;
     }
     gpu::graphs_flush(graphs_);
@@ -334,7 +343,7 @@ void GpuOps::copy_now(void* dst, const void* src, size_t bytes) {
         gpu::Graphs* g;
         ~Reattach() { gpu::graphs_attach(g); }
     } reattach{graphs_};
-    gpu::copy_async(dst, src, bytes, stream_);
+    copy();
 }
 
 void GpuOps::to_host(void* dst, const void* src, size_t bytes) {

@@ -149,8 +149,8 @@ private:
     struct HostTimes {
         int64_t items = 0;
         double item_ms = 0.0;          // from each queue item's begin to its end
-        double wait_in_items_ms = 0.0;  // of which waiting for the stream
-        double wait_ms = 0.0;          // waiting for the stream outside items
+        double wait_in_items_ms = 0.0;  // of which waiting for the device (stream syncs, staging's events)
+        double wait_ms = 0.0;          // waiting for it outside items
     } host_;
     bool in_item_ = false;
     double item_t0_ = 0.0;

@@ -17,9 +17,6 @@ using Stream = void*;  // the runtime's stream handle
 
 // --- runtime ---
 const char* backend_name();                // "cuda" or "hip"
-// Whether two streams' kernels run at once. A CPU HIP runtime runs them one after another,
-// so there a hand-off wait launched before its publish on the same card can only time out.
-bool streams_concurrent();
 int device_count(std::string* why);        // 0 when there is no driver or device (why says which)
 std::string device_name(int dev);
 void device_memory(int dev, int64_t* free_bytes, int64_t* total_bytes);

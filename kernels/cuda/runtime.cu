@@ -25,14 +25,6 @@ const char* backend_name() {
 #endif
 }
 
-bool streams_concurrent() {
-#if defined(STRATA_HIP_CPU)
-    return false;
-#else
-    return true;
-#endif
-}
-
 int device_count(std::string* why) {
     int n = 0;
     const gpuError_t e = gpuGetDeviceCount(&n);
