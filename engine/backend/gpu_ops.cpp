@@ -599,7 +599,7 @@ void GpuOps::moe_experts(std::span<const MatView> gate, std::span<const MatView>
     // A window of many rows (a prompt) takes the experts one at a time: the rows grouped
     // by expert once, on the device, for the three products. Only where experts repeat:
     // a decode step's rows go to different experts, and a grid over every expert would
-    // cost more than it saves (86 us against 6 on an H200 for 10 of 512 experts).
+    // cost more than it saves (on an H200, 10 rows of 512 experts: 86 us a product grouped, 12.4 by id).
     std::optional<gpu::ExpertGroups> groups;
     const auto n_expert = static_cast<int64_t>(gate.size());
     if (h.ne1 > 1 && n > kGroupRows && 2 * n >= n_expert && gpu::int_dot(gate[0].type)) {
