@@ -12,7 +12,7 @@ namespace strata {
 
 int cmd_devices(int argc, char** argv) {
     const bool bandwidth = argc == 2 && std::string_view(argv[1]) == "--bandwidth";
-    if (argc > 1 && !bandwidth) throw UsageError("devices: takes only --bandwidth (measure each GPU's read bandwidth)");
+    if (argc > 1 && !bandwidth) throw UsageError("devices: takes only --bandwidth (measure each GPU's read and copy bandwidth)");
     fmt::print("cpu:N     {} hardware threads (cpu:0, cpu:1... split them; --threads-per-device)\n",
                std::thread::hardware_concurrency());
     if (gpu_backend().empty()) {
@@ -31,9 +31,12 @@ int cmd_devices(int argc, char** argv) {
         fmt::print("{:<9} {}, {:.1f} GiB ({:.1f} GiB free)", g.spec, g.name, g.total_bytes / 1073741824.0,
                    g.free_bytes / 1073741824.0);
         // A quarter of what is free, at most 2 GiB: far past any cache.
-        if (bandwidth)
+        if (bandwidth) {
             fmt::print(", read {:.0f} GB/s",
                        gpu_read_bandwidth(index, static_cast<size_t>(std::min<int64_t>(g.free_bytes / 4, int64_t{2} << 30))));
+            fmt::print(", copies in from pinned host memory {:.1f} GB/s",
+                       gpu_copy_bandwidth(index, static_cast<size_t>(std::min<int64_t>(g.free_bytes / 8, int64_t{256} << 20))));
+        }
         fmt::print("\n");
         ++index;
     }

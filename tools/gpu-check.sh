@@ -46,7 +46,7 @@ if [ -n "${STRATA_BUNDLE:-}" ]; then
 else
     command -v cmake >/dev/null || apt-get install -y -qq cmake g++ >/dev/null 2>&1
     step "configure + build (sm_$arch)" bash -c "cmake -S . -B $b -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=$arch >/dev/null &&
-        cmake --build $b -j$jobs --target strata strata_tests strata_gpu_tests decode" || exit 1
+        cmake --build $b -j$jobs --target strata strata_tests strata_gpu_tests decode gpu_matmul" || exit 1
 fi
 tmp=$(mktemp -d)
 # Qwen3-Next-80B-A3B's own shapes (512 experts, top-10, 151936 rows of head), four of its
@@ -57,7 +57,15 @@ $b/bin/strata make-model --arch qwen3next --preset 80b-a3b --layers 4 --type q4_
     --out "$tmp/n80.gguf" >"$tmp/n80.log" 2>&1 &
 n80_pid=$!
 step "devices" $b/bin/strata devices --bandwidth
-bw=$($b/bin/strata devices --bandwidth 2>/dev/null | sed -n 's/^cuda:0 .*read \([0-9.]*\) GB\/s.*/\1/p')
+devs=$($b/bin/strata devices --bandwidth 2>/dev/null)
+bw=$(printf '%s\n' "$devs" | sed -n 's/^cuda:0 .*read \([0-9.]*\) GB\/s.*/\1/p')
+cbw=$(printf '%s\n' "$devs" | sed -n 's/^cuda:0 .*pinned host memory \([0-9.]*\) GB\/s.*/\1/p')
+# The decode product alone (bench/gpu_matmul.cpp): per type and shape, against the read bandwidth.
+if [ -x "$b/bin/gpu_matmul" ]; then
+    say ""
+    say "$($b/bin/gpu_matmul q4_K q8_0 q6_K 2>&1)"
+    say ""
+fi
 step "kernel tests (dequant, conversions)" $b/bin/strata_gpu_tests
 step "every op on every backend" $b/bin/strata_tests "[ops]"
 # The hand-off tests apart: a fault there poisons the process's GPU context, and every
@@ -104,7 +112,7 @@ for m in n80 qn; do
         say "$m on cuda:0, STRATA_GPU_PROFILE=1 STRATA_GPU_GRAPHS=$g, --spec-draft 0:"
         say '```'
         say "$(grep -E '^decode:' "$tmp/p.err")"
-        say "$(sed -n '/^gpu profile:/,$p' "$tmp/p.err" | head -n 24)"
+        say "$(sed -n '/^gpu profile:/,$p' "$tmp/p.err" | head -n 40)"
         say '```'
     done
 done
@@ -129,6 +137,14 @@ if [ -n "$need" ]; then
         info=$(sed -n 's/^streaming: //p' "$tmp/s$d.err" | cut -c1-120)
         say "| depth $d, ${budget} MiB | $rate | $info | $(cmp -s "$tmp/res.txt" "$tmp/s$d.txt" && echo yes || echo no) |"
     done
+    # The copies alone bound a streamed token: its MiB at the measured pinned copy rate.
+    per=$(sed -n 's/.*, \([0-9.]*\) MiB per token).*/\1/p' "$tmp/s1.err")
+    res=$(sed -n 's/^decode: .*(\(.*\) tok\/s)/\1/p' "$tmp/res.err")
+    if [ -n "$per" ] && [ -n "$cbw" ] && [ -n "$res" ]; then
+        say ""
+        say "$(awk -v m="$per" -v c="$cbw" -v r="$res" 'BEGIN { cp = m * 1.048576 / c; cm = 1000 / r;
+            printf "copies alone: %.1f MiB per token at %.1f GB/s (pinned, measured) = %.2f ms; compute alone (resident) %.2f ms; max %.1f tok/s, sum %.1f tok/s", m, c, cp, cm, 1000 / (cp > cm ? cp : cm), 1000 / (cp + cm) }')"
+    fi
 else
     say "streaming: could not read the planner's minimum: $(tail -n 2 "$tmp/res.err")"
 fi

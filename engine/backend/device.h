@@ -95,6 +95,9 @@ std::vector<GpuInfo> gpu_devices();
 // GPU `index`'s memory read bandwidth in GB/s (a streaming read of a buffer of `bytes`,
 // the best of a few); 0 without a GPU backend.
 double gpu_read_bandwidth(int index, size_t bytes);
+// GB/s of copies of `bytes` from pinned host memory into GPU `index` (what bounds a
+// streamed layer's copy); 0 without a GPU backend.
+double gpu_copy_bandwidth(int index, size_t bytes);
 
 // "cpu:N" with `threads` threads, pinned to cores first_core .. first_core + threads - 1
 // where the machine has them (first_core < 0: not pinned). Throws for an unknown device name. staged_copies: a CPU

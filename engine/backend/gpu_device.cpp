@@ -93,6 +93,11 @@ double gpu_read_bandwidth(int index, size_t bytes) {
     return gpu::read_bandwidth_gbs(bytes, 5);
 }
 
+double gpu_copy_bandwidth(int index, size_t bytes) {
+    gpu::set_device(index);
+    return gpu::copy_bandwidth_gbs(bytes, 5);
+}
+
 std::unique_ptr<Device> open_gpu_device(const std::string& spec, int index, GpuOptions o) {
     std::string why;
     const int n = gpu::device_count(&why);
@@ -115,6 +120,7 @@ int gpu_device_count(std::string* why) {
 std::vector<GpuInfo> gpu_devices() { return {}; }
 
 double gpu_read_bandwidth(int, size_t) { return 0.0; }
+double gpu_copy_bandwidth(int, size_t) { return 0.0; }
 
 #endif
 

@@ -31,12 +31,13 @@ int heads_per_block(int64_t group, int64_t hd, int64_t hdv) {
 constexpr int64_t kFewRows = 16;
 constexpr int64_t kAttnScratchFloats = int64_t{4} << 20;  // 16 MiB of partial sums per launch at most
 
-// Parts of a row's positions for attention_part_k: one per 64 positions, at most
+// Parts of a row's positions for attention_part_k: one per 16 positions, at most
 // kAttnMaxSplit (a long context then has ~n_pos / 32 positions per block). A decode
 // step's row is a few blocks alone on the card: a part's positions are a chain of
-// dependent reads, so shorter parts finish sooner.
+// dependent reads, so shorter parts finish sooner (parts of 64 took 119 us on an H200
+// for one row of 16 heads).
 STRATA_DEV_HOST int attn_splits(int64_t n_pos) {
-    const int64_t n = (n_pos + 63) / 64;
+    const int64_t n = (n_pos + 15) / 16;
     return static_cast<int>(n < 1 ? 1 : (n > kAttnMaxSplit ? kAttnMaxSplit : n));
 }
 
@@ -46,26 +47,25 @@ STRATA_DEV int seq_of(const SeqTable& t, int64_t row) {
     return -1;
 }
 
-// Value i of a cache row of `type` (f32, f16, q8_0, q4_0).
-STRATA_DEV float kv_value(GgmlType type, const uint8_t* row, int64_t i) {
-    switch (type) {
-        case GgmlType::F32: {
-            float v;
-            copy_bytes(&v, row + 4 * i, 4);
-            return v;
-        }
-        case GgmlType::F16:
-            return fp16_to_f32(static_cast<uint16_t>(row[2 * i] | (row[2 * i + 1] << 8)));
-        case GgmlType::Q8_0: {
-            const uint8_t* b = row + (i / 32) * 34;
-            return static_cast<float>(static_cast<int8_t>(b[2 + i % 32])) * fp16_to_f32(static_cast<uint16_t>(b[0] | (b[1] << 8)));
-        }
-        default: {  // Q4_0
-            const uint8_t* b = row + (i / 32) * 18;
-            const int j = static_cast<int>(i % 32);
-            const int q = j < 16 ? (b[2 + j] & 0xF) : (b[2 + j - 16] >> 4);
-            return static_cast<float>(q - 8) * fp16_to_f32(static_cast<uint16_t>(b[0] | (b[1] << 8)));
-        }
+// Value i of a cache row of type C (f32, f16, q8_0, q4_0): a template, so that the loops
+// over positions hold no switch on the type and their loads can be issued ahead. Cache
+// rows and their blocks start at even addresses (f32 rows at multiples of 4).
+template <GgmlType C>
+STRATA_DEV float kv_at(const uint8_t* row, int64_t i) {
+    if constexpr (C == GgmlType::F32) {
+        return reinterpret_cast<const float*>(row)[i];
+    } else if constexpr (C == GgmlType::F16) {
+        return fp16_to_f32(reinterpret_cast<const uint16_t*>(row)[i]);
+    } else if constexpr (C == GgmlType::Q8_0) {
+        const uint8_t* b = row + (i / 32) * 34;
+        return static_cast<float>(static_cast<int8_t>(b[2 + i % 32])) *
+               fp16_to_f32(*reinterpret_cast<const uint16_t*>(b));
+    } else {
+        static_assert(C == GgmlType::Q4_0);
+        const uint8_t* b = row + (i / 32) * 18;
+        const int j = static_cast<int>(i % 32);
+        const int q = j < 16 ? (b[2 + j] & 0xF) : (b[2 + j - 16] >> 4);
+        return static_cast<float>(q - 8) * fp16_to_f32(*reinterpret_cast<const uint16_t*>(b));
     }
 }
 
@@ -182,7 +182,8 @@ __global__ void kv_store_k(SeqTable seqs, GgmlType type, int64_t hd, int64_t hdv
 // the tile and the weighted sums of V, threads over the value dimensions, each V value
 // read once for the group. It leaves (max, sum, acc) of its part per head in `part`;
 // combine_k merges the parts in order.
-__global__ void attention_part_k(SeqTable seqs, GgmlType type, int64_t row0, int64_t n_head, int64_t n_head_kv,
+template <GgmlType C>
+__global__ void attention_part_k(SeqTable seqs, int64_t row0, int64_t n_head, int64_t n_head_kv,
                                  int64_t hd, int64_t hdv, int gh, Rows q, int64_t head_stride, float* part) {
     __shared__ float red[32];
     __shared__ float qs[kGroupFloats];
@@ -220,7 +221,7 @@ __global__ void attention_part_k(SeqTable seqs, GgmlType type, int64_t row0, int
             if (j < n_tile) {
                 const uint8_t* kr = kb + (p0 + j) * sr.k_pos;
                 for (int64_t i = lane; i < hd; i += warpSize) {
-                    const float kv = kv_value(type, kr, i);
+                    const float kv = kv_at<C>(kr, i);
                     for (int g = 0; g < gh; ++g) d[g] += qs[g * hd + i] * kv;
                 }
             }
@@ -243,8 +244,9 @@ __global__ void attention_part_k(SeqTable seqs, GgmlType type, int64_t row0, int
         for (int64_t i = threadIdx.x; i < hdv; i += blockDim.x) {
             float a[kMaxGroup];
             for (int g = 0; g < gh; ++g) a[g] = acc[g * hdv + i] * alpha[g];
+#pragma unroll 4
             for (int64_t j = 0; j < n_tile; ++j) {
-                const float v = kv_value(type, vb + (p0 + j) * sr.v_pos, i);
+                const float v = kv_at<C>(vb + (p0 + j) * sr.v_pos, i);
                 for (int g = 0; g < gh; ++g) a[g] += w[g][j] * v;
             }
             for (int g = 0; g < gh; ++g) acc[g * hdv + i] = a[g];
@@ -322,6 +324,8 @@ void attention(const SeqTable& seqs, int64_t max_pos, GgmlType type, int64_t n_h
                Rows q, int64_t head_stride, bool gated, Rows out, float* scratch, Stream s) {
     STRATA_CHECK(hd <= kMaxHead && hdv <= kMaxHead, "attention: head sizes {} / {} (the GPU kernel takes up to {})", hd,
                  hdv, kMaxHead);
+    STRATA_CHECK(type == GgmlType::F32 || type == GgmlType::F16 || type == GgmlType::Q8_0 || type == GgmlType::Q4_0,
+                 "attention: cache type {} has no GPU kernel", type_info(type).name);
     int64_t rows = 0;
     for (int i = 0; i < seqs.n; ++i) rows = std::max(rows, seqs.s[i].row0 + seqs.s[i].n);
     if (rows == 0) return;
@@ -330,11 +334,22 @@ void attention(const SeqTable& seqs, int64_t max_pos, GgmlType type, int64_t n_h
     // position, so a decode step stays one graph (kernels/cuda/graph.cu) as the context grows.
     const unsigned splits = static_cast<unsigned>(rows <= kFewRows ? kAttnMaxSplit : attn_splits(max_pos));
     const int64_t group = attention_rows_per_launch(n_head, hdv);
-    const int gh = heads_per_block(n_head / n_head_kv, hd, hdv);
+    // A few rows take a block per query head: a decode step's few blocks were its time
+    // (a head's sums are the same whichever heads share its block).
+    const int gh = rows <= kFewRows ? 1 : heads_per_block(n_head / n_head_kv, hd, hdv);
     for (int64_t r0 = 0; r0 < rows; r0 += group) {
         const unsigned n = static_cast<unsigned>(std::min(group, rows - r0)), heads = static_cast<unsigned>(n_head);
-        launch(attention_part_k, dim3(n, static_cast<unsigned>(n_head / gh), splits), dim3(kThreads), st(s), seqs, type,
-               r0, n_head, n_head_kv, hd, hdv, gh, q, head_stride, scratch);
+        const dim3 grid(n, static_cast<unsigned>(n_head / gh), splits);
+        const auto go = [&](auto kernel) {
+            launch(kernel, grid, dim3(kThreads), st(s), seqs, r0, n_head, n_head_kv, hd, hdv, gh, q, head_stride,
+                   scratch);
+        };
+        switch (type) {
+            case GgmlType::F32: go(attention_part_k<GgmlType::F32>); break;
+            case GgmlType::F16: go(attention_part_k<GgmlType::F16>); break;
+            case GgmlType::Q8_0: go(attention_part_k<GgmlType::Q8_0>); break;
+            default: go(attention_part_k<GgmlType::Q4_0>); break;
+        }
         launch(combine_k, dim3(n, heads), dim3(kThreads), st(s), seqs, r0, n_head, hd, hdv, q, head_stride, gated,
                scratch, out);
     }

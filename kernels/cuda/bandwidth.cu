@@ -1,7 +1,8 @@
 // The device's memory read bandwidth, measured the way decode reads weights: every block
 // streams its share of a buffer far larger than the caches with 16-byte loads and keeps
 // a sum (written, so the reads cannot be dropped). For decode's % of bandwidth
-// (`strata devices --bandwidth`, tools/gpu-check.sh).
+// (`strata devices --bandwidth`, tools/gpu-check.sh). Beside it, the rate of copies from
+// pinned host memory into the device, which bounds a streamed layer (issue 18's copies).
 #include <algorithm>
 #include <chrono>
 
@@ -44,6 +45,25 @@ double read_bandwidth_gbs(size_t bytes, int reps) {
     stream_destroy(s);
     dev_free(out);
     dev_free(buf);
+    return best;
+}
+
+double copy_bandwidth_gbs(size_t bytes, int reps) {
+    void* host = host_alloc_mapped(bytes);
+    void* buf = dev_alloc(bytes);
+    Stream s = stream_create();
+    double best = 0.0;
+    for (int r = 0; r <= reps; ++r) {  // the first run warms up
+        stream_sync(s);
+        const auto t0 = std::chrono::steady_clock::now();
+        copy_async(buf, host, bytes, s);
+        stream_sync(s);
+        const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        if (r > 0) best = std::max(best, static_cast<double>(bytes) / sec / 1e9);
+    }
+    stream_destroy(s);
+    dev_free(buf);
+    host_free(host);
     return best;
 }
 

@@ -177,7 +177,7 @@ inline void launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, gpuStream_t 
     Recorder* r = recorder_of(stream);
     if (!r) {
         Profiler* p = profiler_of(stream);
-        if (p) p->begin(reinterpret_cast<const void*>(kernel));
+        if (p) p->begin(reinterpret_cast<const void*>(kernel), grid);
         issue_kernel(kernel, grid, block, stream, std::forward<Args>(args)...);
         if (p) p->end();
         return;

@@ -48,6 +48,8 @@ void copy_async(void* dst, const void* src, size_t bytes, Stream s);  // any dir
 void check_launch(const char* what);       // the last launch's error, if any
 // The current device's read bandwidth in GB/s: the best of reps reads of a `bytes` buffer.
 double read_bandwidth_gbs(size_t bytes, int reps);
+// GB/s of copies of `bytes` from pinned host memory into the current device (the best of reps).
+double copy_bandwidth_gbs(size_t bytes, int reps);
 
 // --- graphs (graph.cu) ---
 // While a stream's Graphs object is attached on a thread, that thread's launches, copies
@@ -138,11 +140,12 @@ void matmul_ids(GgmlType type, const uint8_t* const* w, int64_t n_in, int64_t n_
 
 // --- integer dot products (matmul_q.cu) ---
 // Rows of x as integers: value i of row t is d[t * n / 32 + i / 32] * (128 q + r) at
-// index t * n + i (kernels/cpu/act_quant.h's two digits).
+// index t * n + i (kernels/cpu/act_quant.h's two digits); s holds the digits' sums.
 struct ActQ {
     int8_t* q;
     int8_t* r;
     float* d;
+    int32_t* s;  // per 16 values: 128 * (sum of q) + (sum of r), the minimum terms' sums
     int64_t n, rows;
 };
 bool int_dot(GgmlType type);  // matmul_q and matmul_ids_q take it (every quantized type)

@@ -70,22 +70,29 @@ __global__ void quantize_act_k(Rows x, ActQ a) {
         const float o = STRATA_SHFL_XOR(amax, m);
         amax = o > amax ? o : amax;
     }
-    if (!in) return;
     const float step = amax / 127.0f;
     const float id = step > 0.0f ? 1.0f / step : 0.0f;
     const float v = xv * id;
     const int qi = v == v ? static_cast<int>(rintf(clamp_abs(v, 127.0f))) : 0;
     const float rem = (v - static_cast<float>(qi)) * 128.0f;
+    const int ri = rem == rem ? static_cast<int>(rintf(clamp_abs(rem, 64.0f))) : 0;
+    // The sums of each 16 values' digits, which the formats with a minimum multiply by
+    // it: once here, not in every weight row's product (integers: any order is exact).
+    int sum = 128 * qi + ri;
+    for (int m = 8; m > 0; m /= 2) sum += STRATA_SHFL_XOR(sum, m);
+    if (!in) return;
     a.q[t * a.n + 32 * b + k] = static_cast<int8_t>(qi);
-    a.r[t * a.n + 32 * b + k] = static_cast<int8_t>(rem == rem ? static_cast<int>(rintf(clamp_abs(rem, 64.0f))) : 0);
+    a.r[t * a.n + 32 * b + k] = static_cast<int8_t>(ri);
     if (k == 0) a.d[t * nb + b] = step * (1.0f / 128.0f);
+    if (k % 16 == 0) a.s[t * (a.n / 16) + 2 * b + k / 16] = sum;
 }
 
 // Unit u (values 16u .. 16u + 15) of weight rows w[0 .. no - 1] against rows row_of(0) ..
 // row_of(nr - 1) of x (no <= O, nr <= R): acc[o][r] += that product. The x digits of a row
 // are loaded once for the O weight rows; each (o, r) takes the same operations as with
 // O = 1, whichever rows of x come.
-template <GgmlType T, int R, int O, typename RowOf>
+// A16: the weight rows' addresses and stride are multiples of 16 (decode16a's loads).
+template <GgmlType T, int R, int O, bool A16, typename RowOf>
 STRATA_DEV void unit_dot(const uint8_t* const* w, int no, int64_t u, const ActQ& x, RowOf row_of, int nr,
                          float (*acc)[R], const IqTables& tab) {
     constexpr int per_block = BlockInfo<T>::values / 32;
@@ -94,24 +101,21 @@ STRATA_DEV void unit_dot(const uint8_t* const* w, int no, int64_t u, const ActQ&
     float ws[O], wm[O];
     for (int o = 0; o < O; ++o) {
         if (o >= no) break;
-        decode16<T>(w[o] + (c / per_block) * BlockInfo<T>::bytes, static_cast<int>(c % per_block),
-                    static_cast<int>(u % 2), wq[o], &ws[o], &wm[o], tab);
+        const uint8_t* blk = w[o] + (c / per_block) * BlockInfo<T>::bytes;
+        if constexpr (A16)
+            decode16a<T>(blk, static_cast<int>(c % per_block), static_cast<int>(u % 2), wq[o], &ws[o], &wm[o], tab);
+        else
+            decode16<T>(blk, static_cast<int>(c % per_block), static_cast<int>(u % 2), wq[o], &ws[o], &wm[o], tab);
     }
     const int64_t nb = x.n / 32;
     for (int r = 0; r < R; ++r) {
         if (r >= nr) break;
         const int64_t t = row_of(r);
-        const auto* xq = reinterpret_cast<const uint32_t*>(x.q + t * x.n + 16 * u);
-        const auto* xr = reinterpret_cast<const uint32_t*>(x.r + t * x.n + 16 * u);
+        // x's digits: 16-byte aligned (act_q_bytes pads each part to 256 bytes, rows are
+        // multiples of 32 values).
         uint32_t q[4], rr[4];
-        for (int k = 0; k < 4; ++k) q[k] = xq[k], rr[k] = xr[k];
-        int sq = 0, sr = 0;
-        if constexpr (kHasMin<T>) {
-            for (int k = 0; k < 4; ++k) {
-                sq = dot4(0x01010101u, q[k], sq);
-                sr = dot4(0x01010101u, rr[k], sr);
-            }
-        }
+        int_detail::ld128<16>(reinterpret_cast<const uint8_t*>(x.q + t * x.n + 16 * u), q);
+        int_detail::ld128<16>(reinterpret_cast<const uint8_t*>(x.r + t * x.n + 16 * u), rr);
         const float d = x.d[t * nb + c];
         for (int o = 0; o < O; ++o) {
             if (o >= no) break;
@@ -123,14 +127,21 @@ STRATA_DEV void unit_dot(const uint8_t* const* w, int no, int64_t u, const ActQ&
             // Explicit fmaf: the same roundings in every instantiation, whatever a compiler
             // would contract.
             float f = ws[o] * static_cast<float>(128 * pq + pr);
-            if constexpr (kHasMin<T>) f = fmaf(-wm[o], static_cast<float>(128 * sq + sr), f);
+            if constexpr (kHasMin<T>) f = fmaf(-wm[o], static_cast<float>(x.s[t * (x.n / 16) + u]), f);
             acc[o][r] = fmaf(d, f, acc[o][r]);
         }
     }
 }
 
+// Whether rows at base, stride apart, take decode16a (only formats it reads otherwise).
+template <GgmlType T>
+STRATA_DEV bool aligned16(const void* base, size_t stride) {
+    if constexpr (!kAligned<T>) return false;
+    return ((reinterpret_cast<uintptr_t>(base) | stride) & 15u) == 0;
+}
+
 // O output rows per warp (the last warp may have fewer), R rows of x per block row.
-template <GgmlType T, int R, int O>
+template <GgmlType T, int R, int O, bool A16>
 __global__ void matmul_q_k(Weight w, ActQ x, Rows y, IqTables tab) {
     const int lane = static_cast<int>(threadIdx.x) % warpSize;
     const int64_t o0 = (static_cast<int64_t>(blockIdx.x) * (blockDim.x / warpSize) + threadIdx.x / warpSize) * O;
@@ -142,7 +153,7 @@ __global__ void matmul_q_k(Weight w, ActQ x, Rows y, IqTables tab) {
     for (int o = 0; o < O; ++o) rows[o] = w.data + (o0 + (o < no ? o : 0)) * w.stride;
     float acc[O][R] = {};
     const auto row_of = [t0](int r) { return t0 + r; };
-    for (int64_t u = lane; u < w.n_in / 16; u += warpSize) unit_dot<T, R, O>(rows, no, u, x, row_of, nr, acc, tab);
+    for (int64_t u = lane; u < w.n_in / 16; u += warpSize) unit_dot<T, R, O, A16>(rows, no, u, x, row_of, nr, acc, tab);
     for (int o = 0; o < O; ++o) {
         if (o >= no) break;
         for (int r = 0; r < R; ++r) {
@@ -165,7 +176,10 @@ __global__ void matmul_ids_q_k(const uint8_t* const* w, int64_t n_in, int64_t n_
     const uint8_t* row[1] = {we + o * stride};
     float acc[1][1] = {};
     const auto row_of = [t = i / div](int) { return t; };
-    for (int64_t u = lane; u < n_in / 16; u += warpSize) unit_dot<T, 1, 1>(row, 1, u, x, row_of, 1, acc, tab);
+    if (aligned16<T>(we, stride))
+        for (int64_t u = lane; u < n_in / 16; u += warpSize) unit_dot<T, 1, 1, true>(row, 1, u, x, row_of, 1, acc, tab);
+    else
+        for (int64_t u = lane; u < n_in / 16; u += warpSize) unit_dot<T, 1, 1, false>(row, 1, u, x, row_of, 1, acc, tab);
     const float s = warp_sum(acc[0][0]);
     if (lane == 0) y.p[i * y.ld + o] = s;
 }
@@ -213,7 +227,12 @@ __global__ void matmul_grouped_q_k(const uint8_t* const* w, int64_t n_in, int64_
         const int32_t* rows = order + b;
         const auto row_of = [rows, div](int r) { return static_cast<int64_t>(rows[r]) / div; };
         float acc[1][kRows] = {};
-        for (int64_t u = lane; u < n_in / 16; u += warpSize) unit_dot<T, kRows, 1>(row, 1, u, x, row_of, nr, acc, tab);
+        if (aligned16<T>(we, stride))
+            for (int64_t u = lane; u < n_in / 16; u += warpSize)
+                unit_dot<T, kRows, 1, true>(row, 1, u, x, row_of, nr, acc, tab);
+        else
+            for (int64_t u = lane; u < n_in / 16; u += warpSize)
+                unit_dot<T, kRows, 1, false>(row, 1, u, x, row_of, nr, acc, tab);
         for (int r = 0; r < kRows; ++r) {
             if (r >= nr) break;
             const float s = warp_sum(acc[0][r]);
@@ -236,14 +255,16 @@ bool int_dot(GgmlType type) { return dispatch_quant(type, NoKernel{}); }
 
 size_t act_q_bytes(int64_t n, int64_t rows) {
     const size_t v = static_cast<size_t>(n * rows);
-    return 2 * ((v + 255) / 256 * 256) + static_cast<size_t>(n / 32 * rows) * sizeof(float);
+    return 2 * ((v + 255) / 256 * 256) + static_cast<size_t>(n / 32 * rows) * sizeof(float) +
+           static_cast<size_t>(n / 16 * rows) * sizeof(int32_t);
 }
 
 ActQ quantize_act(Rows x, void* scratch, Stream s) {
     STRATA_CHECK(x.cols % 32 == 0, "quantize_act: {} values per row, not a multiple of 32", x.cols);
     const size_t v = static_cast<size_t>(x.cols * x.rows), vp = (v + 255) / 256 * 256;
     auto* base = static_cast<int8_t*>(scratch);
-    const ActQ a{base, base + vp, reinterpret_cast<float*>(base + 2 * vp), x.cols, x.rows};
+    auto* d = reinterpret_cast<float*>(base + 2 * vp);
+    const ActQ a{base, base + vp, d, reinterpret_cast<int32_t*>(d + x.cols / 32 * x.rows), x.cols, x.rows};
     const int64_t values = x.rows * x.cols;  // a thread each
     if (values == 0) return a;
     launch(quantize_act_k, dim3(static_cast<unsigned>((values + kThreads - 1) / kThreads)), dim3(kThreads), st(s), x,
@@ -260,8 +281,14 @@ void matmul_q(const Weight& w, const ActQ& x, Rows y, const IqTables& tab, Strea
     const int rows = prompt ? kPromptRows : kRows, outs = prompt ? kOuts : 1;
     const dim3 grid(out_blocks(w.n_out, outs), static_cast<unsigned>((x.rows + rows - 1) / rows));
     const bool ok = dispatch_quant(w.type, [&]<GgmlType T>() {
-        if (prompt) launch(matmul_q_k<T, kPromptRows, kOuts>, grid, dim3(kThreads), st(s), w, x, y, tab);
-        else launch(matmul_q_k<T, kRows, 1>, grid, dim3(kThreads), st(s), w, x, y, tab);
+        const auto go = [&]<bool A16>() {
+            if (prompt) launch(matmul_q_k<T, kPromptRows, kOuts, A16>, grid, dim3(kThreads), st(s), w, x, y, tab);
+            else launch(matmul_q_k<T, kRows, 1, A16>, grid, dim3(kThreads), st(s), w, x, y, tab);
+        };
+        if constexpr (kAligned<T>) {
+            if (((reinterpret_cast<uintptr_t>(w.data) | w.stride) & 15u) == 0) return go.template operator()<true>();
+        }
+        go.template operator()<false>();
     });
     if (!ok) fail("matmul: weight type {} has no integer GPU kernel", type_info(w.type).name);
     check_launch("matmul_q");

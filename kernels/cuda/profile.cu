@@ -82,13 +82,13 @@ gpuEvent_t Profiler::event() {
     return e;
 }
 
-void Profiler::begin(const void* kernel) {
+void Profiler::begin(const void* kernel, dim3 grid) {
     // A stream that never syncs (a long prompt) still bounds the events held.
     if (marks_.size() >= 8192) {
         check(gpuStreamSynchronize(stream_), "stream synchronize");
         collect();
     }
-    Mark m{kernel, event(), event()};
+    Mark m{{kernel, grid.x, grid.y, grid.z}, event(), event()};
     check(gpuEventRecord(m.a, stream_), "event record");
     marks_.push_back(m);
 }
@@ -100,7 +100,7 @@ void Profiler::collect() {
         float ms = 0.0f;
         check(gpuEventSynchronize(m.b), "event synchronize");
         check(gpuEventElapsedTime(&ms, m.a, m.b), "event elapsed time");
-        Sum& s = sums_[m.kernel];
+        Sum& s = sums_[m.key];
         ++s.calls;
         s.ms += ms;
         free_.push_back(m.a);
@@ -114,7 +114,7 @@ std::string Profiler::report(int top) const {
     double total = 0.0;
     int64_t calls = 0;
     for (const auto& [k, s] : sums_) {
-        rows.emplace_back(kernel_name(k), s);
+        rows.emplace_back(fmt::format("{} [{}x{}x{}]", kernel_name(k.kernel), k.x, k.y, k.z), s);
         total += s.ms;
         calls += s.calls;
     }

@@ -21,8 +21,9 @@
 namespace strata::gpu {
 namespace {
 
-// One thread per 16-value unit: its values as ws * w - wm, the way the dot products use them.
-template <GgmlType T>
+// One thread per 16-value unit: its values as ws * w - wm, the way the dot products use them
+// (A16: decode16a's loads, for blocks of rows at 16-byte aligned addresses).
+template <GgmlType T, bool A16>
 __global__ void decode_units(const uint8_t* src, float* dst, int n_units, IqTables tab) {
     const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
     if (i >= n_units) return;
@@ -30,8 +31,11 @@ __global__ void decode_units(const uint8_t* src, float* dst, int n_units, IqTabl
     const int c = i / 2;
     uint32_t w[4];
     float ws, wm;
-    decode16<T>(src + static_cast<size_t>(c / per_block) * BlockInfo<T>::bytes, c % per_block, i % 2, w, &ws, &wm,
-                tab);
+    const uint8_t* blk = src + static_cast<size_t>(c / per_block) * BlockInfo<T>::bytes;
+    if constexpr (A16)
+        decode16a<T>(blk, c % per_block, i % 2, w, &ws, &wm, tab);
+    else
+        decode16<T>(blk, c % per_block, i % 2, w, &ws, &wm, tab);
     for (int v = 0; v < 16; ++v) {
         const float p = dequant_detail::mul_rn(ws, static_cast<float>(static_cast<int8_t>(w[v / 4] >> (8 * (v % 4)))));
         dst[16 * i + v] = kHasMin<T> ? p - wm : p;
@@ -62,6 +66,20 @@ std::vector<uint8_t> quantized(GgmlType t, const std::vector<float>& x) {
     return q;
 }
 
+// got and want equal bit for bit (NaN included).
+void compare_bits(const std::vector<float>& got, const std::vector<float>& want) {
+    int64_t bad = 0, first = -1;
+    for (size_t i = 0; i < got.size(); ++i)
+        if (std::memcmp(&got[i], &want[i], sizeof(float)) != 0) {
+            if (first < 0) first = static_cast<int64_t>(i);
+            ++bad;
+        }
+    INFO("first mismatch " << first << (first >= 0 ? ": got " + std::to_string(got[first]) + " want " +
+                                                         std::to_string(want[first])
+                                                   : std::string()));
+    CHECK(bad == 0);
+}
+
 void check_decode(GgmlType type, const IqTables& tab) {
     INFO("type " << type_info(type).name);
     std::vector<float> x;
@@ -75,27 +93,24 @@ void check_decode(GgmlType type, const IqTables& tab) {
     std::vector<float> want(x.size());
     dequantize_row(type, q.data(), want.data(), n);
 
-    const uint8_t* src = upload(q, 2);  // blocks at an address that is even, not 4-aligned
-    std::vector<float> nan(x.size(), std::nanf(""));
-    float* dy = upload(nan);
-    const int n_units = static_cast<int>(n / 16);
-    CHECK(dispatch_quant(type, [&]<GgmlType U>() {
-        launch(decode_units<U>, dim3((n_units + 63) / 64), dim3(64), 0, src, dy, n_units, tab);
-    }));
-    GPU_REQUIRE(gpuGetLastError());
-    const std::vector<float> got = download(dy, x.size());
-    GPU_REQUIRE(gpuFree(const_cast<uint8_t*>(src) - 2));
-    GPU_REQUIRE(gpuFree(dy));
-    int64_t bad = 0, first = -1;
-    for (size_t i = 0; i < got.size(); ++i)
-        if (std::memcmp(&got[i], &want[i], sizeof(float)) != 0) {
-            if (first < 0) first = static_cast<int64_t>(i);
-            ++bad;
-        }
-    INFO("first mismatch " << first << (first >= 0 ? ": got " + std::to_string(got[first]) + " want " +
-                                                         std::to_string(want[first])
-                                                   : std::string()));
-    CHECK(bad == 0);
+    // Blocks at an address that is even, not 4-aligned (decode16), and 16-aligned (decode16a).
+    for (const bool a16 : {false, true}) {
+        INFO((a16 ? "decode16a" : "decode16"));
+        const size_t offset = a16 ? 0 : 2;
+        const uint8_t* src = upload(q, offset);
+        std::vector<float> nan(x.size(), std::nanf(""));
+        float* dy = upload(nan);
+        const int n_units = static_cast<int>(n / 16);
+        CHECK(dispatch_quant(type, [&]<GgmlType U>() {
+            if (a16) launch(decode_units<U, true>, dim3((n_units + 63) / 64), dim3(64), 0, src, dy, n_units, tab);
+            else launch(decode_units<U, false>, dim3((n_units + 63) / 64), dim3(64), 0, src, dy, n_units, tab);
+        }));
+        GPU_REQUIRE(gpuGetLastError());
+        const std::vector<float> got = download(dy, x.size());
+        GPU_REQUIRE(gpuFree(const_cast<uint8_t*>(src) - offset));
+        GPU_REQUIRE(gpuFree(dy));
+        compare_bits(got, want);
+    }
 }
 
 // y = W x for n_out rows of n_in values, T_rows rows of x, against the double product of
@@ -141,6 +156,14 @@ void check_matmul(GgmlType type, const IqTables& tab) {
             CHECK(std::fabs(got - want) <= 1e-4 * mag + 1e-9);
         }
     CHECK(std::memcmp(y1.data(), y.data() + (rows - 1) * n_out, y1.size() * sizeof(float)) == 0);
+    // The same weights at an address that is even, not 4-aligned: the loads differ (no
+    // decode16a, 16-bit pieces), the products not.
+    const uint8_t* dw2 = upload(wq, 2);
+    matmul_q({type, 0, dw2, n_in, n_out, rb}, quantize_act({dx, n_in, rows, n_in}, scratch, nullptr),
+             {dy, n_out, rows, n_out}, tab, nullptr);
+    const std::vector<float> y2 = download(dy, zeros.size());
+    CHECK(std::memcmp(y2.data(), y.data(), y.size() * sizeof(float)) == 0);
+    GPU_REQUIRE(gpuFree(const_cast<uint8_t*>(dw2) - 2));
     for (void* p : {static_cast<void*>(const_cast<uint8_t*>(dw)), static_cast<void*>(dx), static_cast<void*>(dy),
                     static_cast<void*>(dy1), scratch})
         GPU_REQUIRE(gpuFree(p));
