@@ -4,7 +4,9 @@
 // launched `iters` times back to back from a replayed graph, as a decode step's kernels
 // run (no host launch between them), so small shapes show the kernel's own floor.
 //
-// Usage: gpu_matmul [--device N] [--iters N] [TYPE...]   (default: q4_K q8_0 q6_K q5_K iq4_xs q4_0)
+// Usage: gpu_matmul [--device N] [--iters N] [--reps N] [TYPE...]
+//   (default types: q4_K q8_0 q6_K q5_K iq4_xs q4_0; reps: timed replays per shape, 5;
+//   --iters 1 --reps 0 launches each shape twice, untimed: for a profiler such as ncu)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -86,13 +88,14 @@ double seconds_per_product(const gpu::Weight& w, const gpu::ActQ& xq, gpu::Rows 
 
 int main(int argc, char** argv) {
     std::vector<std::string> types;
-    int dev = 0, iters = 50;
+    int dev = 0, iters = 50, reps = 5;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         if (a == "--device" && i + 1 < argc) dev = std::atoi(argv[++i]);
         else if (a == "--iters" && i + 1 < argc) iters = std::max(1, std::atoi(argv[++i]));
+        else if (a == "--reps" && i + 1 < argc) reps = std::max(0, std::atoi(argv[++i]));
         else if (a == "-h" || a == "--help") {
-            std::printf("usage: gpu_matmul [--device N] [--iters N] [TYPE...]\n");
+            std::printf("usage: gpu_matmul [--device N] [--iters N] [--reps N] [TYPE...]\n");
             return 0;
         } else types.push_back(a);
     }
@@ -133,7 +136,7 @@ int main(int argc, char** argv) {
                 const gpu::ActQ xq = gpu::quantize_act({dx, sh.n_in, 1, sh.n_in}, scratch, s);
                 const gpu::Weight w{*type, 0, static_cast<const uint8_t*>(dw), sh.n_in, sh.n_out,
                                     row_bytes(*type, sh.n_in)};
-                const double sec = seconds_per_product(w, xq, {dy, sh.n_out, 1, sh.n_out}, tab, s, iters, 5);
+                const double sec = seconds_per_product(w, xq, {dy, sh.n_out, 1, sh.n_out}, tab, s, iters, reps);
                 const double gbs = static_cast<double>(host.size()) / sec / 1e9;
                 std::printf("| %s | %lld x %lld | %s | %.1f | %.2f | %.0f | %.0f%% |\n", name.c_str(),
                             static_cast<long long>(sh.n_in), static_cast<long long>(sh.n_out), sh.what,
