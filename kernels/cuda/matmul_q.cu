@@ -7,9 +7,9 @@
 // more dp4a per four values, which a kernel bound by reading the weights does not notice.
 //
 // Weights: one warp per output row (kOuts rows for prompts), its lanes taking the row's
-// 16-value units in turn (unit u is lane u % warpSize), each decoded once
-// (int_decode.cuh) for up to kRows (or kPromptRows) rows of x; then the lanes' partial
-// sums are added in a fixed tree. A prompt's warp reads each unit of x once for its
+// 32-value chunks in turn (chunk c is lane c % warpSize), each decoded once
+// (int_decode.cuh, in two 16-value halves) for up to kRows (or kPromptRows) rows of x; then
+// the lanes' partial sums are added in a fixed tree. A prompt's warp reads each chunk of x once for its
 // kOuts output rows (the loads, not the integer products, bound a many-row call). An
 // output of a row of x is summed in the same order whatever rows and outputs share the
 // warp or the launch, so one row of a many-row call equals that row alone (the GPU's
@@ -87,47 +87,75 @@ __global__ void quantize_act_k(Rows x, ActQ a) {
     if (k % 16 == 0) a.s[t * (a.n / 16) + 2 * b + k / 16] = sum;
 }
 
-// Unit u (values 16u .. 16u + 15) of weight rows w[0 .. no - 1] against rows row_of(0) ..
-// row_of(nr - 1) of x (no <= O, nr <= R): acc[o][r] += that product. The x digits of a row
-// are loaded once for the O weight rows; each (o, r) takes the same operations as with
-// O = 1, whichever rows of x come.
+// Whether T's ws and wm are the same for both 16-value halves of a 32-value chunk: the
+// halves' integer sums then take one float scaling. (Not so where a format scales each
+// 16 values: Q2_K, Q3_K, Q6_K, IQ2_XS, IQ2_S, IQ1_M; tests/gpu's products would catch a
+// format put in the wrong set.)
+template <GgmlType T>
+inline constexpr bool kChunkScale = !(T == GgmlType::Q2_K || T == GgmlType::Q3_K || T == GgmlType::Q6_K ||
+                                      T == GgmlType::IQ2_XS || T == GgmlType::IQ2_S || T == GgmlType::IQ1_M);
+
+// Chunk c (values 32c .. 32c + 31) of weight rows w[0 .. no - 1] against rows row_of(0) ..
+// row_of(nr - 1) of x (no <= O, nr <= R): acc[o][r] += that product. A lane takes a whole
+// chunk: its block's header and scales are decoded once for its 32 values, and x's digits
+// come in 16-byte loads (a 16-value unit per lane spent more instructions on indices and
+// scales than on the products: the card profiled the kernel as bound by issue, not by
+// DRAM). The x digits of a row are loaded once for the O weight rows; each (o, r) takes
+// the same operations as with O = 1, whichever rows of x come.
 // A16: the weight rows' addresses and stride are multiples of 16 (decode16a's loads).
 template <GgmlType T, int R, int O, bool A16, typename RowOf>
-STRATA_DEV void unit_dot(const uint8_t* const* w, int no, int64_t u, const ActQ& x, RowOf row_of, int nr,
-                         float (*acc)[R], const IqTables& tab) {
+STRATA_DEV void chunk_dot(const uint8_t* const* w, int no, int c, const ActQ& x, RowOf row_of, int nr,
+                          float (*acc)[R], const IqTables& tab) {
     constexpr int per_block = BlockInfo<T>::values / 32;
-    const int64_t c = u / 2;  // the 32-value chunk
-    uint32_t wq[O][4];
-    float ws[O], wm[O];
+    const int j = c % per_block;
+    uint32_t wq[O][8];
+    float ws[O][2], wm[O][2];
     for (int o = 0; o < O; ++o) {
         if (o >= no) break;
-        const uint8_t* blk = w[o] + (c / per_block) * BlockInfo<T>::bytes;
-        if constexpr (A16)
-            decode16a<T>(blk, static_cast<int>(c % per_block), static_cast<int>(u % 2), wq[o], &ws[o], &wm[o], tab);
-        else
-            decode16<T>(blk, static_cast<int>(c % per_block), static_cast<int>(u % 2), wq[o], &ws[o], &wm[o], tab);
+        const uint8_t* blk = w[o] + static_cast<size_t>(c / per_block) * BlockInfo<T>::bytes;
+        for (int h = 0; h < 2; ++h) {
+            if constexpr (A16)
+                decode16a<T>(blk, j, h, wq[o] + 4 * h, &ws[o][h], &wm[o][h], tab);
+            else
+                decode16<T>(blk, j, h, wq[o] + 4 * h, &ws[o][h], &wm[o][h], tab);
+        }
     }
     const int64_t nb = x.n / 32;
     for (int r = 0; r < R; ++r) {
         if (r >= nr) break;
         const int64_t t = row_of(r);
-        // x's digits: 16-byte aligned (act_q_bytes pads each part to 256 bytes, rows are
-        // multiples of 32 values).
-        uint32_t q[4], rr[4];
-        int_detail::ld128<16>(reinterpret_cast<const uint8_t*>(x.q + t * x.n + 16 * u), q);
-        int_detail::ld128<16>(reinterpret_cast<const uint8_t*>(x.r + t * x.n + 16 * u), rr);
+        // x's parts are 16-byte aligned (act_q_bytes pads them to 256 bytes; rows are
+        // multiples of 32 values), its sums 8-byte aligned.
+        const auto* xq = reinterpret_cast<const uint8_t*>(x.q + t * x.n + 32 * c);
+        const auto* xr = reinterpret_cast<const uint8_t*>(x.r + t * x.n + 32 * c);
+        uint32_t q[8], rr[8];
+        int_detail::ld128<16>(xq, q);
+        int_detail::ld128<16>(xq + 16, q + 4);
+        int_detail::ld128<16>(xr, rr);
+        int_detail::ld128<16>(xr + 16, rr + 4);
         const float d = x.d[t * nb + c];
+        int2 xs = make_int2(0, 0);
+        if constexpr (kHasMin<T>) xs = reinterpret_cast<const int2*>(x.s)[t * nb + c];
         for (int o = 0; o < O; ++o) {
             if (o >= no) break;
-            int pq = 0, pr = 0;
-            for (int k = 0; k < 4; ++k) {
-                pq = dot4(wq[o][k], q[k], pq);
-                pr = dot4(wq[o][k], rr[k], pr);
-            }
+            int pq[2] = {0, 0}, pr[2] = {0, 0};
+            for (int h = 0; h < 2; ++h)
+                for (int k = 0; k < 4; ++k) {
+                    pq[h] = dot4(wq[o][4 * h + k], q[4 * h + k], pq[h]);
+                    pr[h] = dot4(wq[o][4 * h + k], rr[4 * h + k], pr[h]);
+                }
             // Explicit fmaf: the same roundings in every instantiation, whatever a compiler
             // would contract.
-            float f = ws[o] * static_cast<float>(128 * pq + pr);
-            if constexpr (kHasMin<T>) f = fmaf(-wm[o], static_cast<float>(x.s[t * (x.n / 16) + u]), f);
+            float f;
+            if constexpr (kChunkScale<T>) {
+                f = ws[o][0] * static_cast<float>(128 * (pq[0] + pq[1]) + (pr[0] + pr[1]));
+                if constexpr (kHasMin<T>) f = fmaf(-wm[o][0], static_cast<float>(xs.x + xs.y), f);
+            } else {
+                f = ws[o][0] * static_cast<float>(128 * pq[0] + pr[0]);
+                if constexpr (kHasMin<T>) f = fmaf(-wm[o][0], static_cast<float>(xs.x), f);
+                f = fmaf(ws[o][1], static_cast<float>(128 * pq[1] + pr[1]), f);
+                if constexpr (kHasMin<T>) f = fmaf(-wm[o][1], static_cast<float>(xs.y), f);
+            }
             acc[o][r] = fmaf(d, f, acc[o][r]);
         }
     }
@@ -153,7 +181,7 @@ __global__ void matmul_q_k(Weight w, ActQ x, Rows y, IqTables tab) {
     for (int o = 0; o < O; ++o) rows[o] = w.data + (o0 + (o < no ? o : 0)) * w.stride;
     float acc[O][R] = {};
     const auto row_of = [t0](int r) { return t0 + r; };
-    for (int64_t u = lane; u < w.n_in / 16; u += warpSize) unit_dot<T, R, O, A16>(rows, no, u, x, row_of, nr, acc, tab);
+    for (int c = lane; c < w.n_in / 32; c += warpSize) chunk_dot<T, R, O, A16>(rows, no, c, x, row_of, nr, acc, tab);
     for (int o = 0; o < O; ++o) {
         if (o >= no) break;
         for (int r = 0; r < R; ++r) {
@@ -177,9 +205,9 @@ __global__ void matmul_ids_q_k(const uint8_t* const* w, int64_t n_in, int64_t n_
     float acc[1][1] = {};
     const auto row_of = [t = i / div](int) { return t; };
     if (aligned16<T>(we, stride))
-        for (int64_t u = lane; u < n_in / 16; u += warpSize) unit_dot<T, 1, 1, true>(row, 1, u, x, row_of, 1, acc, tab);
+        for (int c = lane; c < n_in / 32; c += warpSize) chunk_dot<T, 1, 1, true>(row, 1, c, x, row_of, 1, acc, tab);
     else
-        for (int64_t u = lane; u < n_in / 16; u += warpSize) unit_dot<T, 1, 1, false>(row, 1, u, x, row_of, 1, acc, tab);
+        for (int c = lane; c < n_in / 32; c += warpSize) chunk_dot<T, 1, 1, false>(row, 1, c, x, row_of, 1, acc, tab);
     const float s = warp_sum(acc[0][0]);
     if (lane == 0) y.p[i * y.ld + o] = s;
 }
@@ -228,11 +256,11 @@ __global__ void matmul_grouped_q_k(const uint8_t* const* w, int64_t n_in, int64_
         const auto row_of = [rows, div](int r) { return static_cast<int64_t>(rows[r]) / div; };
         float acc[1][kRows] = {};
         if (aligned16<T>(we, stride))
-            for (int64_t u = lane; u < n_in / 16; u += warpSize)
-                unit_dot<T, kRows, 1, true>(row, 1, u, x, row_of, nr, acc, tab);
+            for (int c = lane; c < n_in / 32; c += warpSize)
+                chunk_dot<T, kRows, 1, true>(row, 1, c, x, row_of, nr, acc, tab);
         else
-            for (int64_t u = lane; u < n_in / 16; u += warpSize)
-                unit_dot<T, kRows, 1, false>(row, 1, u, x, row_of, nr, acc, tab);
+            for (int c = lane; c < n_in / 32; c += warpSize)
+                chunk_dot<T, kRows, 1, false>(row, 1, c, x, row_of, nr, acc, tab);
         for (int r = 0; r < kRows; ++r) {
             if (r >= nr) break;
             const float s = warp_sum(acc[0][r]);
@@ -263,8 +291,8 @@ ActQ quantize_act(Rows x, void* scratch, Stream s) {
     STRATA_CHECK(x.cols % 32 == 0, "quantize_act: {} values per row, not a multiple of 32", x.cols);
     const size_t v = static_cast<size_t>(x.cols * x.rows), vp = (v + 255) / 256 * 256;
     auto* base = static_cast<int8_t*>(scratch);
-    auto* d = reinterpret_cast<float*>(base + 2 * vp);
-    const ActQ a{base, base + vp, d, reinterpret_cast<int32_t*>(d + x.cols / 32 * x.rows), x.cols, x.rows};
+    auto* sums = reinterpret_cast<int32_t*>(base + 2 * vp);  // 8-byte aligned: read in pairs
+    const ActQ a{base, base + vp, reinterpret_cast<float*>(sums + x.cols / 16 * x.rows), sums, x.cols, x.rows};
     const int64_t values = x.rows * x.cols;  // a thread each
     if (values == 0) return a;
     launch(quantize_act_k, dim3(static_cast<unsigned>((values + kThreads - 1) / kThreads)), dim3(kThreads), st(s), x,
@@ -281,8 +309,11 @@ void matmul_q(const Weight& w, const ActQ& x, Rows y, const IqTables& tab, Strea
     const int rows = prompt ? kPromptRows : kRows, outs = prompt ? kOuts : 1;
     const dim3 grid(out_blocks(w.n_out, outs), static_cast<unsigned>((x.rows + rows - 1) / rows));
     const bool ok = dispatch_quant(w.type, [&]<GgmlType T>() {
+        // One row (a decode step) has its own kernel: 8 rows' accumulators held registers
+        // that limited the warps per SM (the same sums: acc[o][r] alone).
         const auto go = [&]<bool A16>() {
             if (prompt) launch(matmul_q_k<T, kPromptRows, kOuts, A16>, grid, dim3(kThreads), st(s), w, x, y, tab);
+            else if (x.rows == 1) launch(matmul_q_k<T, 1, 1, A16>, grid, dim3(kThreads), st(s), w, x, y, tab);
             else launch(matmul_q_k<T, kRows, 1, A16>, grid, dim3(kThreads), st(s), w, x, y, tab);
         };
         if constexpr (kAligned<T>) {

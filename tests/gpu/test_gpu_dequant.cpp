@@ -69,6 +69,7 @@ void check_type(const IqTables& tab, const std::vector<float>& x) {
     const auto* src = static_cast<const uint8_t*>(dq) + 1;  // odd address
     GPU_REQUIRE(gpuMemcpyAsync(const_cast<uint8_t*>(src), q.data(), bytes, gpuMemcpyDefault, 0));
     GPU_REQUIRE(gpuMemsetAsync(dy, 0xFF, x.size() * sizeof(float), 0));  // NaN: unwritten shows
+    GPU_REQUIRE(gpuStreamSynchronize(0));
 
     const int n_chunks = static_cast<int>(n / 32);
     const int threads = 64;
@@ -76,6 +77,7 @@ void check_type(const IqTables& tab, const std::vector<float>& x) {
            static_cast<float*>(dy), n_chunks, tab);
     GPU_REQUIRE(gpuGetLastError());
     std::vector<float> got(x.size());
+    GPU_REQUIRE(gpuStreamSynchronize(0));  // a CPU HIP runtime's null-stream copy may not wait for a kernel
     GPU_REQUIRE(gpuMemcpyAsync(got.data(), dy, got.size() * sizeof(float), gpuMemcpyDefault, 0));
     GPU_REQUIRE(gpuStreamSynchronize(0));
     GPU_REQUIRE(gpuFree(dq));
