@@ -660,9 +660,16 @@ struct Harness {
 
     void moe() {
         Ops &ops = be.ops(), &ops1 = be.ops1();
+        // The second shape: more experts than a warp has lanes (each lane holds several
+        // in the GPU's top-k), and more outputs than one block of the GPU's combine.
+        struct Shape {
+            int64_t X, k, E, F;
+        };
+        for (const Shape sh : {Shape{8, 3, 64, 32}, Shape{80, 10, 320, 32}})
         for (int64_t T : {1, 7}) {
             Dev m{ops}, m1{ops1};
-            const int64_t X = 8, k = 3, E = 64, F = 32;
+            const int64_t X = sh.X, k = sh.k, E = sh.E, F = sh.F;
+            INFO("experts " << X << " top " << k << " width " << E << " rows " << T);
             const Floats raw = rng.normal(static_cast<size_t>(T * X), 2.0f);
             int32_t* ids_d = m.ids(static_cast<size_t>(T * k));
             float* wt_d = m.zeros(static_cast<size_t>(T * k));
@@ -750,27 +757,29 @@ struct Harness {
             const Floats shared = rng.normal(static_cast<size_t>(T * E)), sg = rng.normal(static_cast<size_t>(E), 0.1f);
             const Tensor out_t = m.zeros(E, T);
             ops.moe_combine(routed_t, wt_d, k, m.in(shared, E, T), m.in(sg), ht, out_t);
-            ref::Vec comb;
+            // Within 1e-5 of the terms' magnitudes: ten routed rows of a wide layer cancel.
+            ref::Vec comb, comb_mag, routed_only, routed_mag;
             for (int64_t t = 0; t < T; ++t) {
                 double dot = 0;
                 for (int64_t i = 0; i < E; ++i) dot += double(sg[i]) * h[t * E + i];
                 for (int64_t i = 0; i < E; ++i) {
-                    double y = 0;
-                    for (int64_t s = 0; s < k; ++s) y += double(wt[t * k + s]) * routed[(t * k + s) * E + i];
-                    comb.push_back(y + ref::sigmoid(dot) * shared[t * E + i]);
+                    double y = 0, mag_i = 0;
+                    for (int64_t s = 0; s < k; ++s) {
+                        const double term = double(wt[t * k + s]) * routed[(t * k + s) * E + i];
+                        y += term;
+                        mag_i += std::fabs(term);
+                    }
+                    routed_only.push_back(y);
+                    routed_mag.push_back(mag_i);
+                    const double sh = ref::sigmoid(dot) * shared[t * E + i];
+                    comb.push_back(y + sh);
+                    comb_mag.push_back(mag_i + std::fabs(sh));
                 }
             }
-            close(m.out(out_t), comb, 1e-5, 1e-5);
+            close(m.out(out_t), comb, 1e-5, 1e-6, &comb_mag);
             // No shared expert (qwen3moe): the weighted routed rows alone.
             ops.moe_combine(routed_t, wt_d, k, Tensor{}, nullptr, ht, out_t);
-            ref::Vec routed_only;
-            for (int64_t t = 0; t < T; ++t)
-                for (int64_t i = 0; i < E; ++i) {
-                    double y = 0;
-                    for (int64_t s = 0; s < k; ++s) y += double(wt[t * k + s]) * routed[(t * k + s) * E + i];
-                    routed_only.push_back(y);
-                }
-            close(m.out(out_t), routed_only, 1e-5, 1e-5);
+            close(m.out(out_t), routed_only, 1e-5, 1e-6, &routed_mag);
             ran("moe_combine");
         }
     }

@@ -1,5 +1,7 @@
 // Products with weights in their file's block format, read as they are on the device:
-// matmul (one block per output and up to kRows rows of x), the experts' products by id,
+// matmul (float weights: a warp per output; blocks of a quantized format, which the
+// integer kernels of matmul_q.cu take in the product: one block per output, up to kRows
+// rows of x), the experts' products by id,
 // and get_rows. Each thread takes whole 32-value chunks of a weight row in turn, so a
 // row's sum is the same sequence of operations whatever else shares the launch: one row
 // of a many-row call equals that row alone.
@@ -67,6 +69,86 @@ __global__ void matmul_k(Weight w, Rows x, Rows y, IqTables tab) {
     }
 }
 
+// Four float weights from value i of a row (i a multiple of 4): one 16-byte (f32) or
+// 8-byte (f16, bf16) load when vec, else value by value; the same values either way.
+template <GgmlType T>
+STRATA_DEV void load4(const uint8_t* row, int64_t i, bool vec, float* v) {
+    if constexpr (T == GgmlType::F32) {
+        if (vec) {
+            const float4 a = *reinterpret_cast<const float4*>(row + 4 * i);
+            v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w;
+        } else {
+            for (int k = 0; k < 4; ++k) copy_bytes(&v[k], row + 4 * (i + k), 4);
+        }
+    } else {
+        uint32_t h[2];
+        if (vec) {
+            const uint2 a = *reinterpret_cast<const uint2*>(row + 2 * i);
+            h[0] = a.x, h[1] = a.y;
+        } else {
+            const uint8_t* b = row + 2 * i;
+            for (int k = 0; k < 2; ++k)
+                h[k] = b[4 * k] | b[4 * k + 1] << 8 | static_cast<uint32_t>(b[4 * k + 2]) << 16 |
+                       static_cast<uint32_t>(b[4 * k + 3]) << 24;
+        }
+        for (int k = 0; k < 4; ++k) {
+            const auto bits = static_cast<uint16_t>(h[k / 2] >> (16 * (k % 2)));
+            v[k] = T == GgmlType::F16 ? fp16_to_f32(bits) : bf16_to_f32(bits);
+        }
+    }
+}
+
+// Float weights (f32, f16, bf16): a warp per output row, its lanes taking four values in
+// turn in one load each where the rows are aligned, for up to kRows rows of x, then the
+// lanes' sums in a fixed tree. A block per output with 128 threads, value by value and a
+// block-wide sum, took 12 us for the 2048 x 512 f32 router of a MoE layer on an H200
+// (the file's routers are f32, read every token in every layer). A row's arithmetic is
+// the same whatever rows share the launch and whichever loads the alignment allows.
+template <GgmlType T>
+__global__ void matmul_f_k(Weight w, Rows x, Rows y) {
+    const int lane = static_cast<int>(threadIdx.x) % warpSize;
+    const int64_t o = static_cast<int64_t>(blockIdx.x) * (blockDim.x / warpSize) + threadIdx.x / warpSize;
+    if (o >= w.n_out) return;  // the whole warp
+    const int64_t r0 = static_cast<int64_t>(blockIdx.y) * kRows;
+    const int nr = static_cast<int>(x.rows - r0 < kRows ? x.rows - r0 : kRows);
+    const uint8_t* wr = w.data + o * w.stride;
+    constexpr unsigned kVec = T == GgmlType::F32 ? 16 : 8;
+    const bool wvec = ((reinterpret_cast<uintptr_t>(w.data) | w.stride) % kVec) == 0;
+    const bool xvec = ((reinterpret_cast<uintptr_t>(x.p) | static_cast<uintptr_t>(x.ld) * 4) % 16) == 0;
+    float acc[kRows] = {};
+    if (w.n_in % 4 == 0) {
+        for (int64_t g = lane; g < w.n_in / 4; g += warpSize) {
+            float v[4];
+            load4<T>(wr, 4 * g, wvec, v);
+            for (int r = 0; r < kRows; ++r) {
+                if (r >= nr) break;
+                const float* xr = x.p + (r0 + r) * x.ld + 4 * g;
+                float xv[4];
+                if (xvec) {
+                    const float4 a = *reinterpret_cast<const float4*>(xr);
+                    xv[0] = a.x, xv[1] = a.y, xv[2] = a.z, xv[3] = a.w;
+                } else {
+                    for (int k = 0; k < 4; ++k) xv[k] = xr[k];
+                }
+                for (int k = 0; k < 4; ++k) acc[r] = fmaf(v[k], xv[k], acc[r]);
+            }
+        }
+    } else {
+        for (int64_t i = lane; i < w.n_in; i += warpSize) {
+            const float v = load_float(T, wr, i);
+            for (int r = 0; r < kRows; ++r) {
+                if (r >= nr) break;
+                acc[r] = fmaf(v, x.p[(r0 + r) * x.ld + i], acc[r]);
+            }
+        }
+    }
+    for (int r = 0; r < kRows; ++r) {
+        if (r >= nr) break;
+        const float s = warp_sum(acc[r]);
+        if (lane == 0) y.p[(r0 + r) * y.ld + o] = s;
+    }
+}
+
 template <GgmlType T>
 __global__ void matmul_ids_k(const uint8_t* const* w, int64_t n_in, size_t stride, const int32_t* ids, int64_t div,
                              Rows x, Rows y, IqTables tab) {
@@ -120,8 +202,16 @@ void get_rows(const Weight& table, const int32_t* ids, Rows x, int32_t* bad, con
 
 void matmul(const Weight& w, Rows x, Rows y, const IqTables& tab, Stream s) {
     if (x.rows == 0 || w.n_out == 0) return;
-    const dim3 grid(static_cast<unsigned>(w.n_out), static_cast<unsigned>((x.rows + kRows - 1) / kRows));
-    const bool ok = dispatch_weight(w.type, [&]<GgmlType T>() { launch(matmul_k<T>, grid, dim3(kThreads), st(s), w, x, y, tab); });
+    const auto row_blocks = static_cast<unsigned>((x.rows + kRows - 1) / kRows);
+    const bool ok = dispatch_weight(w.type, [&]<GgmlType T>() {
+        if constexpr (T == GgmlType::F32 || T == GgmlType::F16 || T == GgmlType::BF16) {
+            const int64_t per = kThreads / warp_size();
+            const dim3 grid(static_cast<unsigned>((w.n_out + per - 1) / per), row_blocks);
+            launch(matmul_f_k<T>, grid, dim3(kThreads), st(s), w, x, y);
+        } else {
+            launch(matmul_k<T>, dim3(static_cast<unsigned>(w.n_out), row_blocks), dim3(kThreads), st(s), w, x, y, tab);
+        }
+    });
     if (!ok) unsupported(w.type, "matmul");
     check_launch("matmul");
 }
