@@ -110,6 +110,7 @@ __global__ void topk_softmax_k(Rows logits, int64_t k, int32_t* ids, float* wt) 
     const int X = static_cast<int>(logits.cols), lane = static_cast<int>(threadIdx.x);
     float v[kExpertSlots];
     float mx = -INFINITY;
+    STRATA_UNROLL_ALL
     for (int i = 0; i < kExpertSlots; ++i) {
         const int e = i * warpSize + lane;
         v[i] = e < X ? p[e] : -INFINITY;
@@ -117,12 +118,14 @@ __global__ void topk_softmax_k(Rows logits, int64_t k, int32_t* ids, float* wt) 
     }
     mx = warp_max(mx);
     float sum = 0.0f;
+    STRATA_UNROLL_ALL
     for (int i = 0; i < kExpertSlots; ++i) {
         const int e = i * warpSize + lane;
         v[i] = e < X ? expf(v[i] - mx) : 0.0f;
         sum += v[i];
     }
     const float inv = 1.0f / warp_sum(sum);
+    STRATA_UNROLL_ALL
     for (int i = 0; i < kExpertSlots; ++i) {
         const int e = i * warpSize + lane;
         if (e < X) p[e] = v[i] = v[i] * inv;
@@ -133,7 +136,8 @@ __global__ void topk_softmax_k(Rows logits, int64_t k, int32_t* ids, float* wt) 
     for (int64_t s = 0; s < k; ++s) {
         float bv = -1.0f;
         int bi = -1;
-        for (int i = 0; i < kExpertSlots; ++i)
+        STRATA_UNROLL_ALL
+    for (int i = 0; i < kExpertSlots; ++i)
             if (!((taken >> i) & 1u) && v[i] > bv) bv = v[i], bi = i * warpSize + lane;
         for (int m = warpSize / 2; m > 0; m /= 2) {
             const float ov = STRATA_SHFL_XOR(bv, m);

@@ -117,6 +117,7 @@ __global__ void matmul_f_k(Weight w, Rows x, Rows y) {
     const bool xvec = ((reinterpret_cast<uintptr_t>(x.p) | static_cast<uintptr_t>(x.ld) * 4) % 16) == 0;
     float acc[kRows] = {};
     if (w.n_in % 4 == 0) {
+        STRATA_UNROLL(4)
         for (int64_t g = lane; g < w.n_in / 4; g += warpSize) {
             float v[4];
             load4<T>(wr, 4 * g, wvec, v);

@@ -181,7 +181,12 @@ __global__ void matmul_q_k(Weight w, ActQ x, Rows y, IqTables tab) {
     for (int o = 0; o < O; ++o) rows[o] = w.data + (o0 + (o < no ? o : 0)) * w.stride;
     float acc[O][R] = {};
     const auto row_of = [t0](int r) { return t0 + r; };
-    for (int c = lane; c < w.n_in / 32; c += warpSize) chunk_dot<T, R, O, A16>(rows, no, c, x, row_of, nr, acc, tab);
+    if constexpr (R == 1) {  // decode: two chunks' loads in flight (a 2048-wide row is two rounds)
+        STRATA_UNROLL(2)
+        for (int c = lane; c < w.n_in / 32; c += warpSize) chunk_dot<T, R, O, A16>(rows, no, c, x, row_of, nr, acc, tab);
+    } else {
+        for (int c = lane; c < w.n_in / 32; c += warpSize) chunk_dot<T, R, O, A16>(rows, no, c, x, row_of, nr, acc, tab);
+    }
     for (int o = 0; o < O; ++o) {
         if (o >= no) break;
         for (int r = 0; r < R; ++r) {
@@ -204,10 +209,13 @@ __global__ void matmul_ids_q_k(const uint8_t* const* w, int64_t n_in, int64_t n_
     const uint8_t* row[1] = {we + o * stride};
     float acc[1][1] = {};
     const auto row_of = [t = i / div](int) { return t; };
-    if (aligned16<T>(we, stride))
+    if (aligned16<T>(we, stride)) {
+        STRATA_UNROLL(2)
         for (int c = lane; c < n_in / 32; c += warpSize) chunk_dot<T, 1, 1, true>(row, 1, c, x, row_of, 1, acc, tab);
-    else
+    } else {
+        STRATA_UNROLL(2)
         for (int c = lane; c < n_in / 32; c += warpSize) chunk_dot<T, 1, 1, false>(row, 1, c, x, row_of, 1, acc, tab);
+    }
     const float s = warp_sum(acc[0][0]);
     if (lane == 0) y.p[i * y.ld + o] = s;
 }
