@@ -129,12 +129,15 @@ say "| resident | $(sed -n 's/^decode: .*(\(.*\) tok\/s)/\1/p' "$tmp/res.err") |
 need=$($b/bin/strata run -m "$tmp/l1b.gguf" -p x -n 1 -c 512 --devices cuda:0 --max-vram cuda:0=1MiB --stream-layers 2>&1 |
        sed -n 's/.*needs at least \([0-9.]*\) MiB.* \([0-9.]*\) MiB for its largest.*/\1 \2/p')
 if [ -n "$need" ]; then
-    budget=$(awk -v m="${need% *}" -v l="${need#* }" 'BEGIN { printf "%.0f", m + l + 64 }')
+    # The minimum, a second slot for the prefetch, the 64 MiB reserve below and some
+    # slack: a budget of minimum + one layer + 64 left the reserve eating the second slot,
+    # so "depth 1" ran at depth 0 (the planner says "reduced to fit").
+    budget=$(awk -v m="${need% *}" -v l="${need#* }" 'BEGIN { printf "%.0f", m + l + 64 + 16 }')
     for d in 0 1; do
         $b/bin/strata run -m "$tmp/l1b.gguf" -p "hello world" -n 64 -c 512 --devices cuda:0 --max-vram "cuda:0=${budget}MiB" \
             --vram-reserve-mib 64 --stream-layers --layer-prefetch-depth $d >"$tmp/s$d.txt" 2>"$tmp/s$d.err"
         rate=$(sed -n 's/^decode: .*(\(.*\) tok\/s)/\1/p' "$tmp/s$d.err")
-        info=$(sed -n 's/^streaming: //p' "$tmp/s$d.err" | cut -c1-120)
+        info="$(sed -n 's/^placement: [^;]*; //p' "$tmp/s$d.err" | head -n 1); $(sed -n 's/^streaming: //p' "$tmp/s$d.err" | cut -c1-150)"
         say "| depth $d, ${budget} MiB | $rate | $info | $(cmp -s "$tmp/res.txt" "$tmp/s$d.txt" && echo yes || echo no) |"
     done
     # The copies alone bound a streamed token: its MiB at the measured pinned copy rate.
