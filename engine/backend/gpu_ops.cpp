@@ -144,15 +144,17 @@ std::string GpuOps::profile() const {
                     : gpu::profile_report(profile_, 30));
 }
 
+template <typename F>
+void GpuOps::count_wait(F&& wait) {
+    if (!profile_) return wait();
+    const double t0 = now_ms();
+    wait();
+    (in_item_ ? host_.wait_in_items_ms : host_.wait_ms) += now_ms() - t0;
+}
+
 void GpuOps::wait_stream() {
-    if (profile_) {
-        const double t0 = now_ms();
-        gpu::stream_sync(stream_);
-        (in_item_ ? host_.wait_in_items_ms : host_.wait_ms) += now_ms() - t0;
-        gpu::profile_collect(profile_);
-    } else {
-        gpu::stream_sync(stream_);
-    }
+    count_wait([&] { gpu::stream_sync(stream_); });
+    if (profile_) gpu::profile_collect(profile_);
     if (id_rows_ < 0) return;
     const int64_t rows = id_rows_;
     const int32_t bad = *bad_id_host_;
@@ -184,9 +186,10 @@ int64_t GpuOps::scratch_bytes(const WindowShape& w) const {
     const int64_t attn =
         w.n_head > 0 ? static_cast<int64_t>(gpu::attention_scratch_floats(w.rows, w.n_head, w.head_dim_v) * sizeof(float))
                      : 0;
-    const int64_t groups = w.expert_rows > kGroupRows
-                               ? static_cast<int64_t>(gpu::expert_groups_ints(w.n_expert, w.expert_rows) * sizeof(int32_t))
-                               : 0;
+    // moe_experts' rule for grouping rows by expert.
+    const bool grouped = w.rows > 1 && w.expert_rows > kGroupRows && 2 * w.expert_rows >= w.n_expert;
+    const int64_t groups =
+        grouped ? static_cast<int64_t>(gpu::expert_groups_ints(w.n_expert, w.expert_rows) * sizeof(int32_t)) : 0;
     return experts + act + attn + groups;
 }
 
@@ -281,9 +284,7 @@ uint8_t* GpuOps::stage(size_t bytes) {
         }
         fresh_ = false;
         stage_half_ ^= 1;
-        const double t0 = profile_ ? now_ms() : 0.0;
-        gpu::event_sync(stage_done_[stage_half_]);  // its last copy has left it
-        if (profile_) (in_item_ ? host_.wait_in_items_ms : host_.wait_ms) += now_ms() - t0;
+        count_wait([&] { gpu::event_sync(stage_done_[stage_half_]); });  // its last copy has left it
         stage_used_ = 0;
     }
     uint8_t* p = stage_ + static_cast<size_t>(stage_half_) * kStageHalf + stage_used_;
@@ -328,11 +329,7 @@ const void* GpuOps::param(const void* data, size_t bytes) {
 void GpuOps::copy_now(void* dst, const void* src, size_t bytes) {
     // A copy with pageable memory returns once the stream has run everything before it:
     // the profile counts it as waiting for the device.
-    const auto copy = [&] {
-        const double t0 = profile_ ? now_ms() : 0.0;
-        gpu::copy_async(dst, src, bytes, stream_);
-        if (profile_) (in_item_ ? host_.wait_in_items_ms : host_.wait_ms) += now_ms() - t0;
-    };
+    const auto copy = [&] { count_wait([&] { gpu::copy_async(dst, src, bytes, stream_); }); };
     if (!gpu::graphs_recording(graphs_)) {
         copy();
         return;

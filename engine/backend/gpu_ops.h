@@ -100,6 +100,9 @@ private:
     // stays the same. Offsets restart with each batch of collected work.
     const void* param(const void* data, size_t bytes);
     void flushed();  // the recorder issued a batch: its staging event, fresh offsets
+    // Runs wait() (a call that waits for the device); the profile counts its time as waiting.
+    template <typename F>
+    void count_wait(F&& wait);
     void copy_now(void* dst, const void* src, size_t bytes);  // never collected (pageable host memory)
     // The SeqTables of the batch (kMaxSeqs sequences each) with layer il's KV cache (when
     // with_kv), their positions uploaded once per batch of collected work.
