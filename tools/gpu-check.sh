@@ -6,7 +6,7 @@
 # speculation, overlap and pipelined windows, the dropped hand-off), then decode tok/s of
 # synthetic files on the GPU and on the CPU (Qwen3-Next-80B-A3B's shape, four layers, as a %
 # of the card's read bandwidth by the weights each token reads; with and without CUDA graphs), layer streaming under a budget (depth 0 and 1)
-# and experts in host memory with a cache on the card. Writes a markdown report (argument 1, default
+# and experts in host memory with a cache on the card, then each kernel's own time by ncu. Writes a markdown report (argument 1, default
 # gpu-report.md) and prints it.
 #
 #   bash tools/gpu-check.sh [REPORT]      (CUDA_ARCH=90 by default; STRATA_JOBS=16)
@@ -164,4 +164,22 @@ for flags in "--cpu-moe" "--cpu-moe --moe-cache-mib 256 --adapt-every 8"; do
     $b/bin/strata run -m "$tmp/qn.gguf" -p "hello world" -n 64 -c 512 --devices cuda:0 $flags >"$tmp/h.txt" 2>"$tmp/h.err"
     say "| $flags | $(sed -n 's/^decode: .*(\(.*\) tok\/s)/\1/p' "$tmp/h.err") | $(sed -n 's/^host experts: //p' "$tmp/h.err") | $(cmp -s "$tmp/q.txt" "$tmp/h.txt" && echo yes || echo "no (the host's rows round differently)") |"
 done
+# Each kernel's own duration in a qn decode step (Nsight Compute, where the card's machine
+# has it): the event profile above counts a kernel's launch wait in its time; this does
+# not (its clocks are locked at base, so durations read somewhat high).
+ncu_bin=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+if [ -x "$ncu_bin" ]; then
+    STRATA_GPU_GRAPHS=0 timeout 120 "$ncu_bin" --section SpeedOfLight --launch-skip 300 --launch-count 130 \
+        $b/bin/strata run -m "$tmp/qn.gguf" -p "hello world" -n 4 -c 512 --devices cuda:0 --spec-draft 0 \
+        >"$tmp/ncu.txt" 2>&1
+    say ""
+    say "qn decode kernels by ncu (us on average, calls, kernel [grid]; launches 300-429 of the run):"
+    say '```'
+    say "$(grep -E '^  [a-zA-Z_ ]*[a-z_]+.*\(.*\)x\(|Duration' "$tmp/ncu.txt" |
+        sed -E 's/\([^()]*\) \(/ (/; s/, Context.*//; s/void //; s/unnamed>:://; s/\(([0-9]+), ([0-9]+), ([0-9]+)\)x\(([0-9]+), 1, 1\)/[\1x\2x\3]/' |
+        paste - - | awk '{ d = $NF; $0 = substr($0, 1, index($0, "Duration") - 1); gsub(/[ \t]+$/, ""); print d "\t" $0 }' |
+        awk -F'\t' '{ n[$2]++; s[$2] += $1 } END { for (k in n) printf "%8.2f %4d  %s\n", s[k] / n[k], n[k], k }' |
+        sort -rn | head -n 30)"
+    say '```'
+fi
 rm -rf "$tmp"
