@@ -244,7 +244,7 @@ __global__ void attention_part_k(SeqTable seqs, int64_t row0, int64_t n_head, in
         for (int64_t i = threadIdx.x; i < hdv; i += blockDim.x) {
             float a[kMaxGroup];
             for (int g = 0; g < gh; ++g) a[g] = acc[g * hdv + i] * alpha[g];
-STRATA_UNROLL(4)
+            STRATA_UNROLL(4)
             for (int64_t j = 0; j < n_tile; ++j) {
                 const float v = kv_at<C>(vb + (p0 + j) * sr.v_pos, i);
                 for (int g = 0; g < gh; ++g) a[g] += w[g][j] * v;
