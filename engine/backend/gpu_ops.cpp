@@ -186,10 +186,9 @@ int64_t GpuOps::scratch_bytes(const WindowShape& w) const {
     const int64_t attn =
         w.n_head > 0 ? static_cast<int64_t>(gpu::attention_scratch_floats(w.rows, w.n_head, w.head_dim_v) * sizeof(float))
                      : 0;
-    // moe_experts' rule for grouping rows by expert.
-    const bool grouped = w.rows > 1 && w.expert_rows > kGroupRows && 2 * w.expert_rows >= w.n_expert;
-    const int64_t groups =
-        grouped ? static_cast<int64_t>(gpu::expert_groups_ints(w.n_expert, w.expert_rows) * sizeof(int32_t)) : 0;
+    const int64_t groups = group_by_expert(w.rows, w.expert_rows, w.n_expert)
+                               ? static_cast<int64_t>(gpu::expert_groups_ints(w.n_expert, w.expert_rows) * sizeof(int32_t))
+                               : 0;
     return experts + act + attn + groups;
 }
 
@@ -594,12 +593,10 @@ void GpuOps::moe_experts(std::span<const MatView> gate, std::span<const MatView>
     gpu::ActQ xq{};
     const float* xq_of = nullptr;  // the rows xq holds
     // A window of many rows (a prompt) takes the experts one at a time: the rows grouped
-    // by expert once, on the device, for the three products. Only where experts repeat:
-    // a decode step's rows go to different experts, and a grid over every expert would
-    // cost more than it saves (on an H200, 10 rows of 512 experts: 86 us a product grouped, 12.4 by id).
+    // by expert once, on the device, for the three products (group_by_expert says when).
     std::optional<gpu::ExpertGroups> groups;
     const auto n_expert = static_cast<int64_t>(gate.size());
-    if (h.ne1 > 1 && n > kGroupRows && 2 * n >= n_expert && gpu::int_dot(gate[0].type)) {
+    if (group_by_expert(h.ne1, n, n_expert) && gpu::int_dot(gate[0].type)) {
         const size_t ints = gpu::expert_groups_ints(n_expert, n);
         auto* scr = reinterpret_cast<int32_t*>(scratch(kGroupSlot, ints));
         groups = gpu::group_ids(ids, n, n_expert, scr, stream_);
@@ -640,6 +637,8 @@ void GpuOps::handoff_publish(Tensor x, Handoff& h, uint64_t window, bool drop) {
     gpu::handoff_publish(rows(x), h.payload(), h.ready_word(), w, drop, counter_, hand_in_ ? failed_ : nullptr, stream_);
     hand_in_ = false;
     if (!h.shared_device()) return;
+    // One event serves every such publish: a reader that waits on it after a later record
+    // waits for that later point of this stream, which comes after its own publish.
     if (gpu::graphs_recording(graphs_)) {
         issuing_.emplace_back(&h, window);  // handed over once the batch is issued
     } else {

@@ -23,26 +23,37 @@ __global__ void read_k(const float4* p, int64_t n, float* out) {
     if (s == 12345.678f) out[blockIdx.x] = s;  // never true for the zeroed buffer; keeps the loads
 }
 
+// GB/s of `bytes` moved by run(s) on a stream of its own: the best of reps timed runs
+// after one that warms up.
+template <typename F>
+double best_gbs(size_t bytes, int reps, F&& run) {
+    Stream s = stream_create();
+    double best = 0.0;
+    for (int r = 0; r <= reps; ++r) {
+        stream_sync(s);
+        const auto t0 = std::chrono::steady_clock::now();
+        run(s);
+        stream_sync(s);
+        const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        if (r > 0) best = std::max(best, static_cast<double>(bytes) / sec / 1e9);
+    }
+    stream_destroy(s);
+    return best;
+}
+
 }  // namespace
 
 double read_bandwidth_gbs(size_t bytes, int reps) {
     const int64_t n = static_cast<int64_t>(bytes / sizeof(float4));
     void* buf = dev_alloc(static_cast<size_t>(n) * sizeof(float4));
     void* out = dev_alloc(4096 * sizeof(float));
-    Stream s = stream_create();
-    memset_async(buf, 0, static_cast<size_t>(n) * sizeof(float4), s);
-    double best = 0.0;
-    for (int r = 0; r <= reps; ++r) {  // the first run warms up
-        stream_sync(s);
-        const auto t0 = std::chrono::steady_clock::now();
+    memset_async(buf, 0, static_cast<size_t>(n) * sizeof(float4), nullptr);
+    stream_sync(nullptr);  // zeroed before the timed stream reads it
+    const double best = best_gbs(static_cast<size_t>(n) * sizeof(float4), reps, [&](Stream s) {
         launch(read_k, dim3(4096), dim3(256), static_cast<gpuStream_t>(s), static_cast<const float4*>(buf), n,
                static_cast<float*>(out));
         check_launch("read bandwidth");
-        stream_sync(s);
-        const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        if (r > 0) best = std::max(best, static_cast<double>(n) * sizeof(float4) / sec / 1e9);
-    }
-    stream_destroy(s);
+    });
     dev_free(out);
     dev_free(buf);
     return best;
@@ -51,17 +62,7 @@ double read_bandwidth_gbs(size_t bytes, int reps) {
 double copy_bandwidth_gbs(size_t bytes, int reps) {
     void* host = host_alloc_mapped(bytes);
     void* buf = dev_alloc(bytes);
-    Stream s = stream_create();
-    double best = 0.0;
-    for (int r = 0; r <= reps; ++r) {  // the first run warms up
-        stream_sync(s);
-        const auto t0 = std::chrono::steady_clock::now();
-        copy_async(buf, host, bytes, s);
-        stream_sync(s);
-        const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        if (r > 0) best = std::max(best, static_cast<double>(bytes) / sec / 1e9);
-    }
-    stream_destroy(s);
+    const double best = best_gbs(bytes, reps, [&](Stream s) { copy_async(buf, host, bytes, s); });
     dev_free(buf);
     host_free(host);
     return best;

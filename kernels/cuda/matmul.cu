@@ -78,23 +78,16 @@ STRATA_DEV void load4(const uint8_t* row, int64_t i, bool vec, float* v) {
             const float4 a = *reinterpret_cast<const float4*>(row + 4 * i);
             v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w;
         } else {
-            for (int k = 0; k < 4; ++k) copy_bytes(&v[k], row + 4 * (i + k), 4);
+            for (int k = 0; k < 4; ++k) v[k] = load_float(T, row, i + k);
         }
-    } else {
-        uint32_t h[2];
-        if (vec) {
-            const uint2 a = *reinterpret_cast<const uint2*>(row + 2 * i);
-            h[0] = a.x, h[1] = a.y;
-        } else {
-            const uint8_t* b = row + 2 * i;
-            for (int k = 0; k < 2; ++k)
-                h[k] = b[4 * k] | b[4 * k + 1] << 8 | static_cast<uint32_t>(b[4 * k + 2]) << 16 |
-                       static_cast<uint32_t>(b[4 * k + 3]) << 24;
-        }
+    } else if (vec) {
+        const uint2 a = *reinterpret_cast<const uint2*>(row + 2 * i);
         for (int k = 0; k < 4; ++k) {
-            const auto bits = static_cast<uint16_t>(h[k / 2] >> (16 * (k % 2)));
+            const auto bits = static_cast<uint16_t>((k < 2 ? a.x : a.y) >> (16 * (k % 2)));
             v[k] = T == GgmlType::F16 ? fp16_to_f32(bits) : bf16_to_f32(bits);
         }
+    } else {
+        for (int k = 0; k < 4; ++k) v[k] = load_float(T, row, i + k);
     }
 }
 
