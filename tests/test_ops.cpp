@@ -371,6 +371,58 @@ struct Harness {
         ran("add");
     }
 
+    // An integer product of what a norm or SwiGLU just wrote (a GPU backend quantizes it in
+    // the producer's kernel, GpuOps::fused_) gives the bytes of the same product of those
+    // values uploaded afresh; and after an op that changes them (an add, a product into
+    // them, an upload), the changed values, never the digits made before.
+    void fused_products() {
+        Ops& ops = be.ops();
+        constexpr int64_t n = 256, n_out = 40, T = 3, head = 64;
+        for (GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_K}) {
+            INFO(type_info(type).name);
+            Dev d{ops};
+            const MatView w = ops.prepare_weight(weight(type, n, n_out).view);
+            const MatView sq = ops.prepare_weight(weight(type, n, n).view);
+            const Floats x = rng.normal(static_cast<size_t>(n * T)), nw = rng.normal(static_cast<size_t>(n));
+            const float* nwd = d.in(nw);
+            // The product of what y holds now, through a fresh copy of it.
+            const auto fresh = [&](const Tensor& y) {
+                const Tensor out = d.zeros(n_out, y.ne1);
+                ops.matmul(w, d.in(d.out(y), y.ne0, y.ne1), out);
+                return d.out(out);
+            };
+            const auto product = [&](const Tensor& y) {
+                const Tensor out = d.zeros(n_out, y.ne1);
+                ops.matmul(w, y, out);
+                return d.out(out);
+            };
+            const Tensor y = d.zeros(n, T);
+            ops.rms_norm(d.in(x, n, T), nwd, 1e-6f, y);
+            EXPECT(product(y) == fresh(y));
+            ops.rms_norm(d.in(x, n, T), nwd, 1e-6f, y);
+            EXPECT(product(y.rows(T - 1, 1)) == fresh(y.rows(T - 1, 1)));  // a window's last row
+            ops.rms_norm(d.in(x, n, T), nwd, 1e-6f, y);
+            ops.add(y, d.in(rng.normal(static_cast<size_t>(n * T)), n, T));
+            EXPECT(product(y) == fresh(y));
+            ops.rms_norm(d.in(x, n, T), nwd, 1e-6f, y);
+            ops.matmul(sq, d.in(x, n, T), y);  // a product into y
+            EXPECT(product(y) == fresh(y));
+            ops.rms_norm(d.in(x, n, T), nwd, 1e-6f, y);
+            const Floats up = rng.normal(static_cast<size_t>(n * T));
+            ops.to_device(y.data, up.data(), up.size() * sizeof(float));
+            EXPECT(product(y) == fresh(y));
+            // SwiGLU into its gate rows (as the experts' is), the gated norm in place.
+            const Tensor g = d.in(rng.normal(static_cast<size_t>(n * T)), n, T);
+            ops.swiglu(g, d.in(rng.normal(static_cast<size_t>(n * T)), n, T), g);
+            EXPECT(product(g) == fresh(g));
+            const Tensor xg = d.in(x, n, T);
+            ops.rms_norm_gated(xg, d.in(rng.normal(static_cast<size_t>(n * T)), n, T), d.in(rng.normal(head)), head,
+                               1e-6f);
+            EXPECT(product(xg) == fresh(xg));
+            ran("matmul");
+        }
+    }
+
     void matmuls() {
         Ops &ops = be.ops(), &ops1 = be.ops1();
         for (GgmlType type : supported_types()) {
@@ -402,23 +454,33 @@ struct Harness {
                     ran("matmul");
                 }
         }
-        for (GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::F16}) {
-            Dev d{ops};
-            const int64_t n_in = 256, T = 3;
-            const Weight& a = weight(type, n_in, 17);
-            const Weight& b = weight(type, n_in, 5);
-            const MatView av = ops.prepare_weight(a.view), bv = ops.prepare_weight(b.view);
-            const Floats x = rng.normal(static_cast<size_t>(T * n_in));
-            const Tensor xt = d.in(x, n_in, T);
-            const Tensor ya = d.zeros(17, T), yb = d.zeros(5, T), ra = d.zeros(17, T), rb = d.zeros(5, T);
-            const MatOut outs[2] = {{av, ya.f(), 17}, {bv, yb.f(), 5}};
-            ops.matmul_multi(outs, xt);
-            ops.matmul(av, xt, ra);
-            ops.matmul(bv, xt, rb);
-            EXPECT(d.out(ya) == d.out(ra));  // exactly one matmul per weight
-            EXPECT(d.out(yb) == d.out(rb));
-            ran("matmul_multi");
-        }
+        // Six weights, five of one type around one of another: a GPU backend launches the
+        // integer ones in groups of one type (at most gpu::kMultiMax per launch); each
+        // output is still exactly its own matmul, in decode, verify and prompt windows.
+        for (GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::F16})
+            for (int64_t T : {1, 3, 20}) {
+                INFO(type_info(type).name << " T " << T);
+                Dev d{ops};
+                constexpr int64_t n_in = 256;
+                const int64_t n_out[6] = {17, 5, 40, 8, 3, 9};
+                const GgmlType other = type == GgmlType::Q8_0 ? GgmlType::Q6_K : GgmlType::Q8_0;
+                const Tensor xt = d.in(rng.normal(static_cast<size_t>(T * n_in)), n_in, T);
+                std::vector<MatOut> outs;
+                std::vector<Tensor> ys, refs;
+                for (size_t i = 0; i < 6; ++i) {
+                    const MatView v = ops.prepare_weight(weight(i == 2 ? other : type, n_in, n_out[i]).view);
+                    ys.push_back(d.zeros(n_out[i], T));
+                    refs.push_back(d.zeros(n_out[i], T));
+                    outs.push_back({v, ys.back().f(), n_out[i]});
+                }
+                ops.matmul_multi(outs, xt);
+                for (size_t i = 0; i < 6; ++i) {
+                    INFO("weight " << i);
+                    ops.matmul(outs[i].w, xt, refs[i]);
+                    EXPECT(d.out(ys[i]) == d.out(refs[i]));  // exactly one matmul per weight
+                }
+                ran("matmul_multi");
+            }
     }
 
     // Two sequences in one batch (3 rows at position 4.., 2 rows at 0..), each with a cache
@@ -699,7 +761,9 @@ struct Harness {
             std::vector<MatView> gv, uv, dv, gv1, uv1, dv1;
             for (int64_t e = 0; e < X; ++e) {
                 gate.push_back(&weight(GgmlType::Q8_0, E, F));
-                up.push_back(&weight(GgmlType::Q8_0, E, F));
+                // up of another type than gate in the second shape: a GPU backend's gate and up
+                // by id in one launch (one type) in the first, in two here.
+                up.push_back(&weight(X == 80 ? GgmlType::Q4_0 : GgmlType::Q8_0, E, F));
                 down.push_back(&weight(GgmlType::Q8_0, F, E));
             }
             for (int64_t e = 0; e < X; ++e) {
@@ -906,6 +970,7 @@ TEST_CASE("ops: every op on every backend agrees with its reference", "[ops]") {
         h.norms();
         h.elementwise();
         h.matmuls();
+        h.fused_products();
         h.attention();
         h.gdn();
         h.moe();

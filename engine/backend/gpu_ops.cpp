@@ -1,6 +1,7 @@
 #include "engine/backend/gpu_ops.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstring>
 
@@ -79,7 +80,7 @@ GpuOps::~GpuOps() {
 }
 
 void GpuOps::sync() {
-    bind();
+    bind_keeping();
     wait_stream();
 }
 
@@ -189,7 +190,22 @@ int64_t GpuOps::scratch_bytes(const WindowShape& w) const {
     const int64_t groups = group_by_expert(w.rows, w.expert_rows, w.n_expert)
                                ? static_cast<int64_t>(gpu::expert_groups_ints(w.n_expert, w.expert_rows) * sizeof(int32_t))
                                : 0;
-    return experts + act + attn + groups;
+    // A window of up to w.rows rows includes the decode and verify windows that fuse.
+    const int64_t fused = static_cast<int64_t>(gpu::act_q_bytes(w.max_in, std::min(w.rows, kFuseRows)));
+    return experts + act + attn + groups + fused;
+}
+
+void GpuOps::overwrites(const void* p, size_t bytes) {
+    if (!fused_) return;
+    const auto* a = static_cast<const char*>(p);
+    const auto* f = reinterpret_cast<const char*>(fused_->x.p);
+    const size_t f_bytes = sizeof(float) * static_cast<size_t>((fused_->x.rows - 1) * fused_->x.ld + fused_->x.cols);
+    if (a < f + f_bytes && f < a + bytes) fused_.reset();
+}
+
+void* GpuOps::fused_scratch(const gpu::Rows& y) {
+    const size_t bytes = gpu::act_q_bytes(y.cols, y.rows);
+    return scratch(kFusedSlot, (bytes + sizeof(float) - 1) / sizeof(float));
 }
 
 float* GpuOps::scratch(size_t i, size_t floats) {
@@ -217,7 +233,7 @@ float* GpuOps::scratch(size_t i, size_t floats) {
 }
 
 Buffer GpuOps::alloc(size_t bytes) {
-    bind();
+    bind_keeping();
     return meter_.metered(bytes, "alloc", [&] {
         void* p = gpu::dev_alloc(bytes);
         gpu::memset_async(p, 0, bytes, stream_);
@@ -230,7 +246,7 @@ Buffer GpuOps::alloc(size_t bytes) {
 }
 
 Buffer GpuOps::alloc_staging(size_t bytes) {
-    bind();
+    bind_keeping();
     return Buffer(gpu::host_alloc_mapped(bytes), bytes, [](void* p) { gpu::host_free(p); });
 }
 
@@ -246,7 +262,8 @@ MatView GpuOps::weight_at(const MatView& w, const void* at) {
 }
 
 uint64_t GpuOps::copy_in_async(void* dst, const void* src, size_t bytes) {
-    bind();
+    bind_keeping();
+    overwrites(dst, bytes);
     if (!copy_stream_) copy_stream_ = gpu::stream_create();
     // After what the compute stream has queued (the layer that last used dst), and
     // before whatever it queues next: the copy stream waits for an event of it.
@@ -262,7 +279,7 @@ uint64_t GpuOps::copy_in_async(void* dst, const void* src, size_t bytes) {
 }
 
 void GpuOps::await_copy(uint64_t ticket) {
-    bind();
+    bind_keeping();
     auto it = copies_.find(ticket);
     STRATA_CHECK(it != copies_.end(), "await_copy: no copy {} in flight", ticket);
     gpu::stream_wait(stream_, it->second);
@@ -295,7 +312,8 @@ uint8_t* GpuOps::stage(size_t bytes) {
 // copy from there is queued on the stream (after what the stream has queued, before
 // what comes next) without the host waiting for it.
 void GpuOps::to_device(void* dst, const void* src, size_t bytes) {
-    bind();
+    bind_keeping();
+    overwrites(dst, bytes);
     auto* out = static_cast<uint8_t*>(dst);
     const auto* in = static_cast<const uint8_t*>(src);
     while (bytes > 0) {
@@ -343,13 +361,13 @@ void GpuOps::copy_now(void* dst, const void* src, size_t bytes) {
 }
 
 void GpuOps::to_host(void* dst, const void* src, size_t bytes) {
-    bind();
+    bind_keeping();
     copy_now(dst, src, bytes);
     wait_stream();
 }
 
 MatView GpuOps::prepare_weight(const MatView& w) {
-    bind();
+    bind_keeping();
     STRATA_CHECK(gpu::supports(w.type), "weight type {} has no GPU kernel", type_info(w.type).name);
     const void*& copy = copy_of_[{w.data, static_cast<int>(w.type), w.n_in, w.n_out}];
     const size_t rb = row_bytes(w.type, w.n_in);
@@ -370,7 +388,7 @@ MatView GpuOps::prepare_weight(const MatView& w) {
 }
 
 const float* GpuOps::prepare_vector(std::span<const float> v) {
-    bind();
+    bind_keeping();
     auto* dst = static_cast<float*>(keep(v.size_bytes()));
     to_device(dst, v.data(), v.size_bytes());
     return dst;
@@ -388,12 +406,17 @@ void GpuOps::get_rows(const MatView& table, const int32_t* ids, Tensor x) {
 
 void GpuOps::rms_norm(Tensor x, const float* w, float eps, Tensor y) {
     bind();
-    gpu::rms_norm(rows(x), w, eps, rows(y), stream_);
+    const gpu::Rows yr = rows(y);
+    if (fuses(yr)) fused_ = Fused{yr, gpu::rms_norm_q(rows(x), w, eps, yr, fused_scratch(yr), stream_)};
+    else gpu::rms_norm(rows(x), w, eps, yr, stream_);
 }
 
 void GpuOps::rms_norm_gated(Tensor x, Tensor z, const float* w, int64_t head, float eps) {
     bind();
-    gpu::rms_norm_gated(rows(x), rows(z), w, head, eps, stream_);
+    const gpu::Rows xr = rows(x);
+    if (fuses(xr) && head % 32 == 0)
+        fused_ = Fused{xr, gpu::rms_norm_gated_q(xr, rows(z), w, head, eps, fused_scratch(xr), stream_)};
+    else gpu::rms_norm_gated(xr, rows(z), w, head, eps, stream_);
 }
 
 void GpuOps::l2_norm(Tensor x, int64_t col0, int64_t n_heads, int64_t head, float eps, float scale) {
@@ -408,7 +431,9 @@ void GpuOps::add(Tensor y, Tensor x) {
 
 void GpuOps::swiglu(Tensor g, Tensor u, Tensor y) {
     bind();
-    gpu::swiglu(rows(g), rows(u), rows(y), stream_);
+    const gpu::Rows yr = rows(y);
+    if (fuses(yr)) fused_ = Fused{yr, gpu::swiglu_q(rows(g), rows(u), yr, fused_scratch(yr), stream_)};
+    else gpu::swiglu(rows(g), rows(u), yr, stream_);
 }
 
 void GpuOps::copy(Tensor dst, Tensor src) {
@@ -418,6 +443,18 @@ void GpuOps::copy(Tensor dst, Tensor src) {
 }
 
 gpu::ActQ GpuOps::quantized(gpu::Rows x, size_t slot) {
+    if (fused_) {
+        // x is fused_'s rows r0 .. r0 + x.rows - 1 (a window's last row, say): their digits.
+        const gpu::Rows& f = fused_->x;
+        const std::ptrdiff_t off = x.p - f.p;
+        if (x.cols == f.cols && off >= 0 && off % f.ld == 0 && (x.rows == 1 || x.ld == f.ld) &&
+            off / f.ld + x.rows <= f.rows) {
+            const int64_t r0 = off / f.ld;
+            gpu::ActQ q = fused_->q;
+            q.q += r0 * q.n, q.r += r0 * q.n, q.d += r0 * (q.n / 32), q.s += r0 * (q.n / 16), q.rows = x.rows;
+            return q;
+        }
+    }
     const size_t bytes = gpu::act_q_bytes(x.cols, x.rows);
     return gpu::quantize_act(x, scratch(slot, (bytes + sizeof(float) - 1) / sizeof(float)), stream_);
 }
@@ -426,26 +463,40 @@ gpu::ActQ GpuOps::quantized(gpu::Rows x, size_t slot) {
 // that a row's result never depends on the window it came in; float weights the float
 // kernel.
 void GpuOps::matmul(const MatView& w, Tensor x, Tensor y) {
-    bind();
+    bind_keeping();
+    overwrites(rows(y));
     if (gpu::int_dot(w.type))
         gpu::matmul_q(weight(w), quantized(rows(x), kActSlot), rows(y), tab_, stream_);
     else
         gpu::matmul(weight(w), rows(x), rows(y), tab_, stream_);
 }
 
+// The integer products in launches of up to gpu::kMultiMax weights that fit together
+// (q, k and v of one type: one launch), x quantized once for all of them.
 void GpuOps::matmul_multi(std::span<const MatOut> outs, Tensor x) {
-    bind();
+    bind_keeping();
     gpu::ActQ xq{};
-    bool have_xq = false;  // x is quantized once for all the integer weights
+    bool have_xq = false;
+    std::array<gpu::Weight, gpu::kMultiMax> ws;
+    std::array<gpu::Rows, gpu::kMultiMax> ys;
+    size_t n = 0;
+    const auto issue = [&] {
+        if (n > 0) gpu::matmul_q_multi({ws.data(), n}, {ys.data(), n}, xq, tab_, stream_);
+        n = 0;
+    };
     for (const MatOut& o : outs) {
         const gpu::Rows y{o.y, o.w.n_out, x.ne1, o.ldy};
+        overwrites(y);
         if (!gpu::int_dot(o.w.type)) {
             gpu::matmul(weight(o.w), rows(x), y, tab_, stream_);
             continue;
         }
         if (!have_xq) xq = quantized(rows(x), kActSlot), have_xq = true;
-        gpu::matmul_q(weight(o.w), xq, y, tab_, stream_);
+        const gpu::Weight w = weight(o.w);
+        if (n == ws.size() || (n > 0 && !gpu::multi_fits(ws[0], w))) issue();
+        ws[n] = w, ys[n] = y, ++n;
     }
+    issue();
 }
 
 template <typename F>
@@ -554,7 +605,10 @@ void GpuOps::gdn_chunked(const GdnDims& d, Tensor u, Tensor g, Tensor beta, floa
 }
 
 void GpuOps::topk_softmax(Tensor logits, int64_t k, int32_t* ids, float* wt) {
-    bind();
+    bind_keeping();
+    const auto n = static_cast<size_t>(logits.ne1 * k);
+    overwrites(ids, n * sizeof(int32_t));
+    overwrites(wt, n * sizeof(float));
     gpu::topk_softmax(rows(logits), k, ids, wt, stream_);
 }
 
@@ -583,7 +637,8 @@ const uint8_t* const* GpuOps::expert_table(std::span<const MatView> w) {
 
 void GpuOps::moe_experts(std::span<const MatView> gate, std::span<const MatView> up, std::span<const MatView> down,
                          const int32_t* ids, int64_t k, Tensor h, Tensor routed) {
-    bind();
+    bind_keeping();
+    overwrites(rows(routed));
     const int64_t n = h.ne1 * k, F = gate[0].n_out;
     float* g = scratch(0, static_cast<size_t>(n * F));
     float* u = scratch(1, static_cast<size_t>(n * F));
@@ -601,22 +656,37 @@ void GpuOps::moe_experts(std::span<const MatView> gate, std::span<const MatView>
         auto* scr = reinterpret_cast<int32_t*>(scratch(kGroupSlot, ints));
         groups = gpu::group_ids(ids, n, n_expert, scr, stream_);
     }
-    const auto product = [&](std::span<const MatView> w, int64_t div, gpu::Rows x, gpu::Rows y) {
+    // w's product, and w2's into y2 in the same launch where given (integer weights of w's
+    // type and shape).
+    const auto product = [&](std::span<const MatView> w, int64_t div, gpu::Rows x, gpu::Rows y,
+                             std::span<const MatView> w2 = {}, float* y2 = nullptr) {
         const MatView& w0 = w[0];
         if (gpu::int_dot(w0.type)) {
             if (xq_of != x.p) xq = quantized(x, kActSlot), xq_of = x.p;
+            const uint8_t* const* t2 = w2.empty() ? nullptr : expert_table(w2);
             if (groups)
                 gpu::matmul_grouped_q(w0.type, expert_table(w), w0.n_in, w0.n_out, w0.row_stride, *groups, div, xq, y,
-                                      tab_, stream_);
+                                      tab_, stream_, t2, y2);
             else
                 gpu::matmul_ids_q(w0.type, expert_table(w), w0.n_in, w0.n_out, w0.row_stride, ids, div, xq, y, tab_,
-                                  stream_);
+                                  stream_, t2, y2);
         } else
             gpu::matmul_ids(w0.type, expert_table(w), w0.n_in, w0.n_out, w0.row_stride, ids, div, x, y, tab_, stream_);
     };
-    product(gate, k, rows(h), gr);
-    product(up, k, rows(h), ur);
-    gpu::swiglu(gr, ur, gr, stream_);
+    const MatView &g0 = gate[0], &u0 = up[0];
+    if (gpu::int_dot(g0.type) && u0.type == g0.type && u0.n_in == g0.n_in && u0.n_out == g0.n_out &&
+        u0.row_stride == g0.row_stride)
+        product(gate, k, rows(h), gr, up, ur.p);  // gate and up in one launch
+    else {
+        product(gate, k, rows(h), gr);
+        product(up, k, rows(h), ur);
+    }
+    if (gpu::int_dot(down[0].type)) {  // the SwiGLU quantized for down as it is written
+        const size_t bytes = gpu::act_q_bytes(F, n);
+        xq = gpu::swiglu_q(gr, ur, gr, scratch(kActSlot, (bytes + sizeof(float) - 1) / sizeof(float)), stream_);
+        xq_of = gr.p;
+    } else
+        gpu::swiglu(gr, ur, gr, stream_);
     product(down, 1, gr, rows(routed));
 }
 

@@ -8,6 +8,7 @@
 // (CUDA, HIP, or HIP on the CPU for tests here).
 #pragma once
 #include <map>
+#include <optional>
 #include <tuple>
 #include <vector>
 
@@ -86,7 +87,16 @@ public:
     bool hand_in_failed(const Handoff& h) override;
 
 private:
-    void bind() const { gpu::set_device(dev_); }  // the calling thread's current device
+    // The calling thread's current device, at the start of each op. bind() forgets fused_
+    // (the op may write any memory); an op that writes only what it names calls
+    // bind_keeping() and overwrites() for each output.
+    void bind() {
+        gpu::set_device(dev_);
+        fused_.reset();
+    }
+    void bind_keeping() const { gpu::set_device(dev_); }
+    void overwrites(const void* p, size_t bytes);
+    void overwrites(gpu::Rows y) { overwrites(y.p, sizeof(float) * static_cast<size_t>((y.rows - 1) * y.ld + y.cols)); }
     // The host waits for the stream; then a bad id found by a get_rows since the last
     // wait is the strata::Error it would have thrown.
     void wait_stream();
@@ -110,11 +120,25 @@ private:
     void for_seq_tables(const Batch& batch, int64_t il, bool with_kv, F&& f);
     void* keep(size_t bytes);                     // device memory that lives as long as this
     float* scratch(size_t i, size_t floats);      // a reusable device buffer
-    // x quantized for integer dot products into scratch slot `slot` (queued on the stream).
+    // x quantized for integer dot products into scratch slot `slot` (queued on the stream),
+    // or the rows of fused_ that are x.
     gpu::ActQ quantized(gpu::Rows x, size_t slot);
+    // A tensor's quantized form, made by the op that wrote it (rms_norm, rms_norm_gated,
+    // swiglu with the quantizer in their kernel: gpu::rms_norm_q...) in slot kFusedSlot, for
+    // windows of up to kFuseRows rows (decode and verify windows, whose quantize_act
+    // launches cost more than their work); the integer products of those rows take it.
+    struct Fused {
+        gpu::Rows x;
+        gpu::ActQ q;
+    };
+    std::optional<Fused> fused_;
+    static constexpr int64_t kFuseRows = 16;
+    static bool fuses(const gpu::Rows& y) { return y.rows > 0 && y.rows <= kFuseRows && y.cols % 32 == 0; }
+    void* fused_scratch(const gpu::Rows& y);
     static constexpr size_t kActSlot = 2;  // 0 and 1: moe_experts' gate and up rows
     static constexpr size_t kAttnSlot = 3;  // attention's partial sums
     static constexpr size_t kGroupSlot = 4;  // moe_experts' rows by expert (ints)
+    static constexpr size_t kFusedSlot = 5;  // fused_'s digits
     // Whether a window of `tokens` tokens and `rows` expert rows takes the experts one at a
     // time (each expert's weights read once for its rows) rather than row by row: only
     // where experts repeat. A decode step's rows go to different experts, and a grid over

@@ -6,20 +6,17 @@
 #include "engine/core/error.h"
 #include "kernels/cuda/compat.h"
 #include "kernels/cuda/gpu.h"
+#include "kernels/cuda/rows.cuh"
 
 namespace strata::gpu {
 
 namespace {
 
 constexpr int kThreads = 128;  // a multiple of every warp size (32, 64)
-// A kernel with one block per row: a decode step has one row, so the block alone reads it.
-// 128 threads reading 2048 values take 16 rounds, each waiting on memory (14 us for an
-// RMS norm on an H200); 512 take 4.
-constexpr int kRowThreads = 512;
 
-STRATA_DEV float* row(const Rows& x, int64_t r) { return x.p + r * x.ld; }
-STRATA_DEV float sigmoidf_(float x) { return 1.0f / (1.0f + expf(-x)); }
-STRATA_DEV float siluf_(float x) { return x / (1.0f + expf(-x)); }
+using rows::row;
+using rows::sigmoidf_;
+using rows::siluf_;
 
 dim3 grid_cols(const Rows& x) {
     return dim3(static_cast<unsigned>((x.cols + kThreads - 1) / kThreads), static_cast<unsigned>(x.rows));
@@ -31,8 +28,8 @@ __global__ void rms_norm_k(Rows x, const float* w, float eps, Rows y) {
     float* yr = row(y, blockIdx.x);
     float ss = 0.0f;
     for (int64_t i = threadIdx.x; i < x.cols; i += blockDim.x) ss += xr[i] * xr[i];
-    const float scale = 1.0f / sqrtf(block_sum(ss, red) / static_cast<float>(x.cols) + eps);
-    for (int64_t i = threadIdx.x; i < x.cols; i += blockDim.x) yr[i] = w ? xr[i] * scale * w[i] : xr[i] * scale;
+    const float scale = rows::rms_scale(block_sum(ss, red), x.cols, eps);
+    for (int64_t i = threadIdx.x; i < x.cols; i += blockDim.x) yr[i] = rows::normed(xr[i], scale, w, i);
 }
 
 // One block per (row, head): x_h = rms_norm(x_h) * w * silu(z_h).
@@ -42,8 +39,8 @@ __global__ void rms_norm_gated_k(Rows x, Rows z, const float* w, int64_t head, f
     const float* zh = row(z, blockIdx.y) + blockIdx.x * head;
     float ss = 0.0f;
     for (int64_t i = threadIdx.x; i < head; i += blockDim.x) ss += xh[i] * xh[i];
-    const float scale = 1.0f / sqrtf(block_sum(ss, red) / static_cast<float>(head) + eps);
-    for (int64_t i = threadIdx.x; i < head; i += blockDim.x) xh[i] = xh[i] * scale * w[i] * siluf_(zh[i]);
+    const float scale = rows::rms_scale(block_sum(ss, red), head, eps);
+    for (int64_t i = threadIdx.x; i < head; i += blockDim.x) xh[i] = rows::gated(xh[i], scale, w[i], zh[i]);
 }
 
 __global__ void l2_norm_k(Rows x, int64_t col0, int64_t head, float eps, float scale) {
@@ -62,7 +59,7 @@ __global__ void add_k(Rows y, Rows x) {
 
 __global__ void swiglu_k(Rows g, Rows u, Rows y) {
     const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-    if (i < y.cols) row(y, blockIdx.y)[i] = siluf_(row(g, blockIdx.y)[i]) * row(u, blockIdx.y)[i];
+    if (i < y.cols) row(y, blockIdx.y)[i] = rows::swiglu(row(g, blockIdx.y)[i], row(u, blockIdx.y)[i]);
 }
 
 __global__ void copy_k(Rows dst, Rows src) {
@@ -179,13 +176,13 @@ gpuStream_t st(Stream s) { return static_cast<gpuStream_t>(s); }
 
 void rms_norm(Rows x, const float* w, float eps, Rows y, Stream s) {
     if (x.rows == 0) return;
-    launch(rms_norm_k, dim3(static_cast<unsigned>(x.rows)), dim3(kRowThreads), st(s), x, w, eps, y);
+    launch(rms_norm_k, dim3(static_cast<unsigned>(x.rows)), dim3(rows::kNormThreads), st(s), x, w, eps, y);
     check_launch("rms_norm");
 }
 
 void rms_norm_gated(Rows x, Rows z, const float* w, int64_t head, float eps, Stream s) {
     if (x.rows == 0) return;
-    launch(rms_norm_gated_k, dim3(static_cast<unsigned>(x.cols / head), static_cast<unsigned>(x.rows)), dim3(kThreads),
+    launch(rms_norm_gated_k, dim3(static_cast<unsigned>(x.cols / head), static_cast<unsigned>(x.rows)), dim3(rows::kHeadThreads),
            st(s), x, z, w, head, eps);
     check_launch("rms_norm_gated");
 }

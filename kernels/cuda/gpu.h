@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <string>
 
 #include "engine/quant/types.h"
@@ -151,11 +152,27 @@ struct ActQ {
 bool int_dot(GgmlType type);  // matmul_q and matmul_ids_q take it (every quantized type)
 size_t act_q_bytes(int64_t n, int64_t rows);  // the scratch quantize_act needs
 ActQ quantize_act(Rows x, void* scratch, Stream s);  // x.cols a multiple of 32
+// rms_norm, rms_norm_gated and swiglu that also quantize what they write (fused.cu), as
+// quantize_act of it would, byte for byte, in one kernel (scratch: act_q_bytes; row
+// widths and heads multiples of 32).
+ActQ rms_norm_q(Rows x, const float* w, float eps, Rows y, void* scratch, Stream s);
+ActQ rms_norm_gated_q(Rows x, Rows z, const float* w, int64_t head, float eps, void* scratch, Stream s);
+ActQ swiglu_q(Rows g, Rows u, Rows y, void* scratch, Stream s);
 // matmul and matmul_ids with x quantized: the same results for a row whatever rows share
 // the call.
 void matmul_q(const Weight& w, const ActQ& x, Rows y, const IqTables& tab, Stream s);
+// matmul_q of up to kMultiMax weights against the same x in one launch (a layer's q, k and
+// v, or gate and up), y[i] = w[i] x as matmul_q gives it. A decode step's launches cost a
+// few microseconds each on a card, more than a small product's work. The weights share a
+// type and a width (multi_fits says whether a weight may join the first).
+inline constexpr int kMultiMax = 4;
+bool multi_fits(const Weight& first, const Weight& w);
+void matmul_q_multi(std::span<const Weight> w, std::span<const Rows> y, const ActQ& x, const IqTables& tab, Stream s);
+// w2, y2 (optional): a second table of experts of w's type and shape and its output (y's
+// rows, y.ld apart), computed in the same launch (the experts' gate and up).
 void matmul_ids_q(GgmlType type, const uint8_t* const* w, int64_t n_in, int64_t n_out, size_t stride,
-                  const int32_t* ids, int64_t div, const ActQ& x, Rows y, const IqTables& tab, Stream s);
+                  const int32_t* ids, int64_t div, const ActQ& x, Rows y, const IqTables& tab, Stream s,
+                  const uint8_t* const* w2 = nullptr, float* y2 = nullptr);
 // The rows of ids (n of them) by expert, for matmul_grouped_q: made on the device in
 // scratch (expert_groups_ints(n_expert, n) ints of device memory).
 struct ExpertGroups {
@@ -168,7 +185,8 @@ ExpertGroups group_ids(const int32_t* ids, int64_t n, int64_t n_expert, int32_t*
 // matmul_ids_q taken expert by expert (each expert's weights read once for all its rows),
 // with the same results for every row.
 void matmul_grouped_q(GgmlType type, const uint8_t* const* w, int64_t n_in, int64_t n_out, size_t stride,
-                      const ExpertGroups& g, int64_t div, const ActQ& x, Rows y, const IqTables& tab, Stream s);
+                      const ExpertGroups& g, int64_t div, const ActQ& x, Rows y, const IqTables& tab, Stream s,
+                      const uint8_t* const* w2 = nullptr, float* y2 = nullptr);
 
 // --- attention (attention.cu) ---
 // The rows of up to kMaxSeqs sequences of a window, with their KV cache heads. The

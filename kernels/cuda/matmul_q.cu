@@ -14,7 +14,10 @@
 // output of a row of x is summed in the same order whatever rows and outputs share the
 // warp or the launch, so one row of a many-row call equals that row alone (the GPU's
 // greedy determinism across decode, verify and prompt windows).
+#include <algorithm>
+
 #include "engine/core/error.h"
+#include "kernels/cuda/act_quant.cuh"
 #include "kernels/cuda/compat.h"
 #include "kernels/cuda/dispatch.h"
 #include "kernels/cuda/gpu.h"
@@ -47,44 +50,17 @@ STRATA_DEV int dot4(uint32_t a, uint32_t b, int c) {
 #endif
 }
 
-STRATA_DEV float clamp_abs(float v, float lim) { return v > lim ? lim : (v < -lim ? -lim : v); }
-
-// 32 threads per 32-value block of a row of x, one value each (the CPU's quantize_scalar,
-// value for value: the block's largest magnitude is a maximum, whatever its order). A
-// thread per block made a decode step's row 64 threads of 32 dependent loads each.
+// 32 threads per 32-value block of a row of x, one value each (act_quant.cuh). A thread
+// per block made a decode step's row 64 threads of 32 dependent loads each.
 __global__ void quantize_act_k(Rows x, ActQ a) {
     const int64_t nb = a.n / 32;
     const int64_t i = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
-    const int k = static_cast<int>(threadIdx.x % 32);
-    // Threads past the end still shuffle (a CPU HIP runtime's shuffles wait for the whole
-    // block); they read the last block's values and store nothing.
+    // Threads past the end still shuffle; they read the last block's values.
     const bool in = i < a.rows * nb;
     const int64_t j = in ? i : a.rows * nb - 1;
     const int64_t t = j / nb, b = j % nb;
-    const float xv = x.p[t * x.ld + 32 * b + k];
-    float amax = fabsf(xv);
-    amax = amax == amax ? amax : 0.0f;  // NaN never wins
-    // The maximum over the 32 threads of this block of values: within a warp of 32 they
-    // are the warp; a warp of 64 holds two blocks, so only lanes of the same half meet.
-    for (int m = 16; m > 0; m /= 2) {
-        const float o = STRATA_SHFL_XOR(amax, m);
-        amax = o > amax ? o : amax;
-    }
-    const float step = amax / 127.0f;
-    const float id = step > 0.0f ? 1.0f / step : 0.0f;
-    const float v = xv * id;
-    const int qi = v == v ? static_cast<int>(rintf(clamp_abs(v, 127.0f))) : 0;
-    const float rem = (v - static_cast<float>(qi)) * 128.0f;
-    const int ri = rem == rem ? static_cast<int>(rintf(clamp_abs(rem, 64.0f))) : 0;
-    // The sums of each 16 values' digits, which the formats with a minimum multiply by
-    // it: once here, not in every weight row's product (integers: any order is exact).
-    int sum = 128 * qi + ri;
-    for (int m = 8; m > 0; m /= 2) sum += STRATA_SHFL_XOR(sum, m);
-    if (!in) return;
-    a.q[t * a.n + 32 * b + k] = static_cast<int8_t>(qi);
-    a.r[t * a.n + 32 * b + k] = static_cast<int8_t>(ri);
-    if (k == 0) a.d[t * nb + b] = step * (1.0f / 128.0f);
-    if (k % 16 == 0) a.s[t * (a.n / 16) + 2 * b + k / 16] = sum;
+    const int k = static_cast<int>(threadIdx.x % 32);
+    quant_value(x.p[t * x.ld + 32 * b + k], k, in, a, t, b);
 }
 
 // Whether T's ws and wm are the same for both 16-value halves of a 32-value chunk: the
@@ -168,42 +144,78 @@ STRATA_DEV bool aligned16(const void* base, size_t stride) {
     return ((reinterpret_cast<uintptr_t>(base) | stride) & 15u) == 0;
 }
 
+// The weights of one launch of matmul_q_k: weight i takes blocks block0[i] .. block0[i + 1]
+// - 1 of the grid's x (so no block is idle: a k or v has fewer rows than its q), and a
+// block's fields are picked by pick(): arrays indexed by a value known only at run time
+// would be copied to each thread's stack, where picks are selects of the launch's
+// constants. Unused entries are zero, their block0 past every block (the launch's bytes
+// are its key in a graph; no padding either).
+struct MultiQ {
+    const uint8_t* data[kMultiMax];
+    float* y[kMultiMax];
+    int64_t n_out[kMultiMax];
+    int64_t ld[kMultiMax];
+    uint64_t stride[kMultiMax];
+    uint32_t block0[kMultiMax];
+    int64_t n_in;
+};
+static_assert(sizeof(MultiQ) == 8 * (5 * kMultiMax + 1) + 4 * kMultiMax, "no padding in kernel arguments");
+
+template <typename V, int N>
+STRATA_DEV V pick(const V (&a)[N], int z) {
+    V v = a[0];
+    for (int i = 1; i < N; ++i) v = z == i ? a[i] : v;
+    return v;
+}
+
 // O output rows per warp (the last warp may have fewer), R rows of x per block row.
 template <GgmlType T, int R, int O, bool A16>
-__global__ void matmul_q_k(Weight w, ActQ x, Rows y, IqTables tab) {
+__global__ void matmul_q_k(MultiQ m, ActQ x, IqTables tab) {
+    int z = 0;
+    for (int i = 1; i < kMultiMax; ++i) z += blockIdx.x >= m.block0[i];
+    const int64_t n_out = pick(m.n_out, z);
+    const int64_t bx = blockIdx.x - pick(m.block0, z);
     const int lane = static_cast<int>(threadIdx.x) % warpSize;
-    const int64_t o0 = (static_cast<int64_t>(blockIdx.x) * (blockDim.x / warpSize) + threadIdx.x / warpSize) * O;
-    if (o0 >= w.n_out) return;  // the whole warp
-    const int no = static_cast<int>(w.n_out - o0 < O ? w.n_out - o0 : O);
+    const int64_t o0 = (bx * (blockDim.x / warpSize) + threadIdx.x / warpSize) * O;
+    if (o0 >= n_out) return;  // the whole warp
+    const int no = static_cast<int>(n_out - o0 < O ? n_out - o0 : O);
     const int64_t t0 = static_cast<int64_t>(blockIdx.y) * R;
     const int nr = static_cast<int>(x.rows - t0 < R ? x.rows - t0 : R);
+    const uint8_t* data = pick(m.data, z);
+    const uint64_t stride = pick(m.stride, z);
     const uint8_t* rows[O];
-    for (int o = 0; o < O; ++o) rows[o] = w.data + (o0 + (o < no ? o : 0)) * w.stride;
+    for (int o = 0; o < O; ++o) rows[o] = data + (o0 + (o < no ? o : 0)) * stride;
     float acc[O][R] = {};
     const auto row_of = [t0](int r) { return t0 + r; };
     if constexpr (R == 1) {  // decode: two chunks' loads in flight (a 2048-wide row is two rounds)
         STRATA_UNROLL(2)
-        for (int c = lane; c < w.n_in / 32; c += warpSize) chunk_dot<T, R, O, A16>(rows, no, c, x, row_of, nr, acc, tab);
+        for (int c = lane; c < m.n_in / 32; c += warpSize) chunk_dot<T, R, O, A16>(rows, no, c, x, row_of, nr, acc, tab);
     } else {
-        for (int c = lane; c < w.n_in / 32; c += warpSize) chunk_dot<T, R, O, A16>(rows, no, c, x, row_of, nr, acc, tab);
+        for (int c = lane; c < m.n_in / 32; c += warpSize) chunk_dot<T, R, O, A16>(rows, no, c, x, row_of, nr, acc, tab);
     }
-    for (int o = 0; o < O; ++o) {
-        if (o >= no) break;
+    float* y = pick(m.y, z);
+    const int64_t ld = pick(m.ld, z);
+    // Every live warp of a block sums all O outputs (the missing ones are zeros): a CPU HIP
+    // runtime makes each shuffle a barrier of the whole block, and warps that took
+    // different numbers of them there left its fibers out of step for the blocks after.
+    for (int o = 0; o < O; ++o)
         for (int r = 0; r < R; ++r) {
-            if (r >= nr) break;
+            if (r >= nr) break;  // the same in every warp of the block
             const float s = warp_sum(acc[o][r]);
-            if (lane == 0) y.p[(t0 + r) * y.ld + o0 + o] = s;
+            if (lane == 0 && o < no) y[(t0 + r) * ld + o0 + o] = s;
         }
-    }
 }
 
+// Expert tables by blockIdx.z: w, or w2 with its output y2 (y's rows and ld).
 template <GgmlType T>
-__global__ void matmul_ids_q_k(const uint8_t* const* w, int64_t n_in, int64_t n_out, size_t stride,
-                               const int32_t* ids, int64_t div, ActQ x, Rows y, IqTables tab) {
+__global__ void matmul_ids_q_k(const uint8_t* const* w, const uint8_t* const* w2, int64_t n_in, int64_t n_out,
+                               size_t stride, const int32_t* ids, int64_t div, ActQ x, Rows y, float* y2,
+                               IqTables tab) {
     const int lane = static_cast<int>(threadIdx.x) % warpSize;
     const int64_t o = static_cast<int64_t>(blockIdx.x) * (blockDim.x / warpSize) + threadIdx.x / warpSize;
     const int64_t i = blockIdx.y;
     if (o >= n_out) return;
+    if (blockIdx.z == 1) w = w2, y.p = y2;
     const uint8_t* we = w[ids[i]];
     if (we == nullptr) return;  // an expert computed elsewhere: its row of y stays as it is
     const uint8_t* row[1] = {we + o * stride};
@@ -247,13 +259,14 @@ __global__ void group_ids_k(const int32_t* ids, int64_t n, int64_t n_expert, int
 // time, so its weights are read once per window, not once per row routed to it. A row's
 // sums are matmul_ids_q_k's, operation for operation.
 template <GgmlType T>
-__global__ void matmul_grouped_q_k(const uint8_t* const* w, int64_t n_in, int64_t n_out, size_t stride,
-                                   const int32_t* offsets, const int32_t* order, int64_t div, ActQ x, Rows y,
-                                   IqTables tab) {
+__global__ void matmul_grouped_q_k(const uint8_t* const* w, const uint8_t* const* w2, int64_t n_in, int64_t n_out,
+                                   size_t stride, const int32_t* offsets, const int32_t* order, int64_t div, ActQ x,
+                                   Rows y, float* y2, IqTables tab) {
     const int lane = static_cast<int>(threadIdx.x) % warpSize;
     const int64_t o = static_cast<int64_t>(blockIdx.x) * (blockDim.x / warpSize) + threadIdx.x / warpSize;
     const int64_t e = blockIdx.y;
     if (o >= n_out) return;
+    if (blockIdx.z == 1) w = w2, y.p = y2;
     const uint8_t* we = w[e];
     if (we == nullptr) return;  // an expert computed elsewhere: its rows of y stay as they are
     const uint8_t* row[1] = {we + o * stride};
@@ -297,10 +310,7 @@ size_t act_q_bytes(int64_t n, int64_t rows) {
 
 ActQ quantize_act(Rows x, void* scratch, Stream s) {
     STRATA_CHECK(x.cols % 32 == 0, "quantize_act: {} values per row, not a multiple of 32", x.cols);
-    const size_t v = static_cast<size_t>(x.cols * x.rows), vp = (v + 255) / 256 * 256;
-    auto* base = static_cast<int8_t*>(scratch);
-    auto* sums = reinterpret_cast<int32_t*>(base + 2 * vp);  // 8-byte aligned: read in pairs
-    const ActQ a{base, base + vp, reinterpret_cast<float*>(sums + x.cols / 16 * x.rows), sums, x.cols, x.rows};
+    const ActQ a = act_q_at(scratch, x.cols, x.rows);
     const int64_t values = x.rows * x.cols;  // a thread each
     if (values == 0) return a;
     launch(quantize_act_k, dim3(static_cast<unsigned>((values + kThreads - 1) / kThreads)), dim3(kThreads), st(s), x,
@@ -309,20 +319,47 @@ ActQ quantize_act(Rows x, void* scratch, Stream s) {
     return a;
 }
 
+bool multi_fits(const Weight& first, const Weight& w) {
+    const auto a16 = [](const Weight& v) { return ((reinterpret_cast<uintptr_t>(v.data) | v.stride) & 15u) == 0; };
+    return w.type == first.type && w.n_in == first.n_in && a16(w) == a16(first);
+}
+
 void matmul_q(const Weight& w, const ActQ& x, Rows y, const IqTables& tab, Stream s) {
-    if (x.rows == 0 || w.n_out == 0) return;
-    STRATA_CHECK(((reinterpret_cast<uintptr_t>(w.data) | w.stride) & 1) == 0 && w.n_in == x.n,
-                 "matmul_q: a weight at an odd address or of another width");
+    matmul_q_multi(std::span<const Weight>(&w, 1), std::span<const Rows>(&y, 1), x, tab, s);
+}
+
+void matmul_q_multi(std::span<const Weight> ws, std::span<const Rows> ys, const ActQ& x, const IqTables& tab,
+                    Stream s) {
+    STRATA_CHECK(!ws.empty() && ws.size() <= kMultiMax && ys.size() == ws.size(), "matmul_q: {} weights in one launch",
+                 ws.size());
+    const Weight& w = ws[0];
     const bool prompt = x.rows > kRows;
     const int rows = prompt ? kPromptRows : kRows, outs = prompt ? kOuts : 1;
-    const dim3 grid(out_blocks(w.n_out, outs), static_cast<unsigned>((x.rows + rows - 1) / rows));
+    MultiQ m{};
+    m.n_in = w.n_in;
+    unsigned blocks = 0;
+    for (size_t i = 0; i < kMultiMax; ++i) {
+        m.block0[i] = blocks;
+        if (i >= ws.size()) {
+            m.block0[i] = UINT32_MAX;
+            continue;
+        }
+        STRATA_CHECK(((reinterpret_cast<uintptr_t>(ws[i].data) | ws[i].stride) & 1) == 0 && ws[i].n_in == x.n &&
+                         multi_fits(w, ws[i]),
+                     "matmul_q: a weight at an odd address or of another width or type");
+        m.data[i] = ws[i].data, m.y[i] = ys[i].p, m.n_out[i] = ws[i].n_out, m.ld[i] = ys[i].ld;
+        m.stride[i] = ws[i].stride;
+        blocks += out_blocks(ws[i].n_out, outs);
+    }
+    if (x.rows == 0 || blocks == 0) return;
+    const dim3 grid(blocks, static_cast<unsigned>((x.rows + rows - 1) / rows));
     const bool ok = dispatch_quant(w.type, [&]<GgmlType T>() {
         // One row (a decode step) has its own kernel: 8 rows' accumulators held registers
         // that limited the warps per SM (the same sums: acc[o][r] alone).
         const auto go = [&]<bool A16>() {
-            if (prompt) launch(matmul_q_k<T, kPromptRows, kOuts, A16>, grid, dim3(kThreads), st(s), w, x, y, tab);
-            else if (x.rows == 1) launch(matmul_q_k<T, 1, 1, A16>, grid, dim3(kThreads), st(s), w, x, y, tab);
-            else launch(matmul_q_k<T, kRows, 1, A16>, grid, dim3(kThreads), st(s), w, x, y, tab);
+            if (prompt) launch(matmul_q_k<T, kPromptRows, kOuts, A16>, grid, dim3(kThreads), st(s), m, x, tab);
+            else if (x.rows == 1) launch(matmul_q_k<T, 1, 1, A16>, grid, dim3(kThreads), st(s), m, x, tab);
+            else launch(matmul_q_k<T, kRows, 1, A16>, grid, dim3(kThreads), st(s), m, x, tab);
         };
         if constexpr (kAligned<T>) {
             if (((reinterpret_cast<uintptr_t>(w.data) | w.stride) & 15u) == 0) return go.template operator()<true>();
@@ -334,12 +371,13 @@ void matmul_q(const Weight& w, const ActQ& x, Rows y, const IqTables& tab, Strea
 }
 
 void matmul_ids_q(GgmlType type, const uint8_t* const* w, int64_t n_in, int64_t n_out, size_t stride,
-                  const int32_t* ids, int64_t div, const ActQ& x, Rows y, const IqTables& tab, Stream s) {
+                  const int32_t* ids, int64_t div, const ActQ& x, Rows y, const IqTables& tab, Stream s,
+                  const uint8_t* const* w2, float* y2) {
     if (y.rows == 0 || n_out == 0) return;
     STRATA_CHECK(stride % 2 == 0 && n_in == x.n, "moe_experts: expert rows of odd size or another width");
-    const dim3 grid(out_blocks(n_out), static_cast<unsigned>(y.rows));
+    const dim3 grid(out_blocks(n_out), static_cast<unsigned>(y.rows), w2 ? 2u : 1u);
     const bool ok = dispatch_quant(type, [&]<GgmlType T>() {
-        launch(matmul_ids_q_k<T>, grid, dim3(kThreads), st(s), w, n_in, n_out, stride, ids, div, x, y, tab);
+        launch(matmul_ids_q_k<T>, grid, dim3(kThreads), st(s), w, w2, n_in, n_out, stride, ids, div, x, y, y2, tab);
     });
     if (!ok) fail("moe_experts: weight type {} has no integer GPU kernel", type_info(type).name);
     check_launch("moe_experts");
@@ -356,13 +394,14 @@ ExpertGroups group_ids(const int32_t* ids, int64_t n, int64_t n_expert, int32_t*
 }
 
 void matmul_grouped_q(GgmlType type, const uint8_t* const* w, int64_t n_in, int64_t n_out, size_t stride,
-                      const ExpertGroups& g, int64_t div, const ActQ& x, Rows y, const IqTables& tab, Stream s) {
+                      const ExpertGroups& g, int64_t div, const ActQ& x, Rows y, const IqTables& tab, Stream s,
+                      const uint8_t* const* w2, float* y2) {
     if (y.rows == 0 || n_out == 0 || g.n_expert == 0) return;
     STRATA_CHECK(stride % 2 == 0 && n_in == x.n, "moe_experts: expert rows of odd size or another width");
-    const dim3 grid(out_blocks(n_out), static_cast<unsigned>(g.n_expert));
+    const dim3 grid(out_blocks(n_out), static_cast<unsigned>(g.n_expert), w2 ? 2u : 1u);
     const bool ok = dispatch_quant(type, [&]<GgmlType T>() {
-        launch(matmul_grouped_q_k<T>, grid, dim3(kThreads), st(s), w, n_in, n_out, stride, g.offsets, g.order, div, x,
-               y, tab);
+        launch(matmul_grouped_q_k<T>, grid, dim3(kThreads), st(s), w, w2, n_in, n_out, stride, g.offsets, g.order, div,
+               x, y, y2, tab);
     });
     if (!ok) fail("moe_experts: weight type {} has no integer GPU kernel", type_info(type).name);
     check_launch("moe_experts");

@@ -1,0 +1,110 @@
+// Ops that also quantize what they write for the integer products that read it next: an
+// RMS norm (plain or gated) or a SwiGLU with the activation quantizer in the same kernel.
+// A decode step's quantize_act launches cost a few microseconds each on a card whatever
+// their size (about 2.5 us on an H200, 19 of them per token of a 4-layer Qwen3-Next); here
+// they are gone. The floats written are those of the plain op (rows.cuh: the same
+// expressions and block sizes, so the same sums) and the digits those of quantize_act
+// (act_quant.cuh), which tests/gpu checks byte for byte.
+#include "engine/core/error.h"
+#include "kernels/cuda/act_quant.cuh"
+#include "kernels/cuda/compat.h"
+#include "kernels/cuda/gpu.h"
+#include "kernels/cuda/rows.cuh"
+
+namespace strata::gpu {
+
+namespace {
+
+using rows::row;
+
+constexpr int kThreads = 128;  // swiglu_q's: a thread per value
+
+// rms_norm_k, then its row's values in rounds of blockDim.x (whole 32-value blocks each:
+// x.cols and blockDim.x are multiples of 32), each quantized as it is written.
+__global__ void rms_norm_q_k(Rows x, const float* w, float eps, Rows y, ActQ a) {
+    __shared__ float red[32];
+    const int64_t t = blockIdx.x;
+    const float* xr = row(x, t);
+    float* yr = row(y, t);
+    float ss = 0.0f;
+    for (int64_t i = threadIdx.x; i < x.cols; i += blockDim.x) ss += xr[i] * xr[i];
+    const float scale = rows::rms_scale(block_sum(ss, red), x.cols, eps);
+    for (int64_t i0 = 0; i0 < x.cols; i0 += blockDim.x) {
+        const int64_t i = i0 + threadIdx.x;
+        const bool in = i < x.cols;
+        const float v = in ? rows::normed(xr[i], scale, w, i) : 0.0f;
+        if (in) yr[i] = v;
+        quant_value(v, static_cast<int>(threadIdx.x % 32), in, a, t, i / 32);
+    }
+}
+
+// rms_norm_gated_k (one block per head of a row, in place), the head quantized likewise
+// (a head a multiple of 32 values: its blocks are the row's).
+__global__ void rms_norm_gated_q_k(Rows x, Rows z, const float* w, int64_t head, float eps, ActQ a) {
+    __shared__ float red[32];
+    const int64_t t = blockIdx.y, c0 = blockIdx.x * head;
+    float* xh = row(x, t) + c0;
+    const float* zh = row(z, t) + c0;
+    float ss = 0.0f;
+    for (int64_t i = threadIdx.x; i < head; i += blockDim.x) ss += xh[i] * xh[i];
+    const float scale = rows::rms_scale(block_sum(ss, red), head, eps);
+    for (int64_t i0 = 0; i0 < head; i0 += blockDim.x) {
+        const int64_t i = i0 + threadIdx.x;
+        const bool in = i < head;
+        const float v = in ? rows::gated(xh[i], scale, w[i], zh[i]) : 0.0f;
+        if (in) xh[i] = v;
+        quant_value(v, static_cast<int>(threadIdx.x % 32), in, a, t, (c0 + i) / 32);
+    }
+}
+
+// quantize_act_k's grid, each thread's value the SwiGLU of its g and u (y may be g or u:
+// a thread reads its own value before it writes; those past the end store nothing).
+__global__ void swiglu_q_k(Rows g, Rows u, Rows y, ActQ a) {
+    const int64_t nb = a.n / 32;
+    const int64_t i = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+    const bool in = i < a.rows * nb;
+    const int64_t j = in ? i : a.rows * nb - 1;
+    const int64_t t = j / nb, b = j % nb;
+    const int k = static_cast<int>(threadIdx.x % 32);
+    const int64_t c = 32 * b + k;
+    const float v = rows::swiglu(row(g, t)[c], row(u, t)[c]);
+    if (in) row(y, t)[c] = v;
+    quant_value(v, k, in, a, t, b);
+}
+
+gpuStream_t st(Stream s) { return static_cast<gpuStream_t>(s); }
+
+}  // namespace
+
+ActQ rms_norm_q(Rows x, const float* w, float eps, Rows y, void* scratch, Stream s) {
+    STRATA_CHECK(x.cols % 32 == 0, "rms_norm_q: {} values per row, not a multiple of 32", x.cols);
+    const ActQ a = act_q_at(scratch, x.cols, x.rows);
+    if (x.rows == 0) return a;
+    launch(rms_norm_q_k, dim3(static_cast<unsigned>(x.rows)), dim3(rows::kNormThreads), st(s), x, w, eps, y, a);
+    check_launch("rms_norm_q");
+    return a;
+}
+
+ActQ rms_norm_gated_q(Rows x, Rows z, const float* w, int64_t head, float eps, void* scratch, Stream s) {
+    STRATA_CHECK(head % 32 == 0 && x.cols % head == 0, "rms_norm_gated_q: heads of {} values in rows of {}", head,
+                 x.cols);
+    const ActQ a = act_q_at(scratch, x.cols, x.rows);
+    if (x.rows == 0) return a;
+    launch(rms_norm_gated_q_k, dim3(static_cast<unsigned>(x.cols / head), static_cast<unsigned>(x.rows)),
+           dim3(rows::kHeadThreads), st(s), x, z, w, head, eps, a);
+    check_launch("rms_norm_gated_q");
+    return a;
+}
+
+ActQ swiglu_q(Rows g, Rows u, Rows y, void* scratch, Stream s) {
+    STRATA_CHECK(y.cols % 32 == 0, "swiglu_q: {} values per row, not a multiple of 32", y.cols);
+    const ActQ a = act_q_at(scratch, y.cols, y.rows);
+    const int64_t values = y.rows * y.cols;  // a thread each
+    if (values == 0) return a;
+    launch(swiglu_q_k, dim3(static_cast<unsigned>((values + kThreads - 1) / kThreads)), dim3(kThreads), st(s), g, u,
+           y, a);
+    check_launch("swiglu_q");
+    return a;
+}
+
+}  // namespace strata::gpu

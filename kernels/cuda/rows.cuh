@@ -1,0 +1,32 @@
+// The per-value arithmetic of the row-wise ops (elementwise.cu), shared with the kernels
+// that also quantize what they write (fused.cu): one expression for each, so that an op
+// and its fused form store the same floats.
+#pragma once
+#include <cmath>
+
+#include "kernels/cuda/compat.h"
+#include "kernels/cuda/gpu.h"
+
+namespace strata::gpu::rows {
+
+// Threads of a block per row (rms_norm) and per head (the gated norm). A decode step has
+// one row, so the block alone reads it: 128 threads reading 2048 values take 16 rounds,
+// each waiting on memory (14 us for an RMS norm on an H200); 512 take 4. A fused kernel
+// uses the same counts, so its sums of squares are added in the same order.
+constexpr int kNormThreads = 512;
+constexpr int kHeadThreads = 128;
+
+STRATA_DEV float* row(const Rows& x, int64_t r) { return x.p + r * x.ld; }
+STRATA_DEV float sigmoidf_(float x) { return 1.0f / (1.0f + expf(-x)); }
+STRATA_DEV float siluf_(float x) { return x / (1.0f + expf(-x)); }
+
+// RMS norm: the scale from the sum of squares of n values, then each value (w may be null).
+STRATA_DEV float rms_scale(float sum_sq, int64_t n, float eps) {
+    return 1.0f / sqrtf(sum_sq / static_cast<float>(n) + eps);
+}
+STRATA_DEV float normed(float x, float scale, const float* w, int64_t i) { return w ? x * scale * w[i] : x * scale; }
+// The gated norm's value: rms_norm(x) * w * silu(z).
+STRATA_DEV float gated(float x, float scale, float w, float z) { return x * scale * w * siluf_(z); }
+STRATA_DEV float swiglu(float g, float u) { return siluf_(g) * u; }
+
+}  // namespace strata::gpu::rows

@@ -1,0 +1,151 @@
+// Fewer launches, the same bytes: the ops that quantize what they write (kernels/cuda/
+// fused.cu) against the plain op followed by quantize_act, at widths that leave a kernel's
+// last round of threads partly past the row (and the head, and the grid's end); and
+// matmul_q_multi's weights in one launch against one matmul_q each.
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "engine/quant/quant.h"
+#include "kernels/cuda/gpu.h"
+#include "tests/gpu/gpu_test_helpers.h"
+#include "tests/random_helpers.h"
+
+namespace strata::gpu {
+namespace {
+
+// Device memory holding host values (or zeros); freed with it.
+struct Mem {
+    void* p = nullptr;
+    size_t bytes;
+    explicit Mem(size_t n) : bytes(n) {
+        GPU_REQUIRE(gpuMalloc(&p, bytes));
+        GPU_REQUIRE(gpuMemsetAsync(p, 0, bytes, 0));
+        GPU_REQUIRE(gpuStreamSynchronize(0));
+    }
+    explicit Mem(const std::vector<float>& v) : Mem(v.size() * sizeof(float)) {
+        GPU_REQUIRE(gpuMemcpyAsync(p, v.data(), bytes, gpuMemcpyDefault, 0));
+        GPU_REQUIRE(gpuStreamSynchronize(0));
+    }
+    ~Mem() { (void)gpuFree(p); }
+    Mem(const Mem&) = delete;
+    Mem& operator=(const Mem&) = delete;
+    float* f() const { return static_cast<float*>(p); }
+    std::vector<uint8_t> host(Stream s) const {
+        stream_sync(s);
+        std::vector<uint8_t> h(bytes);
+        GPU_REQUIRE(gpuMemcpyAsync(h.data(), p, bytes, gpuMemcpyDefault, 0));
+        GPU_REQUIRE(gpuStreamSynchronize(0));
+        return h;
+    }
+};
+
+// Where two byte images first differ (-1: nowhere), for the failure message.
+int64_t first_diff(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b) {
+    if (a.size() != b.size()) return 0;
+    for (size_t i = 0; i < a.size(); ++i)
+        if (a[i] != b[i]) return static_cast<int64_t>(i);
+    return -1;
+}
+#define CHECK_SAME(a, b)                                        \
+    do {                                                        \
+        const std::vector<uint8_t> a_ = (a), b_ = (b);          \
+        INFO("first byte that differs: " << first_diff(a_, b_)); \
+        CHECK(first_diff(a_, b_) == -1);                         \
+    } while (0)
+
+Rows rows_of(const Mem& m, int64_t n, int64_t rows) { return {m.f(), n, rows, n}; }
+
+// Values at three scales, a row of zeros last (a block whose step is 0).
+std::vector<float> values(int64_t n, int64_t rows, uint32_t seed) {
+    std::vector<float> v = test::gaussian(static_cast<size_t>(n * rows), seed, 3.0f);
+    for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>((rows - 1) * n + i)] = 0.0f;
+    for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] *= 0.001f;
+    return v;
+}
+
+}  // namespace
+
+TEST_CASE("rms_norm_q, rms_norm_gated_q and swiglu_q write what the op and quantize_act write", "[gpu]") {
+    if (!start_device()) return;
+    // A stream of its own, as GpuOps has: a CPU HIP runtime does not order kernels queued
+    // on the null stream after one another.
+    const Stream s = stream_create();
+    constexpr int64_t T = 3;
+    for (int64_t n : {96, 640, 1088}) {  // rms_norm's 512 threads: one part round, two, three
+        INFO("n " << n);
+        const size_t fb = static_cast<size_t>(n * T) * sizeof(float), qb = act_q_bytes(n, T);
+        const std::vector<float> x = values(n, T, 1), w = test::gaussian(static_cast<size_t>(n), 2);
+        const Mem xd(x), wd(w);
+        for (const float* wp : {static_cast<const float*>(wd.f()), static_cast<const float*>(nullptr)}) {
+            const Mem y0(fb), y1(fb), q0(qb), q1(qb);
+            rms_norm(rows_of(xd, n, T), wp, 1e-6f, rows_of(y0, n, T), s);
+            quantize_act(rows_of(y0, n, T), q0.p, s);
+            rms_norm_q(rows_of(xd, n, T), wp, 1e-6f, rows_of(y1, n, T), q1.p, s);
+            CHECK_SAME(y1.host(s), y0.host(s));
+            CHECK_SAME(q1.host(s), q0.host(s));
+        }
+        const std::vector<float> g = values(n, T, 3), u = test::gaussian(static_cast<size_t>(n * T), 4);
+        const Mem gd(g), ud(u), y0(fb), q0(qb), q1(qb);
+        swiglu(rows_of(gd, n, T), rows_of(ud, n, T), rows_of(y0, n, T), s);
+        quantize_act(rows_of(y0, n, T), q0.p, s);
+        swiglu_q(rows_of(gd, n, T), rows_of(ud, n, T), rows_of(gd, n, T), q1.p, s);  // into g, as the experts'
+        CHECK_SAME(gd.host(s), y0.host(s));
+        CHECK_SAME(q1.host(s), q0.host(s));
+    }
+    for (int64_t head : {32, 128, 160}) {  // the gated norm's 128 threads: part of one round, one, two
+        INFO("head " << head);
+        const int64_t n = 4 * head;
+        const size_t qb = act_q_bytes(n, T);
+        const std::vector<float> x = values(n, T, 5), z = test::gaussian(static_cast<size_t>(n * T), 6),
+                                 w = test::gaussian(static_cast<size_t>(head), 7);
+        const Mem x0(x), x1(x), zd(z), wd(w), q0(qb), q1(qb);
+        rms_norm_gated(rows_of(x0, n, T), rows_of(zd, n, T), wd.f(), head, 1e-6f, s);
+        quantize_act(rows_of(x0, n, T), q0.p, s);
+        rms_norm_gated_q(rows_of(x1, n, T), rows_of(zd, n, T), wd.f(), head, 1e-6f, q1.p, s);
+        CHECK_SAME(x1.host(s), x0.host(s));
+        CHECK_SAME(q1.host(s), q0.host(s));
+    }
+    stream_destroy(s);
+}
+
+TEST_CASE("matmul_q_multi gives each weight's matmul_q", "[gpu]") {
+    if (!start_device()) return;
+    const Stream s = stream_create();
+    const IqTables tab = upload_iq_tables();
+    constexpr int64_t n_in = 256;
+    const int64_t n_out[4] = {17, 5, 40, 3};
+    for (GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_K})
+        for (int64_t T : {1, 3, 20}) {  // decode, verify, prompt kernels
+            INFO(type_info(type).name << " T " << T);
+            const size_t rb = row_bytes(type, n_in);
+            std::vector<std::unique_ptr<Mem>> wmem, ymem, ref;
+            std::vector<Weight> ws;
+            std::vector<Rows> ys, refs;
+            for (int i = 0; i < 4; ++i) {
+                const std::vector<float> f = test::gaussian(static_cast<size_t>(n_in * n_out[i]), 10 + i);
+                std::vector<float> q((rb * static_cast<size_t>(n_out[i]) + 3) / 4);
+                for (int64_t o = 0; o < n_out[i]; ++o)
+                    quantize_row(type, f.data() + o * n_in, reinterpret_cast<uint8_t*>(q.data()) + o * rb, n_in);
+                wmem.push_back(std::make_unique<Mem>(q));
+                ymem.push_back(std::make_unique<Mem>(static_cast<size_t>(n_out[i] * T) * sizeof(float)));
+                ref.push_back(std::make_unique<Mem>(static_cast<size_t>(n_out[i] * T) * sizeof(float)));
+                ws.push_back({type, 0, static_cast<const uint8_t*>(wmem.back()->p), n_in, n_out[i], rb});
+                ys.push_back(rows_of(*ymem.back(), n_out[i], T));
+                refs.push_back(rows_of(*ref.back(), n_out[i], T));
+            }
+            const Mem x(test::gaussian(static_cast<size_t>(n_in * T), 20)), scratch(act_q_bytes(n_in, T));
+            const ActQ xq = quantize_act(rows_of(x, n_in, T), scratch.p, s);
+            matmul_q_multi(ws, ys, xq, tab, s);
+            for (int i = 0; i < 4; ++i) {
+                INFO("weight " << i);
+                matmul_q(ws[static_cast<size_t>(i)], xq, refs[static_cast<size_t>(i)], tab, s);
+                CHECK_SAME(ymem[static_cast<size_t>(i)]->host(s), ref[static_cast<size_t>(i)]->host(s));
+            }
+        }
+    stream_destroy(s);
+}
+
+}  // namespace strata::gpu
