@@ -404,6 +404,21 @@ struct Harness {
             ops.rms_norm(d.in(x, n, T), nwd, 1e-6f, y);
             ops.add(y, d.in(rng.normal(static_cast<size_t>(n * T)), n, T));
             EXPECT(product(y) == fresh(y));
+            // A residual add and the norm of its sum (a GPU backend: one kernel): the sum and
+            // the norm are the plain ops' bytes, and so is the product of the norm.
+            const Floats r = rng.normal(static_cast<size_t>(n * T)), a = rng.normal(static_cast<size_t>(n * T));
+            const Tensor res = d.in(r, n, T), res2 = d.in(r, n, T), y2 = d.zeros(n, T);
+            ops.add(res, d.in(a, n, T));
+            ops.rms_norm(res, nwd, 1e-6f, y);
+            const Floats sum = d.out(res), normed = d.out(y);
+            ops.add(res2, d.in(a, n, T));
+            const Floats sum2 = d.out(res2);  // the add alone, issued before the copy
+            ops.rms_norm(res2, nwd, 1e-6f, y2);
+            EXPECT(sum == sum2);
+            EXPECT(normed == d.out(y2));
+            ops.add(res, d.in(a, n, T));
+            ops.rms_norm(res, nwd, 1e-6f, y);
+            EXPECT(product(y) == fresh(y));
             ops.rms_norm(d.in(x, n, T), nwd, 1e-6f, y);
             ops.matmul(sq, d.in(x, n, T), y);  // a product into y
             EXPECT(product(y) == fresh(y));

@@ -94,6 +94,9 @@ void GpuOps::item_begin() {
 }
 
 void GpuOps::item_end() {
+    if (add_) {
+        bind_keeping();  // the held add goes with this item's work
+    }
     if (profile_) {
         gpu::profile_attach(nullptr);
         in_item_ = false;
@@ -405,10 +408,18 @@ void GpuOps::get_rows(const MatView& table, const int32_t* ids, Tensor x) {
 }
 
 void GpuOps::rms_norm(Tensor x, const float* w, float eps, Tensor y) {
+    const gpu::Rows xr = rows(x), yr = rows(y);
+    if (add_ && fuses(yr) && add_->y.p == xr.p && add_->y.cols == xr.cols && add_->y.rows == xr.rows &&
+        add_->y.ld == xr.ld) {
+        const gpu::Rows a = add_->x;
+        add_.reset();  // issued here, in the norm's kernel
+        bind();
+        fused_ = Fused{yr, gpu::add_rms_norm_q(xr, a, w, eps, yr, fused_scratch(yr), stream_)};
+        return;
+    }
     bind();
-    const gpu::Rows yr = rows(y);
-    if (fuses(yr)) fused_ = Fused{yr, gpu::rms_norm_q(rows(x), w, eps, yr, fused_scratch(yr), stream_)};
-    else gpu::rms_norm(rows(x), w, eps, yr, stream_);
+    if (fuses(yr)) fused_ = Fused{yr, gpu::rms_norm_q(xr, w, eps, yr, fused_scratch(yr), stream_)};
+    else gpu::rms_norm(xr, w, eps, yr, stream_);
 }
 
 void GpuOps::rms_norm_gated(Tensor x, Tensor z, const float* w, int64_t head, float eps) {
@@ -425,8 +436,17 @@ void GpuOps::l2_norm(Tensor x, int64_t col0, int64_t n_heads, int64_t head, floa
 }
 
 void GpuOps::add(Tensor y, Tensor x) {
-    bind();
-    gpu::add(rows(y), rows(x), stream_);
+    bind();  // issues an add still held
+    const gpu::Rows yr = rows(y), xr = rows(x);
+    if (fuses(yr) && xr.cols == yr.cols && xr.rows == yr.rows) add_ = PendingAdd{yr, xr};
+    else gpu::add(yr, xr, stream_);
+}
+
+void GpuOps::flush_add() {
+    if (!add_) return;
+    const PendingAdd a = *add_;
+    add_.reset();
+    gpu::add(a.y, a.x, stream_);
 }
 
 void GpuOps::swiglu(Tensor g, Tensor u, Tensor y) {

@@ -91,10 +91,13 @@ private:
     // (the op may write any memory); an op that writes only what it names calls
     // bind_keeping() and overwrites() for each output.
     void bind() {
-        gpu::set_device(dev_);
+        bind_keeping();
         fused_.reset();
     }
-    void bind_keeping() const { gpu::set_device(dev_); }
+    void bind_keeping() {
+        gpu::set_device(dev_);
+        flush_add();
+    }
     void overwrites(const void* p, size_t bytes);
     void overwrites(gpu::Rows y) { overwrites(y.p, sizeof(float) * static_cast<size_t>((y.rows - 1) * y.ld + y.cols)); }
     // The host waits for the stream; then a bad id found by a get_rows since the last
@@ -132,6 +135,14 @@ private:
         gpu::ActQ q;
     };
     std::optional<Fused> fused_;
+    // A residual add of a window of up to kFuseRows rows, held until the next op (or the
+    // queue item's end) issues it: an RMS norm of its sum takes it into its own kernel
+    // (gpu::add_rms_norm_q), as a layer's two adds are followed by norms.
+    struct PendingAdd {
+        gpu::Rows y, x;
+    };
+    std::optional<PendingAdd> add_;
+    void flush_add();
     static constexpr int64_t kFuseRows = 16;
     static bool fuses(const gpu::Rows& y) { return y.rows > 0 && y.rows <= kFuseRows && y.cols % 32 == 0; }
     void* fused_scratch(const gpu::Rows& y);

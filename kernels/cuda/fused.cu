@@ -1,5 +1,6 @@
 // Ops that also quantize what they write for the integer products that read it next: an
-// RMS norm (plain or gated) or a SwiGLU with the activation quantizer in the same kernel.
+// RMS norm (plain, after a residual add, or gated) or a SwiGLU with the activation
+// quantizer in the same kernel.
 // A decode step's quantize_act launches cost a few microseconds each on a card whatever
 // their size (about 2.5 us on an H200, 19 of them per token of a 4-layer Qwen3-Next); here
 // they are gone. The floats written are those of the plain op (rows.cuh: the same
@@ -35,6 +36,30 @@ __global__ void rms_norm_q_k(Rows x, const float* w, float eps, Rows y, ActQ a) 
         const float v = in ? rows::normed(xr[i], scale, w, i) : 0.0f;
         if (in) yr[i] = v;
         quant_value(v, static_cast<int>(threadIdx.x % 32), in, a, t, i / 32);
+    }
+}
+
+// add_k (x += a) and then rms_norm_q_k of x in one kernel: each thread adds the values it
+// then squares (rms_norm_k's thread for each value, so the same sum) and normalizes.
+__global__ void add_rms_norm_q_k(Rows x, Rows a, const float* w, float eps, Rows y, ActQ q) {
+    __shared__ float red[32];
+    const int64_t t = blockIdx.x;
+    float* xr = row(x, t);
+    const float* ar = row(a, t);
+    float* yr = row(y, t);
+    float ss = 0.0f;
+    for (int64_t i = threadIdx.x; i < x.cols; i += blockDim.x) {
+        const float v = xr[i] + ar[i];
+        xr[i] = v;
+        ss += v * v;
+    }
+    const float scale = rows::rms_scale(block_sum(ss, red), x.cols, eps);
+    for (int64_t i0 = 0; i0 < x.cols; i0 += blockDim.x) {
+        const int64_t i = i0 + threadIdx.x;
+        const bool in = i < x.cols;
+        const float v = in ? rows::normed(xr[i], scale, w, i) : 0.0f;
+        if (in) yr[i] = v;
+        quant_value(v, static_cast<int>(threadIdx.x % 32), in, q, t, i / 32);
     }
 }
 
@@ -83,6 +108,16 @@ ActQ rms_norm_q(Rows x, const float* w, float eps, Rows y, void* scratch, Stream
     launch(rms_norm_q_k, dim3(static_cast<unsigned>(x.rows)), dim3(rows::kNormThreads), st(s), x, w, eps, y, a);
     check_launch("rms_norm_q");
     return a;
+}
+
+ActQ add_rms_norm_q(Rows x, Rows a, const float* w, float eps, Rows y, void* scratch, Stream s) {
+    STRATA_CHECK(x.cols % 32 == 0 && a.cols == x.cols && a.rows == x.rows, "add_rms_norm_q: rows of {} and {} values",
+                 x.cols, a.cols);
+    const ActQ q = act_q_at(scratch, x.cols, x.rows);
+    if (x.rows == 0) return q;
+    launch(add_rms_norm_q_k, dim3(static_cast<unsigned>(x.rows)), dim3(rows::kNormThreads), st(s), x, a, w, eps, y, q);
+    check_launch("add_rms_norm_q");
+    return q;
 }
 
 ActQ rms_norm_gated_q(Rows x, Rows z, const float* w, int64_t head, float eps, void* scratch, Stream s) {

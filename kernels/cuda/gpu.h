@@ -156,6 +156,8 @@ ActQ quantize_act(Rows x, void* scratch, Stream s);  // x.cols a multiple of 32
 // quantize_act of it would, byte for byte, in one kernel (scratch: act_q_bytes; row
 // widths and heads multiples of 32).
 ActQ rms_norm_q(Rows x, const float* w, float eps, Rows y, void* scratch, Stream s);
+// add(x, a) and then rms_norm_q of x: a layer's residual add and the next norm.
+ActQ add_rms_norm_q(Rows x, Rows a, const float* w, float eps, Rows y, void* scratch, Stream s);
 ActQ rms_norm_gated_q(Rows x, Rows z, const float* w, int64_t head, float eps, void* scratch, Stream s);
 ActQ swiglu_q(Rows g, Rows u, Rows y, void* scratch, Stream s);
 // matmul and matmul_ids with x quantized: the same results for a row whatever rows share

@@ -68,7 +68,7 @@ std::vector<float> values(int64_t n, int64_t rows, uint32_t seed) {
 
 }  // namespace
 
-TEST_CASE("rms_norm_q, rms_norm_gated_q and swiglu_q write what the op and quantize_act write", "[gpu]") {
+TEST_CASE("rms_norm_q, add_rms_norm_q, rms_norm_gated_q and swiglu_q write what the ops and quantize_act write", "[gpu]") {
     if (!start_device()) return;
     // A stream of its own, as GpuOps has: a CPU HIP runtime does not order kernels queued
     // on the null stream after one another.
@@ -84,6 +84,17 @@ TEST_CASE("rms_norm_q, rms_norm_gated_q and swiglu_q write what the op and quant
             rms_norm(rows_of(xd, n, T), wp, 1e-6f, rows_of(y0, n, T), s);
             quantize_act(rows_of(y0, n, T), q0.p, s);
             rms_norm_q(rows_of(xd, n, T), wp, 1e-6f, rows_of(y1, n, T), q1.p, s);
+            CHECK_SAME(y1.host(s), y0.host(s));
+            CHECK_SAME(q1.host(s), q0.host(s));
+        }
+        {  // the residual add first
+            const std::vector<float> a = test::gaussian(static_cast<size_t>(n * T), 8);
+            const Mem x0(x), x1(x), ad(a), y0(fb), y1(fb), q0(qb), q1(qb);
+            add(rows_of(x0, n, T), rows_of(ad, n, T), s);
+            rms_norm(rows_of(x0, n, T), wd.f(), 1e-6f, rows_of(y0, n, T), s);
+            quantize_act(rows_of(y0, n, T), q0.p, s);
+            add_rms_norm_q(rows_of(x1, n, T), rows_of(ad, n, T), wd.f(), 1e-6f, rows_of(y1, n, T), q1.p, s);
+            CHECK_SAME(x1.host(s), x0.host(s));
             CHECK_SAME(y1.host(s), y0.host(s));
             CHECK_SAME(q1.host(s), q0.host(s));
         }
