@@ -17,6 +17,22 @@ STRATA_DEV_HOST ActQ act_q_at(void* scratch, int64_t n, int64_t rows) {
     return ActQ{base, base + vp, reinterpret_cast<float*>(sums + n / 16 * rows), sums, n, rows};
 }
 
+// The value a thread of a grid over every value of a.rows x a.n takes (32 threads per
+// 32-value block, quantize_act's grid): value k of block b of row t; `in` false past the
+// end, where the thread takes the last block's place (it still shuffles, stores nothing).
+struct ValueSlot {
+    bool in;
+    int k;
+    int64_t t, b;
+};
+STRATA_DEV ValueSlot value_slot(const ActQ& a) {
+    const int64_t nb = a.n / 32;
+    const int64_t i = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+    const bool in = i < a.rows * nb;
+    const int64_t j = in ? i : a.rows * nb - 1;
+    return {in, static_cast<int>(threadIdx.x % 32), j / nb, j % nb};
+}
+
 // Value xv, at index k (0..31) of block b of row t, quantized into a: 32 threads per block
 // of values, one value each (the CPU's quantize_scalar value for value: the block's
 // largest magnitude is a maximum, whatever its order). Every thread of the warp calls it

@@ -20,37 +20,20 @@ using rows::row;
 
 constexpr int kThreads = 128;  // swiglu_q's: a thread per value
 
-// rms_norm_k, then its row's values in rounds of blockDim.x (whole 32-value blocks each:
-// x.cols and blockDim.x are multiples of 32), each quantized as it is written.
-__global__ void rms_norm_q_k(Rows x, const float* w, float eps, Rows y, ActQ a) {
-    __shared__ float red[32];
-    const int64_t t = blockIdx.x;
-    const float* xr = row(x, t);
-    float* yr = row(y, t);
-    float ss = 0.0f;
-    for (int64_t i = threadIdx.x; i < x.cols; i += blockDim.x) ss += xr[i] * xr[i];
-    const float scale = rows::rms_scale(block_sum(ss, red), x.cols, eps);
-    for (int64_t i0 = 0; i0 < x.cols; i0 += blockDim.x) {
-        const int64_t i = i0 + threadIdx.x;
-        const bool in = i < x.cols;
-        const float v = in ? rows::normed(xr[i], scale, w, i) : 0.0f;
-        if (in) yr[i] = v;
-        quant_value(v, static_cast<int>(threadIdx.x % 32), in, a, t, i / 32);
-    }
-}
-
-// add_k (x += a) and then rms_norm_q_k of x in one kernel: each thread adds the values it
-// then squares (rms_norm_k's thread for each value, so the same sum) and normalizes.
-__global__ void add_rms_norm_q_k(Rows x, Rows a, const float* w, float eps, Rows y, ActQ q) {
+// rms_norm_k (with Add: add_k's x += a first, each value added by the thread that then
+// squares it, rms_norm_k's thread for it, so the same sum), then the row's values in
+// rounds of blockDim.x (whole 32-value blocks each: x.cols and blockDim.x are multiples
+// of 32), each quantized as it is written.
+template <bool Add>
+__global__ void rms_norm_q_k(Rows x, Rows a, const float* w, float eps, Rows y, ActQ q) {
     __shared__ float red[32];
     const int64_t t = blockIdx.x;
     float* xr = row(x, t);
-    const float* ar = row(a, t);
     float* yr = row(y, t);
     float ss = 0.0f;
     for (int64_t i = threadIdx.x; i < x.cols; i += blockDim.x) {
-        const float v = xr[i] + ar[i];
-        xr[i] = v;
+        float v = xr[i];
+        if constexpr (Add) xr[i] = v = v + row(a, t)[i];
         ss += v * v;
     }
     const float scale = rows::rms_scale(block_sum(ss, red), x.cols, eps);
@@ -85,16 +68,11 @@ __global__ void rms_norm_gated_q_k(Rows x, Rows z, const float* w, int64_t head,
 // quantize_act_k's grid, each thread's value the SwiGLU of its g and u (y may be g or u:
 // a thread reads its own value before it writes; those past the end store nothing).
 __global__ void swiglu_q_k(Rows g, Rows u, Rows y, ActQ a) {
-    const int64_t nb = a.n / 32;
-    const int64_t i = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
-    const bool in = i < a.rows * nb;
-    const int64_t j = in ? i : a.rows * nb - 1;
-    const int64_t t = j / nb, b = j % nb;
-    const int k = static_cast<int>(threadIdx.x % 32);
-    const int64_t c = 32 * b + k;
-    const float v = rows::swiglu(row(g, t)[c], row(u, t)[c]);
-    if (in) row(y, t)[c] = v;
-    quant_value(v, k, in, a, t, b);
+    const ValueSlot s = value_slot(a);
+    const int64_t c = 32 * s.b + s.k;
+    const float v = rows::swiglu(row(g, s.t)[c], row(u, s.t)[c]);
+    if (s.in) row(y, s.t)[c] = v;
+    quant_value(v, s.k, s.in, a, s.t, s.b);
 }
 
 gpuStream_t st(Stream s) { return static_cast<gpuStream_t>(s); }
@@ -105,7 +83,8 @@ ActQ rms_norm_q(Rows x, const float* w, float eps, Rows y, void* scratch, Stream
     STRATA_CHECK(x.cols % 32 == 0, "rms_norm_q: {} values per row, not a multiple of 32", x.cols);
     const ActQ a = act_q_at(scratch, x.cols, x.rows);
     if (x.rows == 0) return a;
-    launch(rms_norm_q_k, dim3(static_cast<unsigned>(x.rows)), dim3(rows::kNormThreads), st(s), x, w, eps, y, a);
+    launch(rms_norm_q_k<false>, dim3(static_cast<unsigned>(x.rows)), dim3(rows::kNormThreads), st(s), x, Rows{}, w, eps,
+           y, a);
     check_launch("rms_norm_q");
     return a;
 }
@@ -115,7 +94,8 @@ ActQ add_rms_norm_q(Rows x, Rows a, const float* w, float eps, Rows y, void* scr
                  x.cols, a.cols);
     const ActQ q = act_q_at(scratch, x.cols, x.rows);
     if (x.rows == 0) return q;
-    launch(add_rms_norm_q_k, dim3(static_cast<unsigned>(x.rows)), dim3(rows::kNormThreads), st(s), x, a, w, eps, y, q);
+    launch(rms_norm_q_k<true>, dim3(static_cast<unsigned>(x.rows)), dim3(rows::kNormThreads), st(s), x, a, w, eps, y,
+           q);
     check_launch("add_rms_norm_q");
     return q;
 }

@@ -53,14 +53,8 @@ STRATA_DEV int dot4(uint32_t a, uint32_t b, int c) {
 // 32 threads per 32-value block of a row of x, one value each (act_quant.cuh). A thread
 // per block made a decode step's row 64 threads of 32 dependent loads each.
 __global__ void quantize_act_k(Rows x, ActQ a) {
-    const int64_t nb = a.n / 32;
-    const int64_t i = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
-    // Threads past the end still shuffle; they read the last block's values.
-    const bool in = i < a.rows * nb;
-    const int64_t j = in ? i : a.rows * nb - 1;
-    const int64_t t = j / nb, b = j % nb;
-    const int k = static_cast<int>(threadIdx.x % 32);
-    quant_value(x.p[t * x.ld + 32 * b + k], k, in, a, t, b);
+    const ValueSlot v = value_slot(a);
+    quant_value(x.p[v.t * x.ld + 32 * v.b + v.k], v.k, v.in, a, v.t, v.b);
 }
 
 // Whether T's ws and wm are the same for both 16-value halves of a 32-value chunk: the
