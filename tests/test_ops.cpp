@@ -639,6 +639,14 @@ struct Harness {
                 const Floats solo = dv.out(solo_t);
                 const int64_t w = d.n_head * d.head_dim_v;
                 EXPECT(std::equal(solo.begin(), solo.end(), out.begin() + 2 * w));
+                // The output projection of what attention wrote (a GPU backend quantizes it in
+                // its merging kernel) equals the product of those values uploaded afresh.
+                const MatView wo = ops.prepare_weight(weight(GgmlType::Q8_0, w, 24).view);
+                ops.attention(s.batch, 0, d, dv.in(q, ldq, T), stride, gated, out_t);
+                const Tensor proj = dv.zeros(24, T), proj_fresh = dv.zeros(24, T);
+                ops.matmul(wo, out_t, proj);
+                ops.matmul(wo, dv.in(dv.out(out_t), w, T), proj_fresh);
+                EXPECT(dv.out(proj) == dv.out(proj_fresh));
                 ran("attention");
             }
     }

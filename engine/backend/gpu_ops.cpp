@@ -593,10 +593,15 @@ void GpuOps::attention(const Batch& batch, int64_t il, const AttnDims& d, Tensor
     if (batch.seqs.empty()) return;
     const GgmlType type = batch.seqs[0].state->kv->type();
     float* part = scratch(kAttnSlot, gpu::attention_scratch_floats(q.ne1, d.n_head, d.head_dim_v));
+    // The output quantized for the output projection in the merging kernel (fused_).
+    const gpu::Rows o = rows(out);
+    const bool fuse = fuses(o) && d.head_dim_v % 32 == 0 && o.cols == d.n_head * d.head_dim_v;
+    const gpu::ActQ digits = fuse ? gpu::act_q_layout(fused_scratch(o), o.cols, o.rows) : gpu::ActQ{};
     for_seq_tables(batch, il, true, [&](const gpu::SeqTable& t, int64_t max_pos) {
         gpu::attention(t, max_pos, type, d.n_head, d.n_head_kv, d.head_dim, d.head_dim_v, rows(q), head_stride, gated,
-                       rows(out), part, stream_);
+                       o, part, stream_, digits);
     });
+    if (fuse) fused_ = Fused{o, digits};
 }
 
 void GpuOps::gdn_gates(const GdnDims& d, Tensor ba, const float* a, const float* dt_bias, Tensor beta, Tensor g) {

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "engine/core/error.h"
+#include "kernels/cuda/act_quant.cuh"
 #include "kernels/cuda/compat.h"
 #include "kernels/cuda/dequant.cuh"
 #include "kernels/cuda/gpu.h"
@@ -260,9 +261,11 @@ __global__ void attention_part_k(SeqTable seqs, int64_t row0, int64_t n_head, in
     }
 }
 
-// One block per (row, query head): the parts merged in order, normalized, gated.
+// One block per (row, query head): the parts merged in order, normalized, gated, and
+// quantized into dq where it is given (the head's values in rounds of blockDim.x, every
+// thread in each: the quantizer's shuffles; hdv a multiple of 32).
 __global__ void combine_k(SeqTable seqs, int64_t row0, int64_t n_head, int64_t hd, int64_t hdv, Rows q,
-                          int64_t head_stride, bool gated, const float* part, Rows out) {
+                          int64_t head_stride, bool gated, const float* part, Rows out, ActQ dq) {
     const int64_t t = row0 + blockIdx.x, h = blockIdx.y;
     const int si = seq_of(seqs, t);
     if (si < 0) return;
@@ -275,12 +278,18 @@ __global__ void combine_k(SeqTable seqs, int64_t row0, int64_t n_head, int64_t h
     for (int s = 0; s < n_split; ++s) l += p[s * (hdv + 2) + 1] * expf(p[s * (hdv + 2)] - m);
     const float* qh = q.p + t * q.ld + h * head_stride;
     float* o = out.p + t * out.ld + h * hdv;
-    for (int64_t i = threadIdx.x; i < hdv; i += blockDim.x) {
-        float a = 0.0f;
-        for (int s = 0; s < n_split; ++s) a += p[s * (hdv + 2) + 2 + i] * expf(p[s * (hdv + 2)] - m);
-        float y = a / l;
-        if (gated) y *= 1.0f / (1.0f + expf(-qh[hd + i]));
-        o[i] = y;
+    for (int64_t i0 = 0; i0 < hdv; i0 += blockDim.x) {
+        const int64_t i = i0 + threadIdx.x;
+        const bool in = i < hdv;
+        float y = 0.0f;
+        if (in) {
+            float a = 0.0f;
+            for (int s = 0; s < n_split; ++s) a += p[s * (hdv + 2) + 2 + i] * expf(p[s * (hdv + 2)] - m);
+            y = a / l;
+            if (gated) y *= 1.0f / (1.0f + expf(-qh[hd + i]));
+            o[i] = y;
+        }
+        if (dq.q) quant_value(y, static_cast<int>(threadIdx.x % 32), in, dq, t, (h * hdv + i) / 32);
     }
 }
 
@@ -321,7 +330,8 @@ size_t attention_scratch_floats(int64_t rows, int64_t n_head, int64_t hdv) {
 }
 
 void attention(const SeqTable& seqs, int64_t max_pos, GgmlType type, int64_t n_head, int64_t n_head_kv, int64_t hd, int64_t hdv,
-               Rows q, int64_t head_stride, bool gated, Rows out, float* scratch, Stream s) {
+               Rows q, int64_t head_stride, bool gated, Rows out, float* scratch, Stream s, const ActQ& digits) {
+    STRATA_CHECK(!digits.q || hdv % 32 == 0, "attention: quantized output of heads of {} values", hdv);
     STRATA_CHECK(hd <= kMaxHead && hdv <= kMaxHead, "attention: head sizes {} / {} (the GPU kernel takes up to {})", hd,
                  hdv, kMaxHead);
     STRATA_CHECK(type == GgmlType::F32 || type == GgmlType::F16 || type == GgmlType::Q8_0 || type == GgmlType::Q4_0,
@@ -351,7 +361,7 @@ void attention(const SeqTable& seqs, int64_t max_pos, GgmlType type, int64_t n_h
             default: go(attention_part_k<GgmlType::Q4_0>); break;
         }
         launch(combine_k, dim3(n, heads), dim3(kThreads), st(s), seqs, r0, n_head, hd, hdv, q, head_stride, gated,
-               scratch, out);
+               scratch, out, digits);
     }
     check_launch("attention");
 }

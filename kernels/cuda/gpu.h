@@ -151,6 +151,7 @@ struct ActQ {
 };
 bool int_dot(GgmlType type);  // matmul_q and matmul_ids_q take it (every quantized type)
 size_t act_q_bytes(int64_t n, int64_t rows);  // the scratch quantize_act needs
+ActQ act_q_layout(void* scratch, int64_t n, int64_t rows);  // where quantize_act puts its parts
 ActQ quantize_act(Rows x, void* scratch, Stream s);  // x.cols a multiple of 32
 // rms_norm, rms_norm_gated and swiglu that also quantize what they write (fused.cu), as
 // quantize_act of it would, byte for byte, in one kernel (scratch: act_q_bytes; row
@@ -232,8 +233,10 @@ void kv_store(const SeqTable& seqs, GgmlType type, int64_t n_head_kv, int64_t hd
 inline constexpr int kAttnMaxSplit = 32;
 size_t attention_scratch_floats(int64_t rows, int64_t n_head, int64_t hdv);
 // max_pos: the largest pos0 + n of the table (the host's copy of the positions).
+// digits (optional, q non-null): out's rows also quantized there as quantize_act would
+// (act_q_layout for out's shape; hdv a multiple of 32), in the kernel that writes them.
 void attention(const SeqTable& seqs, int64_t max_pos, GgmlType type, int64_t n_head, int64_t n_head_kv, int64_t hd, int64_t hdv,
-               Rows q, int64_t head_stride, bool gated, Rows out, float* scratch, Stream s);
+               Rows q, int64_t head_stride, bool gated, Rows out, float* scratch, Stream s, const ActQ& digits = {});
 
 // --- Gated DeltaNet (gdn.cu) ---
 // tiled: value head h uses key head h % nk (qwen35), else h / (nv / nk).

@@ -302,6 +302,8 @@ size_t act_q_bytes(int64_t n, int64_t rows) {
            static_cast<size_t>(n / 16 * rows) * sizeof(int32_t);
 }
 
+ActQ act_q_layout(void* scratch, int64_t n, int64_t rows) { return act_q_at(scratch, n, rows); }
+
 ActQ quantize_act(Rows x, void* scratch, Stream s) {
     STRATA_CHECK(x.cols % 32 == 0, "quantize_act: {} values per row, not a multiple of 32", x.cols);
     const ActQ a = act_q_at(scratch, x.cols, x.rows);
