@@ -114,6 +114,13 @@ for m in n80 qn; do
         say "$(grep -E '^decode:' "$tmp/p.err")"
         say "$(sed -n '/^gpu profile:/,$p' "$tmp/p.err" | head -n 40)"
         say '```'
+        # Launched one by one, the kernel count per queue item (a decode step; the prompt
+        # is one item too) shows the launches per token that fused.cu removes.
+        items=$(sed -n 's/^ *host: \([0-9]*\) queue items.*/\1/p' "$tmp/p.err" | head -n 1)
+        kern=$(sed -n 's/^ *\([0-9]*\) kernels, .*/\1/p' "$tmp/p.err" | head -n 1)
+        if [ "$g" = 0 ] && [ -n "$items" ] && [ -n "$kern" ] && [ "$items" -gt 0 ]; then
+            say "kernels per queue item: $((kern / items)) ($kern kernels, $items items)"
+        fi
     done
 done
 
