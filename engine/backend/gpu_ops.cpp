@@ -55,6 +55,7 @@ GpuOps::GpuOps(int device, bool graphs, bool profile) : dev_(device) {
 }
 
 GpuOps::~GpuOps() {
+    add_.reset();  // a held add whose window never ended: not launched from a destructor
     bind();
     try {
         gpu::stream_sync(stream_);

@@ -127,7 +127,7 @@ private:
     // or the rows of fused_ that are x.
     gpu::ActQ quantized(gpu::Rows x, size_t slot);
     // A tensor's quantized form, made by the op that wrote it (rms_norm, rms_norm_gated,
-    // swiglu with the quantizer in their kernel: gpu::rms_norm_q...) in slot kFusedSlot, for
+    // swiglu, attention with the quantizer in their kernel: gpu::rms_norm_q...) in slot kFusedSlot, for
     // windows of up to kFuseRows rows (decode and verify windows, whose quantize_act
     // launches cost more than their work); the integer products of those rows take it.
     struct Fused {
