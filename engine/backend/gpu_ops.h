@@ -99,7 +99,9 @@ private:
         flush_add();
     }
     void overwrites(const void* p, size_t bytes);
-    void overwrites(gpu::Rows y) { overwrites(y.p, sizeof(float) * static_cast<size_t>((y.rows - 1) * y.ld + y.cols)); }
+    void overwrites(gpu::Rows y) {
+        if (y.rows > 0) overwrites(y.p, sizeof(float) * static_cast<size_t>((y.rows - 1) * y.ld + y.cols));
+    }
     // The host waits for the stream; then a bad id found by a get_rows since the last
     // wait is the strata::Error it would have thrown.
     void wait_stream();

@@ -134,7 +134,7 @@ __global__ void topk_softmax_k(Rows logits, int64_t k, int32_t* ids, float* wt) 
         float bv = -1.0f;
         int bi = -1;
         STRATA_UNROLL_ALL
-    for (int i = 0; i < kExpertSlots; ++i)
+        for (int i = 0; i < kExpertSlots; ++i)
             if (!((taken >> i) & 1u) && v[i] > bv) bv = v[i], bi = i * warpSize + lane;
         for (int m = warpSize / 2; m > 0; m /= 2) {
             const float ov = STRATA_SHFL_XOR(bv, m);

@@ -131,11 +131,16 @@ STRATA_DEV void chunk_dot(const uint8_t* const* w, int no, int c, const ActQ& x,
     }
 }
 
+// Rows at base, stride apart, all 16-byte aligned (decode16a's loads), on either side.
+STRATA_DEV_HOST bool rows16(const void* base, size_t stride) {
+    return ((reinterpret_cast<uintptr_t>(base) | stride) & 15u) == 0;
+}
+
 // Whether rows at base, stride apart, take decode16a (only formats it reads otherwise).
 template <GgmlType T>
 STRATA_DEV bool aligned16(const void* base, size_t stride) {
     if constexpr (!kAligned<T>) return false;
-    return ((reinterpret_cast<uintptr_t>(base) | stride) & 15u) == 0;
+    return rows16(base, stride);
 }
 
 // The weights of one launch of matmul_q_k: weight i takes blocks block0[i] .. block0[i + 1]
@@ -316,8 +321,7 @@ ActQ quantize_act(Rows x, void* scratch, Stream s) {
 }
 
 bool multi_fits(const Weight& first, const Weight& w) {
-    const auto a16 = [](const Weight& v) { return ((reinterpret_cast<uintptr_t>(v.data) | v.stride) & 15u) == 0; };
-    return w.type == first.type && w.n_in == first.n_in && a16(w) == a16(first);
+    return w.type == first.type && w.n_in == first.n_in && rows16(w.data, w.stride) == rows16(first.data, first.stride);
 }
 
 void matmul_q(const Weight& w, const ActQ& x, Rows y, const IqTables& tab, Stream s) {
@@ -358,7 +362,7 @@ void matmul_q_multi(std::span<const Weight> ws, std::span<const Rows> ys, const 
             else launch(matmul_q_k<T, kRows, 1, A16>, grid, dim3(kThreads), st(s), m, x, tab);
         };
         if constexpr (kAligned<T>) {
-            if (((reinterpret_cast<uintptr_t>(w.data) | w.stride) & 15u) == 0) return go.template operator()<true>();
+            if (rows16(w.data, w.stride)) return go.template operator()<true>();
         }
         go.template operator()<false>();
     });
