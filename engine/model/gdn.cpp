@@ -1,5 +1,6 @@
 #include "engine/model/gdn.h"
 
+#include <array>
 #include <cmath>
 
 #include "engine/core/error.h"
@@ -67,26 +68,31 @@ void gdn_block(ForwardCtx& ctx, const GdnDims& d, const GdnWeights& w, const Bat
     const Tensor hs = Tensor::f32(h, n_embd, T);
     const Tensor qkv = rows(cd);  // [T, conv_dim] pre-conv
     const Tensor z = rows(vd);      // [T, value_dim] output gate
-    if (w.fused) {
-        const Tensor mixed = rows(w.in.n_out);
-        ops.matmul(w.in, hs, mixed);
-        deinterleave(ops, d, mixed, qkv, z);
-    } else {
-        ops.matmul(w.qkv, hs, qkv);
-        ops.matmul(w.gate, hs, z);
-    }
-
     // Gates: ssm_ba is interleaved per key group [b(r) | a(r)] in both qwen3next layouts;
     // qwen35's two projections fill the halves [b(nv) | a(nv)] (GdnDims::tiled).
     const Tensor ba = rows(2 * nv);
     const Tensor gl = rows(nv);    // [T, nv] log-decay, <= 0
     const Tensor bt = rows(nv);  // [T, nv]
-    if (w.beta.data) {
-        ops.matmul(w.beta, hs, Tensor::f32(ba.f(), nv, T, 2 * nv));
-        ops.matmul(w.alpha, hs, Tensor::f32(ba.f() + nv, nv, T, 2 * nv));
+    // Every projection of h in one call: h quantized once, and on a GPU one launch per
+    // weight type where there would be three or four.
+    std::array<MatOut, 4> proj;
+    size_t n_proj = 0;
+    const Tensor mixed = w.fused ? rows(w.in.n_out) : Tensor{};
+    const auto add = [&](const MatView& m, float* y, int64_t ldy) { proj[n_proj++] = {m, y, ldy}; };
+    if (w.fused) {
+        add(w.in, mixed.f(), w.in.n_out);
     } else {
-        ops.matmul(w.ba, hs, ba);
+        add(w.qkv, qkv.f(), cd);
+        add(w.gate, z.f(), vd);
     }
+    if (w.beta.data) {
+        add(w.beta, ba.f(), 2 * nv);
+        add(w.alpha, ba.f() + nv, 2 * nv);
+    } else {
+        add(w.ba, ba.f(), 2 * nv);
+    }
+    ops.matmul_multi({proj.data(), n_proj}, hs);
+    if (w.fused) deinterleave(ops, d, mixed, qkv, z);
     ops.gdn_gates(d, ba, w.a.data(), w.dt_bias.data(), bt, gl);
 
     // Per sequence: the causal conv with SiLU over its own history, L2 norms, and the
