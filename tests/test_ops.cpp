@@ -706,6 +706,41 @@ struct Harness {
             const Floats state = m.out(state_d, state0.size());
             EXPECT(std::equal(state.begin(), state.end(), hist.end() - (K - 1) * cd));  // the last K-1 rows
             ran("conv1d_silu");
+
+            // gdn_conv: the conv, then the q heads' and k heads' L2 norms (q scaled); heads
+            // of 16 and, past a GPU kernel's block of 128, of 160 (its three-op path).
+            for (const int64_t dk : {int64_t{16}, int64_t{160}}) {
+                GdnDims e = d;
+                e.dk = dk;
+                const int64_t ce = e.conv_dim();
+                const Floats xe = rng.normal(static_cast<size_t>(T * ce)), we = rng.normal(static_cast<size_t>(ce * K));
+                const Floats se = rng.normal(static_cast<size_t>((K - 1) * ce));
+                Floats he = se;
+                he.insert(he.end(), xe.begin(), xe.end());
+                float* se_d = m.in(se);
+                const Tensor ue_t = m.zeros(ce, T);
+                ops.gdn_conv(e, m.in(xe, ce, T), m.in(we), se_d, ue_t);
+                ref::Vec want_e;
+                for (int64_t t = 0; t < T; ++t) {
+                    const size_t row0 = want_e.size();
+                    for (int64_t c = 0; c < ce; ++c) {
+                        double sum = 0;
+                        for (int64_t j = 0; j < K; ++j) sum += double(we[c * K + j]) * he[(t + j) * ce + c];
+                        want_e.push_back(ref::silu(sum));
+                    }
+                    for (int64_t g = 0; g < 2 * e.nk; ++g) {
+                        double* v = want_e.data() + row0 + g * dk;
+                        double ss = 0;
+                        for (int64_t i = 0; i < dk; ++i) ss += v[i] * v[i];
+                        const double f = (g < e.nk ? 1.0 / std::sqrt(double(dk)) : 1.0) / std::max(std::sqrt(ss), 1e-6);
+                        for (int64_t i = 0; i < dk; ++i) v[i] *= f;
+                    }
+                }
+                close(m.out(ue_t), want_e, 1e-5, 1e-6);
+                const Floats state_e = m.out(se_d, se.size());
+                EXPECT(std::equal(state_e.begin(), state_e.end(), he.end() - (K - 1) * ce));
+                ran("gdn_conv");
+            }
         }
         for (int64_t T : {1, 5, 40}) {
             Dev m{ops}, m1{ops1};
@@ -1001,7 +1036,7 @@ TEST_CASE("ops: every op on every backend agrees with its reference", "[ops]") {
         ops.insert(h.ops_seen.begin(), h.ops_seen.end());
         cases += h.cases;
     }
-    CHECK(ops.size() == 26);  // every op of engine/backend/ops.h, memory and host copies included
+    CHECK(ops.size() == 27);  // every op of engine/backend/ops.h, memory and host copies included
     if (g_failed == 0)
         std::printf("ops: %zu ops x %zu backends, %lld cases passed\n", ops.size(), bes.size(),
                     static_cast<long long>(cases));

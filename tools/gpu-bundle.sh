@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 arch=${CUDA_ARCH:-90}
 b=${BUILD_DIR:-build-gpu}
 out=.gpu-bundle
-bins=(strata strata_tests strata_gpu_tests decode gpu_matmul)
+bins=(strata strata_tests strata_gpu_tests decode gpu_matmul gpu_handoff)
 cmake -S . -B "$b" -DCMAKE_BUILD_TYPE=Release -DSTRATA_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="$arch" >/dev/null
 cmake --build "$b" -j"${STRATA_JOBS:-2}" --target "${bins[@]}"
 rm -rf "$out"

@@ -46,7 +46,7 @@ if [ -n "${STRATA_BUNDLE:-}" ]; then
 else
     command -v cmake >/dev/null || apt-get install -y -qq cmake g++ >/dev/null 2>&1
     step "configure + build (sm_$arch)" bash -c "cmake -S . -B $b -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=$arch >/dev/null &&
-        cmake --build $b -j$jobs --target strata strata_tests strata_gpu_tests decode gpu_matmul" || exit 1
+        cmake --build $b -j$jobs --target strata strata_tests strata_gpu_tests decode gpu_matmul gpu_handoff" || exit 1
 fi
 tmp=$(mktemp -d)
 # Qwen3-Next-80B-A3B's own shapes (512 experts, top-10, 151936 rows of head), four of its
@@ -64,6 +64,12 @@ cbw=$(printf '%s\n' "$devs" | sed -n 's/^cuda:0 .*pinned host memory \([0-9.]*\)
 if [ -x "$b/bin/gpu_matmul" ]; then
     say ""
     say "$($b/bin/gpu_matmul q4_K q8_0 q6_K 2>&1)"
+    say ""
+fi
+# The hand-off's wake-up (bench/gpu_handoff.cpp): the ready word alone, and a whole stage
+# boundary (publish, wait, payload copy) between two streams of the card.
+if [ -x "$b/bin/gpu_handoff" ]; then
+    say "$(timeout 120 $b/bin/gpu_handoff 2>&1)"
     say ""
 fi
 step "kernel tests (dequant, conversions)" $b/bin/strata_gpu_tests

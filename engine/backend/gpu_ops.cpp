@@ -617,6 +617,14 @@ void GpuOps::conv1d_silu(const GdnDims& d, Tensor x, const float* w, float* conv
     gpu::conv1d_silu(rows(x), w, d.conv_k, conv_state, rows(u), stream_);
 }
 
+void GpuOps::gdn_conv(const GdnDims& d, Tensor x, const float* w, float* conv_state, Tensor u) {
+    STRATA_CHECK(x.ne0 == d.conv_dim() && u.ne0 == d.conv_dim(), "conv1d: {} / {} channels, expected {}", x.ne0, u.ne0,
+                 d.conv_dim());
+    bind();
+    if (!gpu::gdn_conv(rows(x), w, d.conv_k, conv_state, rows(u), d.nk, d.dk, d.eps, d.q_scale(), stream_))
+        Ops::gdn_conv(d, x, w, conv_state, u);
+}
+
 void GpuOps::gdn_recurrent(const GdnDims& d, Tensor u, Tensor g, Tensor beta, float* state, Tensor o) {
     bind();
     gpu::gdn_recurrent(d.nk, d.nv, d.dk, d.dv, d.tiled, rows(u), rows(g), rows(beta), state, rows(o), stream_);

@@ -12,6 +12,7 @@
 // tests/ops_reference.h, bit for bit where the op promises it, else within the
 // tolerance it states.
 #pragma once
+#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -78,6 +79,7 @@ struct GdnDims {
     int64_t key_dim() const { return nk * dk; }
     int64_t value_dim() const { return nv * dv; }
     int64_t conv_dim() const { return 2 * key_dim() + value_dim(); }  // q | k | v channels
+    float q_scale() const { return 1.0f / std::sqrt(static_cast<float>(dk)); }  // q's after its L2 norm
 };
 
 // Counts of a GPU backend's graphs (kernels/cuda/graph.cu): batches of a window's work
@@ -201,6 +203,14 @@ public:
     // (w: conv_dim x K taps), SiLU, into u [n, conv_dim]; conv_state [K-1, conv_dim]
     // becomes the last K-1 rows. Canonical: each channel's K taps summed in order.
     virtual void conv1d_silu(const GdnDims& d, Tensor x, const float* w, float* conv_state, Tensor u) = 0;
+    // The conv step of a GDN layer: conv1d_silu, then in u the L2 norms of the q heads
+    // (times d.q_scale()) and of the k heads (eps d.eps), the values of those three ops.
+    // One op so that a GPU runs it as one kernel.
+    virtual void gdn_conv(const GdnDims& d, Tensor x, const float* w, float* conv_state, Tensor u) {
+        conv1d_silu(d, x, w, conv_state, u);
+        l2_norm(u, 0, d.nk, d.dk, d.eps, d.q_scale());
+        l2_norm(u, d.key_dim(), d.nk, d.dk, d.eps, 1.0f);
+    }
     // The delta rule over one sequence's prepared rows (u: q L2-normed and scaled, k
     // L2-normed, v; g, beta: [n, nv]) and its state [nv, dv, dk]; o: [n, value_dim].
     // Recurrent: token by token (kernels/cpu/gdn_step.h), so any split of a sequence

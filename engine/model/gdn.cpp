@@ -1,7 +1,6 @@
 #include "engine/model/gdn.h"
 
 #include <array>
-#include <cmath>
 
 #include "engine/core/error.h"
 
@@ -43,9 +42,7 @@ void deinterleave(Ops& ops, const GdnDims& d, Tensor mixed, Tensor qkv, Tensor z
 // a rollback runs again from the window's log: one body, so the two cannot drift apart.
 void advance(Ops& ops, const GdnDims& d, const float* conv_w, GdnState& g, int64_t slot, Tensor qkv, Tensor gate,
              Tensor beta, Tensor u, Tensor o, GdnForm form) {
-    ops.conv1d_silu(d, qkv, conv_w, g.conv(slot), u);
-    ops.l2_norm(u, 0, d.nk, d.dk, d.eps, 1.0f / std::sqrt(static_cast<float>(d.dk)));
-    ops.l2_norm(u, d.key_dim(), d.nk, d.dk, d.eps, 1.0f);
+    ops.gdn_conv(d, qkv, conv_w, g.conv(slot), u);
     if (form == GdnForm::Chunked) ops.gdn_chunked(d, u, gate, beta, g.ssm(slot), o, 64);
     else ops.gdn_recurrent(d, u, gate, beta, g.ssm(slot), o);
 }

@@ -96,6 +96,41 @@ __global__ void conv1d_silu_k(Rows x, const float* w, int64_t K, float* state, R
     for (int64_t j = 0; j < K - 1; ++j) state[j * cd + c] = win[j];
 }
 
+// conv1d_silu_k and l2_norm_k in one kernel (Ops::gdn_conv): a block of kThreads per q
+// or k head (thread i the head's channel i, head <= kThreads), each row's conv outputs
+// summed by the block as l2_norm_k sums them (one value per thread), so the same floats;
+// then blocks of kThreads v channels, which are not normed.
+__global__ void gdn_conv_k(Rows x, const float* w, int64_t K, float* state, Rows u, int64_t n_heads, int64_t head,
+                           float eps, float q_scale) {
+    __shared__ float red[32];
+    const int64_t b = blockIdx.x, cd = x.cols;
+    const bool normed = b < 2 * n_heads;
+    const bool live = normed ? threadIdx.x < head : true;
+    const int64_t c = normed ? b * head + threadIdx.x : 2 * n_heads * head + (b - 2 * n_heads) * blockDim.x + threadIdx.x;
+    const bool on = live && c < cd;
+    const float scale = b < n_heads ? q_scale : 1.0f;
+    float win[kMaxConvK];
+    if (on)
+        for (int64_t j = 0; j < K - 1; ++j) win[j] = state[j * cd + c];
+    for (int64_t t = 0; t < x.rows; ++t) {
+        float v = 0.0f;
+        if (on) {
+            win[K - 1] = row(x, t)[c];
+            float s = 0.0f;
+            for (int64_t j = 0; j < K; ++j) s += w[c * K + j] * win[j];
+            v = siluf_(s);
+            for (int64_t j = 0; j + 1 < K; ++j) win[j] = win[j + 1];
+        }
+        if (normed) {  // the whole block or none of it: block_sum's barriers
+            const float inv = 1.0f / fmaxf(sqrtf(block_sum(v * v, red)), eps);
+            v = v * inv * scale;
+        }
+        if (on) row(u, t)[c] = v;
+    }
+    if (on)
+        for (int64_t j = 0; j < K - 1; ++j) state[j * cd + c] = win[j];
+}
+
 // One warp per row: the row's experts in its lanes' registers (expert e in lane
 // e % warpSize, slot e / warpSize), softmax in place, then k passes of an arg-max over the
 // untaken experts (ties: the lower index) by shuffles alone. A block of 512 threads with
@@ -229,6 +264,17 @@ void conv1d_silu(Rows x, const float* w, int64_t K, float* conv_state, Rows u, S
     launch(conv1d_silu_k, dim3(static_cast<unsigned>((x.cols + kThreads - 1) / kThreads)), dim3(kThreads), st(s), x,
            w, K, conv_state, u);
     check_launch("conv1d_silu");
+}
+
+bool gdn_conv(Rows x, const float* w, int64_t K, float* conv_state, Rows u, int64_t n_heads, int64_t head, float eps,
+              float q_scale, Stream s) {
+    STRATA_CHECK(K >= 1 && K <= kMaxConvK, "conv1d: kernel size {} (the GPU kernel takes up to {})", K, kMaxConvK);
+    if (head > kThreads) return false;
+    const int64_t v_cols = x.cols - 2 * n_heads * head;
+    const auto blocks = static_cast<unsigned>(2 * n_heads + (v_cols + kThreads - 1) / kThreads);
+    launch(gdn_conv_k, dim3(blocks), dim3(kThreads), st(s), x, w, K, conv_state, u, n_heads, head, eps, q_scale);
+    check_launch("gdn_conv");
+    return true;
 }
 
 void topk_softmax(Rows logits, int64_t k, int32_t* ids, float* wt, Stream s) {

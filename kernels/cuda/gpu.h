@@ -125,6 +125,11 @@ void copy(Rows dst, Rows src, Stream s);
 void gdn_gates(Rows ba, int64_t nk, int64_t nv, bool tiled, const float* a, const float* dt_bias, Rows beta, Rows g,
                Stream s);
 void conv1d_silu(Rows x, const float* w, int64_t K, float* conv_state, Rows u, Stream s);
+// conv1d_silu, then l2_norm of u's first n_heads heads of `head` values (times q_scale)
+// and of the next n_heads (times 1), in one kernel with the same floats. False (nothing
+// launched) where head is wider than the kernel's block.
+bool gdn_conv(Rows x, const float* w, int64_t K, float* conv_state, Rows u, int64_t n_heads, int64_t head, float eps,
+              float q_scale, Stream s);
 void topk_softmax(Rows logits, int64_t k, int32_t* ids, float* wt, Stream s);
 void moe_combine(Rows routed, const float* wt, int64_t k, Rows shared, const float* shared_gate, Rows h, Rows out,
                  Stream s);
@@ -258,5 +263,12 @@ void handoff_publish(Rows x, float* payload, uint64_t* ready, const uint64_t* wi
 // and *failed (device) nonzero, and leaves x as it is.
 void handoff_wait(const uint64_t* ready, uint32_t* err, const uint64_t* window, int64_t timeout_ms, const float* payload,
                   Rows x, unsigned* failed, Stream s);
+
+// For bench/gpu_handoff (handoff_latency.cu): `rounds` rounds of one host-mapped word
+// passed between two sides (side 0 raises 1, 3, 5... and waits for 2, 4, 6...; side 1 the
+// reverse), raised and awaited as the hand-off kernels do. A wait past timeout_ms (the
+// device's clock) sets *err (host-mapped) to 1 and the word to kHandoffAbort, which stops
+// the other side.
+void flag_pingpong(uint64_t* word, int side, int rounds, int64_t timeout_ms, uint32_t* err, Stream s);
 
 }  // namespace strata::gpu

@@ -4,6 +4,7 @@
 // matmul_q_multi's weights in one launch against one matmul_q each.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <cstring>
 #include <memory>
 #include <vector>
@@ -119,6 +120,33 @@ TEST_CASE("rms_norm_q, add_rms_norm_q, rms_norm_gated_q and swiglu_q write what 
         CHECK_SAME(x1.host(s), x0.host(s));
         CHECK_SAME(q1.host(s), q0.host(s));
     }
+    stream_destroy(s);
+}
+
+TEST_CASE("gdn_conv writes what conv1d_silu and the two l2_norms write", "[gpu]") {
+    if (!start_device()) return;
+    const Stream s = stream_create();
+    constexpr int64_t K = 4;
+    struct Dims {
+        int64_t nk, dk, vd;
+    };
+    // Heads of part of the block, all of it; v channels of part of a block, several blocks.
+    for (const Dims dm : {Dims{2, 16, 40}, Dims{1, 128, 256}, Dims{3, 96, 300}})
+        for (int64_t T : {1, 5, 40}) {
+            INFO("nk " << dm.nk << " dk " << dm.dk << " T " << T);
+            const int64_t cd = 2 * dm.nk * dm.dk + dm.vd;
+            const float q_scale = 1.0f / std::sqrt(static_cast<float>(dm.dk));
+            const std::vector<float> x = values(cd, T, 30), w = test::gaussian(static_cast<size_t>(cd * K), 31),
+                                     st = test::gaussian(static_cast<size_t>((K - 1) * cd), 32);
+            const Mem xd(x), wd(w), s0(st), s1(st), u0(static_cast<size_t>(cd * T) * sizeof(float)),
+                u1(static_cast<size_t>(cd * T) * sizeof(float));
+            conv1d_silu(rows_of(xd, cd, T), wd.f(), K, s0.f(), rows_of(u0, cd, T), s);
+            l2_norm(rows_of(u0, cd, T), 0, dm.nk, dm.dk, 1e-6f, q_scale, s);
+            l2_norm(rows_of(u0, cd, T), dm.nk * dm.dk, dm.nk, dm.dk, 1e-6f, 1.0f, s);
+            REQUIRE(gdn_conv(rows_of(xd, cd, T), wd.f(), K, s1.f(), rows_of(u1, cd, T), dm.nk, dm.dk, 1e-6f, q_scale, s));
+            CHECK_SAME(u1.host(s), u0.host(s));
+            CHECK_SAME(s1.host(s), s0.host(s));
+        }
     stream_destroy(s);
 }
 
