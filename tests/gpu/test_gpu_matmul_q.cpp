@@ -52,8 +52,17 @@ T* upload(const std::vector<T>& v, size_t offset_bytes = 0) {
     return dst;
 }
 
+// The stream of the products' kernels: a created one, as GpuOps uses (a CPU HIP runtime
+// does not order the kernels queued on its null stream after one another, and the
+// quantizer's kernel must finish before the product's reads it).
+Stream kernel_stream() {
+    static const Stream s = stream_create();
+    return s;
+}
+
 std::vector<float> download(const float* p, size_t n) {
     std::vector<float> out(n);
+    stream_sync(kernel_stream());
     GPU_REQUIRE(gpuStreamSynchronize(0));  // a CPU HIP runtime's null-stream copy may not wait for a kernel
     GPU_REQUIRE(gpuMemcpyAsync(out.data(), p, n * sizeof(float), gpuMemcpyDefault, 0));
     GPU_REQUIRE(gpuStreamSynchronize(0));
@@ -137,11 +146,11 @@ void check_matmul(GgmlType type, const IqTables& tab) {
     void* scratch = nullptr;
     GPU_REQUIRE(gpuMalloc(&scratch, act_q_bytes(n_in, rows)));
     const Weight w{type, 0, dw, n_in, n_out, rb};
-    matmul_q(w, quantize_act({dx, n_in, rows, n_in}, scratch, nullptr), {dy, n_out, rows, n_out}, tab, nullptr);
+    const Stream st = kernel_stream();
+    matmul_q(w, quantize_act({dx, n_in, rows, n_in}, scratch, st), {dy, n_out, rows, n_out}, tab, st);
     const std::vector<float> y = download(dy, zeros.size());
     // The last row alone (a decode step) equals that row of the many-row call.
-    matmul_q(w, quantize_act({dx + (rows - 1) * n_in, n_in, 1, n_in}, scratch, nullptr), {dy1, n_out, 1, n_out}, tab,
-             nullptr);
+    matmul_q(w, quantize_act({dx + (rows - 1) * n_in, n_in, 1, n_in}, scratch, st), {dy1, n_out, 1, n_out}, tab, st);
     const std::vector<float> y1 = download(dy1, static_cast<size_t>(n_out));
     for (int64_t t = 0; t < rows; ++t)
         for (int64_t o = 0; o < n_out; ++o) {
@@ -159,8 +168,8 @@ void check_matmul(GgmlType type, const IqTables& tab) {
     // The same weights at an address that is even, not 4-aligned: the loads differ (no
     // decode16a, 16-bit pieces), the products not.
     const uint8_t* dw2 = upload(wq, 2);
-    matmul_q({type, 0, dw2, n_in, n_out, rb}, quantize_act({dx, n_in, rows, n_in}, scratch, nullptr),
-             {dy, n_out, rows, n_out}, tab, nullptr);
+    matmul_q({type, 0, dw2, n_in, n_out, rb}, quantize_act({dx, n_in, rows, n_in}, scratch, st),
+             {dy, n_out, rows, n_out}, tab, st);
     const std::vector<float> y2 = download(dy, zeros.size());
     CHECK(std::memcmp(y2.data(), y.data(), y.size() * sizeof(float)) == 0);
     GPU_REQUIRE(gpuFree(const_cast<uint8_t*>(dw2) - 2));
