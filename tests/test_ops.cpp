@@ -687,59 +687,42 @@ struct Harness {
             close(m.out(g_t), wg, 1e-5, 1e-6);
             ran("gdn_gates");
 
+            // conv1d_silu; gdn_conv, the same conv and then the L2 norms of the q heads
+            // (scaled) and the k heads, at heads of 16 and, past a GPU kernel's block of
+            // 128, of 160 (its three-op path).
             const int64_t K = d.conv_k;
-            const Floats x = rng.normal(static_cast<size_t>(T * cd)), w = rng.normal(static_cast<size_t>(cd * K));
-            const Floats state0 = rng.normal(static_cast<size_t>((K - 1) * cd));
-            Floats hist = state0;
-            hist.insert(hist.end(), x.begin(), x.end());
-            float* state_d = m.in(state0);
-            const Tensor u_t = m.zeros(cd, T);
-            ops.conv1d_silu(d, m.in(x, cd, T), m.in(w), state_d, u_t);
-            ref::Vec want;
-            for (int64_t t = 0; t < T; ++t)
-                for (int64_t c = 0; c < cd; ++c) {
-                    double sum = 0;
-                    for (int64_t j = 0; j < K; ++j) sum += double(w[c * K + j]) * hist[(t + j) * cd + c];
-                    want.push_back(ref::silu(sum));
-                }
-            close(m.out(u_t), want, 1e-5, 1e-6);
-            const Floats state = m.out(state_d, state0.size());
-            EXPECT(std::equal(state.begin(), state.end(), hist.end() - (K - 1) * cd));  // the last K-1 rows
-            ran("conv1d_silu");
-
-            // gdn_conv: the conv, then the q heads' and k heads' L2 norms (q scaled); heads
-            // of 16 and, past a GPU kernel's block of 128, of 160 (its three-op path).
-            for (const int64_t dk : {int64_t{16}, int64_t{160}}) {
+            for (const int64_t dk : {int64_t{0}, int64_t{16}, int64_t{160}}) {  // 0: conv1d_silu alone
                 GdnDims e = d;
-                e.dk = dk;
+                e.dk = dk > 0 ? dk : d.dk;
                 const int64_t ce = e.conv_dim();
-                const Floats xe = rng.normal(static_cast<size_t>(T * ce)), we = rng.normal(static_cast<size_t>(ce * K));
-                const Floats se = rng.normal(static_cast<size_t>((K - 1) * ce));
-                Floats he = se;
-                he.insert(he.end(), xe.begin(), xe.end());
-                float* se_d = m.in(se);
-                const Tensor ue_t = m.zeros(ce, T);
-                ops.gdn_conv(e, m.in(xe, ce, T), m.in(we), se_d, ue_t);
-                ref::Vec want_e;
+                const Floats x = rng.normal(static_cast<size_t>(T * ce)), w = rng.normal(static_cast<size_t>(ce * K));
+                const Floats state0 = rng.normal(static_cast<size_t>((K - 1) * ce));
+                Floats hist = state0;
+                hist.insert(hist.end(), x.begin(), x.end());
+                float* state_d = m.in(state0);
+                const Tensor u_t = m.zeros(ce, T);
+                if (dk == 0) ops.conv1d_silu(e, m.in(x, ce, T), m.in(w), state_d, u_t);
+                else ops.gdn_conv(e, m.in(x, ce, T), m.in(w), state_d, u_t);
+                ref::Vec want;
                 for (int64_t t = 0; t < T; ++t) {
-                    const size_t row0 = want_e.size();
+                    const size_t row0 = want.size();
                     for (int64_t c = 0; c < ce; ++c) {
                         double sum = 0;
-                        for (int64_t j = 0; j < K; ++j) sum += double(we[c * K + j]) * he[(t + j) * ce + c];
-                        want_e.push_back(ref::silu(sum));
+                        for (int64_t j = 0; j < K; ++j) sum += double(w[c * K + j]) * hist[(t + j) * ce + c];
+                        want.push_back(ref::silu(sum));
                     }
-                    for (int64_t g = 0; g < 2 * e.nk; ++g) {
-                        double* v = want_e.data() + row0 + g * dk;
+                    for (int64_t g = 0; dk > 0 && g < 2 * e.nk; ++g) {
+                        double* v = want.data() + row0 + g * dk;
                         double ss = 0;
                         for (int64_t i = 0; i < dk; ++i) ss += v[i] * v[i];
                         const double f = (g < e.nk ? 1.0 / std::sqrt(double(dk)) : 1.0) / std::max(std::sqrt(ss), 1e-6);
                         for (int64_t i = 0; i < dk; ++i) v[i] *= f;
                     }
                 }
-                close(m.out(ue_t), want_e, 1e-5, 1e-6);
-                const Floats state_e = m.out(se_d, se.size());
-                EXPECT(std::equal(state_e.begin(), state_e.end(), he.end() - (K - 1) * ce));
-                ran("gdn_conv");
+                close(m.out(u_t), want, 1e-5, 1e-6);
+                const Floats state = m.out(state_d, state0.size());
+                EXPECT(std::equal(state.begin(), state.end(), hist.end() - (K - 1) * ce));  // the last K-1 rows
+                ran(dk == 0 ? "conv1d_silu" : "gdn_conv");
             }
         }
         for (int64_t T : {1, 5, 40}) {
