@@ -79,29 +79,15 @@ __global__ void gdn_gates_k(Rows ba, int64_t nk, int64_t nv, bool tiled, const f
 }
 
 // One thread per channel, over all the rows in order: the window slides over
-// [history ; rows], and the last K-1 inputs become the history.
+// [history ; rows], and the last K-1 inputs become the history. With n_heads > 0 (the
+// GDN's conv step, Ops::gdn_conv) the first 2 n_heads heads of `head` channels are
+// L2-normed as l2_norm_k norms them (the first n_heads times q_scale): a block of kThreads
+// per head (thread i the head's channel i, head <= kThreads), each row's outputs summed
+// by the block as l2_norm_k sums them (one value per thread), so the same floats; the
+// channels after them (all of them with n_heads = 0) in blocks of kThreads, not normed.
 constexpr int kMaxConvK = 8;
-__global__ void conv1d_silu_k(Rows x, const float* w, int64_t K, float* state, Rows u) {
-    const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x, cd = x.cols;
-    if (c >= cd) return;
-    float win[kMaxConvK];  // the K inputs the current row's output reads, oldest first
-    for (int64_t j = 0; j < K - 1; ++j) win[j] = state[j * cd + c];
-    for (int64_t t = 0; t < x.rows; ++t) {
-        win[K - 1] = row(x, t)[c];
-        float s = 0.0f;
-        for (int64_t j = 0; j < K; ++j) s += w[c * K + j] * win[j];
-        row(u, t)[c] = siluf_(s);
-        for (int64_t j = 0; j + 1 < K; ++j) win[j] = win[j + 1];
-    }
-    for (int64_t j = 0; j < K - 1; ++j) state[j * cd + c] = win[j];
-}
-
-// conv1d_silu_k and l2_norm_k in one kernel (Ops::gdn_conv): a block of kThreads per q
-// or k head (thread i the head's channel i, head <= kThreads), each row's conv outputs
-// summed by the block as l2_norm_k sums them (one value per thread), so the same floats;
-// then blocks of kThreads v channels, which are not normed.
-__global__ void gdn_conv_k(Rows x, const float* w, int64_t K, float* state, Rows u, int64_t n_heads, int64_t head,
-                           float eps, float q_scale) {
+__global__ void conv1d_silu_k(Rows x, const float* w, int64_t K, float* state, Rows u, int64_t n_heads, int64_t head,
+                              float eps, float q_scale) {
     __shared__ float red[32];
     const int64_t b = blockIdx.x, cd = x.cols;
     const bool normed = b < 2 * n_heads;
@@ -109,7 +95,7 @@ __global__ void gdn_conv_k(Rows x, const float* w, int64_t K, float* state, Rows
     const int64_t c = normed ? b * head + threadIdx.x : 2 * n_heads * head + (b - 2 * n_heads) * blockDim.x + threadIdx.x;
     const bool on = live && c < cd;
     const float scale = b < n_heads ? q_scale : 1.0f;
-    float win[kMaxConvK];
+    float win[kMaxConvK];  // the K inputs the current row's output reads, oldest first
     if (on)
         for (int64_t j = 0; j < K - 1; ++j) win[j] = state[j * cd + c];
     for (int64_t t = 0; t < x.rows; ++t) {
@@ -259,21 +245,27 @@ void gdn_gates(Rows ba, int64_t nk, int64_t nv, bool tiled, const float* a, cons
     check_launch("gdn_gates");
 }
 
-void conv1d_silu(Rows x, const float* w, int64_t K, float* conv_state, Rows u, Stream s) {
+namespace {
+
+void launch_conv(Rows x, const float* w, int64_t K, float* conv_state, Rows u, int64_t n_heads, int64_t head, float eps,
+                 float q_scale, Stream s) {
     STRATA_CHECK(K >= 1 && K <= kMaxConvK, "conv1d: kernel size {} (the GPU kernel takes up to {})", K, kMaxConvK);
-    launch(conv1d_silu_k, dim3(static_cast<unsigned>((x.cols + kThreads - 1) / kThreads)), dim3(kThreads), st(s), x,
-           w, K, conv_state, u);
+    const int64_t plain = x.cols - 2 * n_heads * head;  // channels not normed
+    const auto blocks = static_cast<unsigned>(2 * n_heads + (plain + kThreads - 1) / kThreads);
+    launch(conv1d_silu_k, dim3(blocks), dim3(kThreads), st(s), x, w, K, conv_state, u, n_heads, head, eps, q_scale);
     check_launch("conv1d_silu");
+}
+
+}  // namespace
+
+void conv1d_silu(Rows x, const float* w, int64_t K, float* conv_state, Rows u, Stream s) {
+    launch_conv(x, w, K, conv_state, u, 0, 0, 0.0f, 1.0f, s);
 }
 
 bool gdn_conv(Rows x, const float* w, int64_t K, float* conv_state, Rows u, int64_t n_heads, int64_t head, float eps,
               float q_scale, Stream s) {
-    STRATA_CHECK(K >= 1 && K <= kMaxConvK, "conv1d: kernel size {} (the GPU kernel takes up to {})", K, kMaxConvK);
     if (head > kThreads) return false;
-    const int64_t v_cols = x.cols - 2 * n_heads * head;
-    const auto blocks = static_cast<unsigned>(2 * n_heads + (v_cols + kThreads - 1) / kThreads);
-    launch(gdn_conv_k, dim3(blocks), dim3(kThreads), st(s), x, w, K, conv_state, u, n_heads, head, eps, q_scale);
-    check_launch("gdn_conv");
+    launch_conv(x, w, K, conv_state, u, n_heads, head, eps, q_scale, s);
     return true;
 }
 
