@@ -769,7 +769,7 @@ struct Harness {
             int64_t X, k, E, F;
         };
         for (const Shape sh : {Shape{8, 3, 64, 32}, Shape{80, 10, 320, 32}})
-        for (int64_t T : {1, 7}) {
+        for (int64_t T : {1, 3, 7}) {
             Dev m{ops}, m1{ops1};
             const int64_t X = sh.X, k = sh.k, E = sh.E, F = sh.F;
             INFO("experts " << X << " top " << k << " width " << E << " rows " << T);
@@ -815,8 +815,8 @@ struct Harness {
             }
             const Floats h = rng.normal(static_cast<size_t>(T * E));
             const Tensor ht = m.in(h, E, T), routed_t = m.zeros(E, T * k), routed1_t = m1.zeros(E, T * k);
-            ops.moe_experts(gv, uv, dv, ids_d, k, ht, routed_t);
-            ops1.moe_experts(gv1, uv1, dv1, m1.in_ids(ids), k, m1.in(h, E, T), routed1_t);
+            EXPECT(ops.moe_experts(gv, uv, dv, ids_d, k, ht, routed_t, nullptr));
+            EXPECT(ops1.moe_experts(gv1, uv1, dv1, m1.in_ids(ids), k, m1.in(h, E, T), routed1_t, nullptr));
             const Floats routed = m.out(routed_t), routed1 = m1.out(routed1_t);
             ref::Vec want, mag;
             for (int64_t i = 0; i < T * k; ++i) {
@@ -838,7 +838,7 @@ struct Harness {
                 const Ids last(ids.end() - k, ids.end());
                 const Floats h_last(h.end() - E, h.end());
                 const Tensor alone_t = m.zeros(E, k);
-                ops.moe_experts(gv, uv, dv, m.in_ids(last), k, m.in(h_last, E, 1), alone_t);
+                ops.moe_experts(gv, uv, dv, m.in_ids(last), k, m.in(h_last, E, 1), alone_t, nullptr);
                 const Floats alone = m.out(alone_t);
                 EXPECT(alone == Floats(routed.end() - k * E, routed.end()));
             }
@@ -849,13 +849,38 @@ struct Harness {
                 for (int64_t e = 0; e < X; e += 2) gs[e].data = us[e].data = ds[e].data = nullptr;
                 const Floats sentinel(static_cast<size_t>(T * k * E), 7.0f);
                 const Tensor part_t = m.in(sentinel, E, T * k);
-                ops.moe_experts(gs, us, ds, ids_d, k, ht, part_t);
+                ops.moe_experts(gs, us, ds, ids_d, k, ht, part_t, nullptr);
                 const Floats part = m.out(part_t);
                 for (int64_t i = 0; i < T * k; ++i)
                     for (int64_t j = 0; j < E; ++j) {
                         const size_t at = static_cast<size_t>(i * E + j);
                         EXPECT(part[at] == (ids[i] % 2 == 0 ? 7.0f : routed[at]));
                     }
+            }
+            // A shared expert with the routed ones: its rows are the bits of its own ops on
+            // this backend (matmul_multi of gate and up, swiglu, matmul of down), and the
+            // routed rows do not change. One like the routed experts (a GPU takes it in
+            // their launches, always for one token), and one twice as wide (a GPU leaves
+            // it to the caller: false).
+            for (const int64_t SF : {F, 2 * F}) {
+                INFO("shared expert width " << SF);
+                const MatView sgv = ops.prepare_weight(weight(GgmlType::Q8_0, E, SF).view);
+                const MatView suv = ops.prepare_weight(weight(up[0]->view.type, E, SF).view);
+                const MatView sdv = ops.prepare_weight(weight(GgmlType::Q8_0, SF, E).view);
+                const SharedExpert se{sgv, suv, sdv, m.zeros(E, T)};
+                const Tensor with_t = m.zeros(E, T * k);
+                const bool took = ops.moe_experts(gv, uv, dv, ids_d, k, ht, with_t, &se);
+                EXPECT(m.out(with_t) == routed);
+                if (SF == F && T == 1) EXPECT(took);
+                if (be.ops().name() == "cpu") EXPECT(took);
+                if (!took) continue;
+                const Tensor g_t = m.zeros(SF, T), u_t = m.zeros(SF, T), want_t = m.zeros(E, T);
+                const MatOut gu[2] = {{sgv, g_t.f(), SF}, {suv, u_t.f(), SF}};
+                ops.matmul_multi(gu, ht);
+                ops.swiglu(g_t, u_t, g_t);
+                ops.matmul(sdv, g_t, want_t);
+                const Floats got = m.out(se.out), own = m.out(want_t);
+                EXPECT(got == own);
             }
             ran("moe_experts");
 

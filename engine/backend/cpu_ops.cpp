@@ -302,13 +302,13 @@ void CpuOps::topk_softmax(Tensor logits, int64_t k, int32_t* ids, float* wt) {
     }
 }
 
-void CpuOps::moe_experts(std::span<const MatView> gate, std::span<const MatView> up, std::span<const MatView> down,
-                         const int32_t* ids, int64_t k, Tensor h, Tensor routed) {
+bool CpuOps::moe_experts(std::span<const MatView> gate, std::span<const MatView> up, std::span<const MatView> down,
+                         const int32_t* ids, int64_t k, Tensor h, Tensor routed, const SharedExpert* shared) {
     const int64_t T = h.ne1, E = h.ne0, X = static_cast<int64_t>(gate.size());
     // Per expert, the list of (token, slot) pairs routed to it, so each expert runs one
-    // batched matmul per weight over its rows; all experts' gate and up then go in one
-    // parallel run, and all their downs in another (matmul_grouped: the same results as
-    // one matmul per expert and weight).
+    // batched matmul per weight over its rows; all experts' gate and up (and the shared
+    // expert's, over every row) then go in one parallel run, and all their downs in
+    // another (matmul_grouped: the same results as one matmul per expert and weight).
     start_.assign(static_cast<size_t>(X + 1), 0);
     for (int64_t i = 0; i < T * k; ++i) ++start_[ids[i] + 1];
     for (int64_t e = 0; e < X; ++e) start_[e + 1] += start_[e];
@@ -319,13 +319,15 @@ void CpuOps::moe_experts(std::span<const MatView> gate, std::span<const MatView>
     int64_t F = 0;
     for (int64_t e = 0; e < X; ++e)
         if (start_[e + 1] > start_[e] && gate[e].data) F = std::max(F, gate[e].n_out);
-    if (F == 0) return;  // no rows, or every expert computed elsewhere
+    const int64_t S = shared ? shared->gate.n_out : 0;  // the shared expert's rows follow the routed ones'
+    if (F == 0 && S == 0) return true;  // no rows, or every expert computed elsewhere
     // With one token, every expert's gate and up read the same row: one input, quantized once.
     const bool one = T == 1;
     xe_.resize(static_cast<size_t>((one ? 1 : T * k) * E));
-    ge_.resize(static_cast<size_t>(T * k * F));
-    ue_.resize(static_cast<size_t>(T * k * F));
+    ge_.resize(static_cast<size_t>(T * (k * F + S)));
+    ue_.resize(static_cast<size_t>(T * (k * F + S)));
     ye_.resize(static_cast<size_t>(T * k * E));
+    float *gs = ge_.data() + T * k * F, *us = ue_.data() + T * k * F;
     ins_.clear();
     outs_.clear();
     in_of_.clear();
@@ -347,9 +349,16 @@ void CpuOps::moe_experts(std::span<const MatView> gate, std::span<const MatView>
         outs_.push_back({up[e], ue_.data() + r0 * F, f});
         in_of_.insert(in_of_.end(), {in, in});
     }
+    if (shared) {
+        if (!one) ins_.push_back({h.f(), h.ld(), T});
+        const int in = static_cast<int>(ins_.size()) - 1;
+        outs_.push_back({shared->gate, gs, S});
+        outs_.push_back({shared->up, us, S});
+        in_of_.insert(in_of_.end(), {in, in});
+    }
     strata::matmul_grouped(pool_, ins_, outs_, in_of_);
 
-    // SwiGLU, then every expert's down over its own rows.
+    // SwiGLU, then every expert's down over its own rows (the shared one's into its out).
     ins_.clear();
     outs_.clear();
     in_of_.clear();
@@ -363,12 +372,19 @@ void CpuOps::moe_experts(std::span<const MatView> gate, std::span<const MatView>
         ins_.push_back({g, f, n});
         outs_.push_back({down[e], ye_.data() + r0 * E, E});
     }
+    if (shared) {
+        ops::swiglu(gs, us, T * S, gs);
+        in_of_.push_back(static_cast<int>(ins_.size()));
+        ins_.push_back({gs, S, T});
+        outs_.push_back({shared->down, shared->out.f(), shared->out.ld()});
+    }
     strata::matmul_grouped(pool_, ins_, outs_, in_of_);
     for (int64_t e = 0; e < X; ++e) {
         if (!gate[e].data) continue;
         for (int64_t i = start_[e]; i < start_[e + 1]; ++i)
             std::memcpy(routed.row(order_[i]), ye_.data() + i * E, sizeof(float) * E);
     }
+    return true;
 }
 
 void CpuOps::moe_combine(Tensor routed, const float* wt, int64_t k, Tensor shared, const float* shared_gate, Tensor h,

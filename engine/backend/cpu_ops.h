@@ -65,8 +65,8 @@ public:
                      int64_t chunk) override;
 
     void topk_softmax(Tensor logits, int64_t k, int32_t* ids, float* wt) override;
-    void moe_experts(std::span<const MatView> gate, std::span<const MatView> up, std::span<const MatView> down,
-                     const int32_t* ids, int64_t k, Tensor h, Tensor routed) override;
+    bool moe_experts(std::span<const MatView> gate, std::span<const MatView> up, std::span<const MatView> down,
+                     const int32_t* ids, int64_t k, Tensor h, Tensor routed, const SharedExpert* shared) override;
     void moe_combine(Tensor routed, const float* wt, int64_t k, Tensor shared, const float* shared_gate, Tensor h,
                      Tensor out) override;
 

@@ -28,6 +28,11 @@ double now_ms() {
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
+// Whether two weights are alike for one table of experts (one kernel, one row stride).
+bool same_shape(const MatView& a, const MatView& b) {
+    return a.type == b.type && a.n_in == b.n_in && a.n_out == b.n_out && a.row_stride == b.row_stride;
+}
+
 }  // namespace
 
 GpuOps::GpuOps(int device, bool graphs, bool profile) : dev_(device) {
@@ -646,19 +651,20 @@ void GpuOps::topk_softmax(Tensor logits, int64_t k, int32_t* ids, float* wt) {
     gpu::topk_softmax(rows(logits), k, ids, wt, stream_);
 }
 
-const uint8_t* const* GpuOps::expert_table(std::span<const MatView> w) {
-    // Keyed by the first expert's prepared rows (device memory this op set keeps for its
-    // whole life, so never reused for other weights) and the count.
+const uint8_t* const* GpuOps::expert_table(std::span<const MatView> w, const MatView* extra) {
     // Keyed by every expert's address: placed weights (engine/model/placement.h) lie in
     // memory that later holds other layers (a streamed layer's slot), and a cache of hot
-    // experts leaves the others null (computed on the host).
+    // experts leaves the others null (computed on the host). extra (a shared expert) is
+    // entry w.size().
     std::vector<const uint8_t*> ptrs;
-    ptrs.reserve(w.size());
+    ptrs.reserve(w.size() + 1);
     for (const MatView& m : w) {
-        STRATA_CHECK(m.type == w[0].type && m.n_in == w[0].n_in && m.n_out == w[0].n_out &&
-                         m.row_stride == w[0].row_stride,
-                     "moe_experts: experts of one tensor differ in type or shape");
+        STRATA_CHECK(same_shape(m, w[0]), "moe_experts: experts of one tensor differ in type or shape");
         ptrs.push_back(static_cast<const uint8_t*>(m.data));
+    }
+    if (extra) {
+        STRATA_CHECK(same_shape(*extra, w[0]), "moe_experts: the shared expert differs from the routed ones");
+        ptrs.push_back(static_cast<const uint8_t*>(extra->data));
     }
     const uint8_t* const*& t = tables_[ptrs];
     if (!t) {
@@ -669,18 +675,11 @@ const uint8_t* const* GpuOps::expert_table(std::span<const MatView> w) {
     return t;
 }
 
-void GpuOps::moe_experts(std::span<const MatView> gate, std::span<const MatView> up, std::span<const MatView> down,
-                         const int32_t* ids, int64_t k, Tensor h, Tensor routed) {
+bool GpuOps::moe_experts(std::span<const MatView> gate, std::span<const MatView> up, std::span<const MatView> down,
+                         const int32_t* ids, int64_t k, Tensor h, Tensor routed, const SharedExpert* shared) {
     bind_keeping();
     overwrites(rows(routed));
-    const int64_t n = h.ne1 * k, F = gate[0].n_out;
-    float* g = scratch(0, static_cast<size_t>(n * F));
-    float* u = scratch(1, static_cast<size_t>(n * F));
-    const gpu::Rows gr{g, F, n, F}, ur{u, F, n, F};
-    // gate, up, down: each with x (h, or the SwiGLU of gate and up) quantized once when its
-    // type takes integer dot products.
-    gpu::ActQ xq{};
-    const float* xq_of = nullptr;  // the rows xq holds
+    const int64_t T = h.ne1, n = T * k, F = gate[0].n_out;
     // A window of many rows (a prompt) takes the experts one at a time: the rows grouped
     // by expert once, on the device, for the three products (group_by_expert says when).
     std::optional<gpu::ExpertGroups> groups;
@@ -690,38 +689,68 @@ void GpuOps::moe_experts(std::span<const MatView> gate, std::span<const MatView>
         auto* scr = reinterpret_cast<int32_t*>(scratch(kGroupSlot, ints));
         groups = gpu::group_ids(ids, n, n_expert, scr, stream_);
     }
+    // The shared expert as one more row per token of the by-id launches (entry n_expert of
+    // each table): three launches fewer per layer, and the same bits as its own products
+    // (a row's sums never depend on the rows beside it). Where it differs from the routed
+    // experts in type or shape, or the rows go by expert, the caller runs it.
+    const bool fold = shared && !groups && gpu::int_dot(gate[0].type) && gpu::int_dot(up[0].type) &&
+                      gpu::int_dot(down[0].type) && same_shape(shared->gate, gate[0]) &&
+                      same_shape(shared->up, up[0]) && same_shape(shared->down, down[0]) &&
+                      shared->out.ld() == routed.ld();
+    if (fold) overwrites(rows(shared->out));
+    const int64_t nn = n + (fold ? T : 0);
+    float* g = scratch(0, static_cast<size_t>(nn * F));
+    float* u = scratch(1, static_cast<size_t>(nn * F));
+    const gpu::Rows gr{g, F, nn, F}, ur{u, F, nn, F};
+    // gate, up, down: each with x (h, or the SwiGLU of gate and up) quantized once when its
+    // type takes integer dot products.
+    gpu::ActQ xq{};
+    const float* xq_of = nullptr;  // the rows xq holds
     // w's product, and w2's into y2 in the same launch where given (integer weights of w's
-    // type and shape).
-    const auto product = [&](std::span<const MatView> w, int64_t div, gpu::Rows x, gpu::Rows y,
-                             std::span<const MatView> w2 = {}, float* y2 = nullptr) {
+    // type and shape); sh: the shared expert's weight of each.
+    const auto product = [&](std::span<const MatView> w, const MatView* sh, int64_t div, gpu::Rows x, gpu::Rows y,
+                             gpu::IdsExtra ex, std::span<const MatView> w2 = {}, const MatView* sh2 = nullptr,
+                             float* y2 = nullptr) {
         const MatView& w0 = w[0];
         if (gpu::int_dot(w0.type)) {
             if (xq_of != x.p) xq = quantized(x, kActSlot), xq_of = x.p;
-            const uint8_t* const* t2 = w2.empty() ? nullptr : expert_table(w2);
+            const uint8_t* const* t2 = w2.empty() ? nullptr : expert_table(w2, sh2);
             if (groups)
                 gpu::matmul_grouped_q(w0.type, expert_table(w), w0.n_in, w0.n_out, w0.row_stride, *groups, div, xq, y,
                                       tab_, stream_, t2, y2);
             else
-                gpu::matmul_ids_q(w0.type, expert_table(w), w0.n_in, w0.n_out, w0.row_stride, ids, div, xq, y, tab_,
-                                  stream_, t2, y2);
+                gpu::matmul_ids_q(w0.type, expert_table(w, sh), w0.n_in, w0.n_out, w0.row_stride, ids, div, xq, y,
+                                  tab_, stream_, t2, y2, ex);
         } else
             gpu::matmul_ids(w0.type, expert_table(w), w0.n_in, w0.n_out, w0.row_stride, ids, div, x, y, tab_, stream_);
     };
+    // The shared expert's rows of gate and up follow the routed ones' (x: h's row j); its
+    // down reads those rows of the SwiGLU and writes its out.
+    gpu::IdsExtra gu_ex, down_ex;
+    if (fold) {
+        gu_ex = {n, n_expert, 0, g + n * F, u + n * F};
+        down_ex = {n, n_expert, n, rows(shared->out).p, nullptr};
+    }
+    const MatView* sg = fold ? &shared->gate : nullptr;
+    const MatView* su = fold ? &shared->up : nullptr;
+    const MatView* sd = fold ? &shared->down : nullptr;
     const MatView &g0 = gate[0], &u0 = up[0];
-    if (gpu::int_dot(g0.type) && u0.type == g0.type && u0.n_in == g0.n_in && u0.n_out == g0.n_out &&
-        u0.row_stride == g0.row_stride)
-        product(gate, k, rows(h), gr, up, ur.p);  // gate and up in one launch
+    if (gpu::int_dot(g0.type) && same_shape(u0, g0))
+        product(gate, sg, k, rows(h), gr, gu_ex, up, su, ur.p);  // gate and up in one launch
     else {
-        product(gate, k, rows(h), gr);
-        product(up, k, rows(h), ur);
+        product(gate, sg, k, rows(h), gr, gu_ex);
+        product(up, su, k, rows(h), ur, fold ? gpu::IdsExtra{n, n_expert, 0, u + n * F, nullptr} : gpu::IdsExtra{});
     }
     if (gpu::int_dot(down[0].type)) {  // the SwiGLU quantized for down as it is written
-        const size_t bytes = gpu::act_q_bytes(F, n);
+        const size_t bytes = gpu::act_q_bytes(F, nn);
         xq = gpu::swiglu_q(gr, ur, gr, scratch(kActSlot, (bytes + sizeof(float) - 1) / sizeof(float)), stream_);
         xq_of = gr.p;
     } else
         gpu::swiglu(gr, ur, gr, stream_);
-    product(down, 1, gr, rows(routed));
+    gpu::Rows out = rows(routed);
+    out.rows = nn;  // the shared rows go to down_ex's out
+    product(down, sd, 1, gr, out, down_ex);
+    return fold || !shared;
 }
 
 void GpuOps::moe_combine(Tensor routed, const float* wt, int64_t k, Tensor shared, const float* shared_gate, Tensor h,

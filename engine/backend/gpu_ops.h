@@ -78,8 +78,8 @@ public:
                      int64_t chunk) override;
 
     void topk_softmax(Tensor logits, int64_t k, int32_t* ids, float* wt) override;
-    void moe_experts(std::span<const MatView> gate, std::span<const MatView> up, std::span<const MatView> down,
-                     const int32_t* ids, int64_t k, Tensor h, Tensor routed) override;
+    bool moe_experts(std::span<const MatView> gate, std::span<const MatView> up, std::span<const MatView> down,
+                     const int32_t* ids, int64_t k, Tensor h, Tensor routed, const SharedExpert* shared) override;
     void moe_combine(Tensor routed, const float* wt, int64_t k, Tensor shared, const float* shared_gate, Tensor h,
                      Tensor out) override;
 
@@ -162,8 +162,9 @@ private:
     static bool group_by_expert(int64_t tokens, int64_t rows, int64_t n_expert) {
         return tokens > 1 && rows > kGroupRows && 2 * rows >= n_expert;
     }
-    // The device's table of each expert's weight rows, made once per expert list.
-    const uint8_t* const* expert_table(std::span<const MatView> w);
+    // The device's table of each expert's weight rows (and extra's last), made once per
+    // expert list.
+    const uint8_t* const* expert_table(std::span<const MatView> w, const MatView* extra = nullptr);
 
     int dev_;
     gpu::Stream stream_ = nullptr;

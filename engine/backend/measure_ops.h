@@ -46,8 +46,11 @@ public:
     void gdn_recurrent(const GdnDims&, Tensor, Tensor, Tensor, float*, Tensor) override {}
     void gdn_chunked(const GdnDims&, Tensor, Tensor, Tensor, float*, Tensor, int64_t) override {}
     void topk_softmax(Tensor, int64_t, int32_t*, float*) override {}
-    void moe_experts(std::span<const MatView>, std::span<const MatView>, std::span<const MatView>, const int32_t*,
-                     int64_t, Tensor, Tensor) override {}
+    // false: the model then measures the shared expert's own ops, the most a backend may ask.
+    bool moe_experts(std::span<const MatView>, std::span<const MatView>, std::span<const MatView>, const int32_t*,
+                     int64_t, Tensor, Tensor, const SharedExpert*) override {
+        return false;
+    }
     void moe_combine(Tensor, const float*, int64_t, Tensor, const float*, Tensor, Tensor) override {}
     void handoff_publish(Tensor, Handoff&, uint64_t, bool) override {}
     std::optional<Tensor> handoff_wait(Handoff&, uint64_t, int64_t, Tensor x) override { return x; }

@@ -62,6 +62,13 @@ struct WindowShape {
     int64_t n_head = 0, head_dim_v = 0;
 };
 
+// A MoE layer's shared expert for Ops::moe_experts: its weights (placed like the routed
+// experts') and where its rows go ([T, n_embd], T = the rows of h).
+struct SharedExpert {
+    MatView gate, up, down;
+    Tensor out;
+};
+
 // Gated DeltaNet dimensions (MODEL_SPEC 4.4).
 struct GdnDims {
     int64_t nk = 0, nv = 0;  // key heads (groups), value heads
@@ -230,9 +237,14 @@ public:
     // expert whose gate view has null data is computed elsewhere (its rows of routed
     // keep what they hold): experts split between a device and the host (--cpu-moe with
     // a cache of hot experts on the device).
-    virtual void moe_experts(std::span<const MatView> gate, std::span<const MatView> up,
+    // shared (optional): a shared expert (qwen3next, qwen35moe) that every row of h takes,
+    // computed with the routed experts where the backend can (the CPU: in their parallel
+    // runs; a GPU: as one more row per token in their launches): out = its down(silu(gate
+    // h) * up h), the bits that matmul_multi of gate and up, swiglu and matmul of down give.
+    // Returns whether it did; where it did not, the caller runs those ops itself.
+    virtual bool moe_experts(std::span<const MatView> gate, std::span<const MatView> up,
                              std::span<const MatView> down, const int32_t* ids, int64_t k, Tensor h,
-                             Tensor routed) = 0;
+                             Tensor routed, const SharedExpert* shared) = 0;
     // out[t] = sum_s wt[t, s] routed[t * k + s] (s in order) + sigmoid(shared_gate . h_t) shared[t];
     // no shared term when shared.data is null (a MoE without a shared expert: qwen3moe).
     virtual void moe_combine(Tensor routed, const float* wt, int64_t k, Tensor shared, const float* shared_gate,

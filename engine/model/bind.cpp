@@ -110,7 +110,10 @@ WindowShape Model::window_shape(int64_t rows) const {
     w.rows = rows;
     for (const GgufFile* f : {&file_, &mtp_file()})
         for (const GgufTensorInfo& t : f->tensors()) w.max_in = std::max(w.max_in, t.ne[0]);
-    if (hp_.n_expert > 0) w.expert_rows = rows * hp_.n_expert_used, w.expert_ff = hp_.n_ff_exp, w.n_expert = hp_.n_expert;
+    // A shared expert may ride with the routed ones: one more expert row per row.
+    if (hp_.n_expert > 0)
+        w.expert_rows = rows * (hp_.n_expert_used + (hp_.n_ff_shexp > 0 ? 1 : 0)), w.expert_ff = hp_.n_ff_exp,
+        w.n_expert = hp_.n_expert;
     w.n_head = hp_.n_head;
     w.head_dim_v = hp_.head_dim_v;
     return w;

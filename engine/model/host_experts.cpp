@@ -88,9 +88,9 @@ void HostExperts::run(ForwardCtx& ctx, const MoeWeights& w, const int32_t* ids, 
         L.count[static_cast<size_t>(e)] += 1;
         on_dev += L.slot[static_cast<size_t>(e)] >= 0 ? 1 : 0;
     }
-    host_.moe_experts(L.host[0], L.host[1], L.host[2], ih, k, Tensor::f32(hh, E, T), Tensor::f32(rh, E, n));
+    host_.moe_experts(L.host[0], L.host[1], L.host[2], ih, k, Tensor::f32(hh, E, T), Tensor::f32(rh, E, n), nullptr);
     if (!direct) ctx.ops.to_device(routed.data, rh, r_bytes);
-    if (L.any_cached) ctx.ops.moe_experts(L.dev[0], L.dev[1], L.dev[2], ids, k, h, routed);
+    if (L.any_cached) ctx.ops.moe_experts(L.dev[0], L.dev[1], L.dev[2], ids, k, h, routed, nullptr);
     host_rows_ += n - on_dev;
     device_rows_ += on_dev;
 }

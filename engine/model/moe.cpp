@@ -60,13 +60,18 @@ void moe_block(ForwardCtx& ctx, const HParams& hp, const MoeWeights& w, const fl
     float* wt = ctx.scratch.floats(static_cast<size_t>(T * k));
     ctx.ops.topk_softmax(probs, k, sel, wt);
     const Tensor routed = ctx.scratch.rows(E, T * k);  // [T, k, n_embd]
-    if (w.host) ctx.weights->host_experts->run(ctx, w, sel, k, hs, routed);
-    else ctx.ops.moe_experts(w.gate, w.up, w.down, sel, k, hs, routed);
     Tensor shared;  // none: the combine sums the routed experts alone
+    SharedExpert sh;
     if (w.has_shared) {
         shared = ctx.scratch.rows(E, T);
-        ffn_block(ctx, w.shared, h, T, E, shared.f());
+        sh = {w.shared.gate, w.shared.up, w.shared.down, shared};
     }
+    // The shared expert goes with the routed ones where the backend takes it (fewer
+    // parallel runs on a CPU, fewer launches on a GPU), else on its own, the same bits.
+    bool shared_done = !w.has_shared;
+    if (w.host) ctx.weights->host_experts->run(ctx, w, sel, k, hs, routed);
+    else shared_done = ctx.ops.moe_experts(w.gate, w.up, w.down, sel, k, hs, routed, w.has_shared ? &sh : nullptr);
+    if (!shared_done) ffn_block(ctx, w.shared, h, T, E, shared.f());
     ctx.ops.moe_combine(routed, wt, k, shared, w.has_shared ? w.shared_gate.data() : nullptr, hs,
                         Tensor::f32(out, E, T));
 }

@@ -178,9 +178,19 @@ bool multi_fits(const Weight& first, const Weight& w);
 void matmul_q_multi(std::span<const Weight> w, std::span<const Rows> y, const ActQ& x, const IqTables& tab, Stream s);
 // w2, y2 (optional): a second table of experts of w's type and shape and its output (y's
 // rows, y.ld apart), computed in the same launch (the experts' gate and up).
+// Rows past the routed ones (extra.n_ids <= i < y.rows): a shared expert that every token
+// takes, entry `id` of the tables, as more rows of the same launch; row n_ids + j reads x's
+// row x0 + j and goes to row j of extra.y (extra.y2 for w2), y.ld apart.
+struct IdsExtra {
+    int64_t n_ids = -1;  // < 0: every row is routed by ids
+    int64_t id = 0;
+    int64_t x0 = 0;
+    float* y = nullptr;
+    float* y2 = nullptr;
+};
 void matmul_ids_q(GgmlType type, const uint8_t* const* w, int64_t n_in, int64_t n_out, size_t stride,
                   const int32_t* ids, int64_t div, const ActQ& x, Rows y, const IqTables& tab, Stream s,
-                  const uint8_t* const* w2 = nullptr, float* y2 = nullptr);
+                  const uint8_t* const* w2 = nullptr, float* y2 = nullptr, const IdsExtra& extra = {});
 // The rows of ids (n of them) by expert, for matmul_grouped_q: made on the device in
 // scratch (expert_groups_ints(n_expert, n) ints of device memory).
 struct ExpertGroups {

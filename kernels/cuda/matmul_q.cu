@@ -205,21 +205,27 @@ __global__ void matmul_q_k(MultiQ m, ActQ x, IqTables tab) {
         }
 }
 
-// Expert tables by blockIdx.z: w, or w2 with its output y2 (y's rows and ld).
+static_assert(sizeof(IdsExtra) == 5 * 8, "no padding in kernel arguments");
+
+// Expert tables by blockIdx.z: w, or w2 with its output y2 (y's rows and ld). Rows from
+// ex.n_ids on: the shared expert's (IdsExtra).
 template <GgmlType T>
 __global__ void matmul_ids_q_k(const uint8_t* const* w, const uint8_t* const* w2, int64_t n_in, int64_t n_out,
                                size_t stride, const int32_t* ids, int64_t div, ActQ x, Rows y, float* y2,
-                               IqTables tab) {
+                               IqTables tab, IdsExtra ex) {
     const int lane = static_cast<int>(threadIdx.x) % warpSize;
     const int64_t o = static_cast<int64_t>(blockIdx.x) * (blockDim.x / warpSize) + threadIdx.x / warpSize;
     const int64_t i = blockIdx.y;
     if (o >= n_out) return;
-    if (blockIdx.z == 1) w = w2, y.p = y2;
-    const uint8_t* we = w[ids[i]];
+    if (blockIdx.z == 1) w = w2, y.p = y2, ex.y = ex.y2;
+    const bool routed = ex.n_ids < 0 || i < ex.n_ids;
+    const uint8_t* we = w[routed ? ids[i] : ex.id];
     if (we == nullptr) return;  // an expert computed elsewhere: its row of y stays as it is
     const uint8_t* row[1] = {we + o * stride};
     float acc[1][1] = {};
-    const auto row_of = [t = i / div](int) { return t; };
+    const int64_t xr = routed ? i / div : ex.x0 + (i - ex.n_ids);
+    float* out = routed ? y.p + i * y.ld : ex.y + (i - ex.n_ids) * y.ld;
+    const auto row_of = [xr](int) { return xr; };
     if (aligned16<T>(we, stride)) {
         STRATA_UNROLL(2)
         for (int c = lane; c < n_in / 32; c += warpSize) chunk_dot<T, 1, 1, true>(row, 1, c, x, row_of, 1, acc, tab);
@@ -228,7 +234,7 @@ __global__ void matmul_ids_q_k(const uint8_t* const* w, const uint8_t* const* w2
         for (int c = lane; c < n_in / 32; c += warpSize) chunk_dot<T, 1, 1, false>(row, 1, c, x, row_of, 1, acc, tab);
     }
     const float s = warp_sum(acc[0][0]);
-    if (lane == 0) y.p[i * y.ld + o] = s;
+    if (lane == 0) out[o] = s;
 }
 
 // The rows of ids by expert: rows offsets[e] .. offsets[e + 1] - 1 of order are the i with
@@ -372,12 +378,15 @@ void matmul_q_multi(std::span<const Weight> ws, std::span<const Rows> ys, const 
 
 void matmul_ids_q(GgmlType type, const uint8_t* const* w, int64_t n_in, int64_t n_out, size_t stride,
                   const int32_t* ids, int64_t div, const ActQ& x, Rows y, const IqTables& tab, Stream s,
-                  const uint8_t* const* w2, float* y2) {
+                  const uint8_t* const* w2, float* y2, const IdsExtra& extra) {
     if (y.rows == 0 || n_out == 0) return;
     STRATA_CHECK(stride % 2 == 0 && n_in == x.n, "moe_experts: expert rows of odd size or another width");
+    STRATA_CHECK(extra.n_ids < 0 || (extra.n_ids <= y.rows && extra.y && (!w2 || extra.y2)),
+                 "moe_experts: shared expert rows without their outputs");
     const dim3 grid(out_blocks(n_out), static_cast<unsigned>(y.rows), w2 ? 2u : 1u);
     const bool ok = dispatch_quant(type, [&]<GgmlType T>() {
-        launch(matmul_ids_q_k<T>, grid, dim3(kThreads), st(s), w, w2, n_in, n_out, stride, ids, div, x, y, y2, tab);
+        launch(matmul_ids_q_k<T>, grid, dim3(kThreads), st(s), w, w2, n_in, n_out, stride, ids, div, x, y, y2, tab,
+               extra);
     });
     if (!ok) fail("moe_experts: weight type {} has no integer GPU kernel", type_info(type).name);
     check_launch("moe_experts");
