@@ -60,7 +60,8 @@ GpuOps::GpuOps(int device, bool graphs, bool profile) : dev_(device) {
 }
 
 GpuOps::~GpuOps() {
-    add_.reset();  // a held add whose window never ended: not launched from a destructor
+    add_.reset();  // a held add or gates whose window never ended: not launched from a destructor
+    gates_.reset();
     bind();
     try {
         gpu::stream_sync(stream_);
@@ -100,8 +101,8 @@ void GpuOps::item_begin() {
 }
 
 void GpuOps::item_end() {
-    if (add_) {
-        bind_keeping();  // the held add goes with this item's work
+    if (add_ || gates_) {
+        bind_keeping();  // a held add or gates go with this item's work
     }
     if (profile_) {
         gpu::profile_attach(nullptr);
@@ -612,8 +613,34 @@ void GpuOps::attention(const Batch& batch, int64_t il, const AttnDims& d, Tensor
 
 void GpuOps::gdn_gates(const GdnDims& d, Tensor ba, const float* a, const float* dt_bias, Tensor beta, Tensor g) {
     bind();
-    gpu::gdn_gates(rows(ba), d.nk, d.nv, d.tiled, a, dt_bias, rows(beta), rows(g), stream_);
+    if (ba.ne1 > 0) gates_ = PendingGates{rows(ba), rows(beta), rows(g), d.nk, d.nv, d.tiled, a, dt_bias};
 }
+
+void GpuOps::flush_gates() {
+    if (!gates_) return;
+    const PendingGates p = *gates_;
+    gates_.reset();
+    gpu::gdn_gates(p.ba, p.nk, p.nv, p.tiled, p.a, p.dt_bias, p.beta, p.g, stream_);
+}
+
+namespace {
+
+bool overlaps(const gpu::Rows& r, const void* p, size_t bytes) {
+    if (r.rows == 0 || bytes == 0) return false;
+    const auto* a = static_cast<const char*>(p);
+    const auto* b = reinterpret_cast<const char*>(r.p);
+    return a < b + sizeof(float) * static_cast<size_t>((r.rows - 1) * r.ld + r.cols) && b < a + bytes;
+}
+
+bool overlaps(const gpu::Rows& r, const gpu::Rows& q) {
+    return q.rows > 0 && overlaps(r, q.p, sizeof(float) * static_cast<size_t>((q.rows - 1) * q.ld + q.cols));
+}
+
+bool same_rows(const gpu::Rows& a, const gpu::Rows& b) {
+    return a.p == b.p && a.cols == b.cols && a.rows == b.rows && a.ld == b.ld;
+}
+
+}  // namespace
 
 void GpuOps::conv1d_silu(const GdnDims& d, Tensor x, const float* w, float* conv_state, Tensor u) {
     STRATA_CHECK(x.ne0 == d.conv_dim() && u.ne0 == d.conv_dim(), "conv1d: {} / {} channels, expected {}", x.ne0, u.ne0,
@@ -625,14 +652,31 @@ void GpuOps::conv1d_silu(const GdnDims& d, Tensor x, const float* w, float* conv
 void GpuOps::gdn_conv(const GdnDims& d, Tensor x, const float* w, float* conv_state, Tensor u) {
     STRATA_CHECK(x.ne0 == d.conv_dim() && u.ne0 == d.conv_dim(), "conv1d: {} / {} channels, expected {}", x.ne0, u.ne0,
                  d.conv_dim());
+    // Held gates stay held (for the recurrence after this step) unless this step touches
+    // what they read or write.
+    if (gates_) {
+        const gpu::Rows xr = rows(x), ur = rows(u);
+        const size_t state_bytes = sizeof(float) * static_cast<size_t>((d.conv_k - 1) * d.conv_dim());
+        for (const gpu::Rows& r : {gates_->ba, gates_->beta, gates_->g})
+            if (overlaps(r, xr) || overlaps(r, ur) || overlaps(r, conv_state, state_bytes)) flush_gates();
+    }
+    const std::optional<PendingGates> held = gates_;
+    gates_.reset();
     bind();
+    gates_ = held;
     if (!gpu::gdn_conv(rows(x), w, d.conv_k, conv_state, rows(u), d.nk, d.dk, d.eps, d.q_scale(), stream_))
         Ops::gdn_conv(d, x, w, conv_state, u);
 }
 
 void GpuOps::gdn_recurrent(const GdnDims& d, Tensor u, Tensor g, Tensor beta, float* state, Tensor o) {
+    gpu::GdnGateArgs gates;
+    if (gates_ && same_rows(gates_->g, rows(g)) && same_rows(gates_->beta, rows(beta)) && gates_->nk == d.nk &&
+        gates_->nv == d.nv && gates_->tiled == d.tiled) {
+        gates = {gates_->ba, gates_->a, gates_->dt_bias};
+        gates_.reset();  // issued here, in the recurrence's kernel
+    }
     bind();
-    gpu::gdn_recurrent(d.nk, d.nv, d.dk, d.dv, d.tiled, rows(u), rows(g), rows(beta), state, rows(o), stream_);
+    gpu::gdn_recurrent(d.nk, d.nv, d.dk, d.dv, d.tiled, rows(u), rows(g), rows(beta), state, rows(o), stream_, gates);
 }
 
 void GpuOps::gdn_chunked(const GdnDims& d, Tensor u, Tensor g, Tensor beta, float* state, Tensor o, int64_t chunk) {

@@ -98,6 +98,7 @@ private:
     void bind_keeping() {
         gpu::set_device(dev_);
         flush_add();
+        flush_gates();
     }
     void overwrites(const void* p, size_t bytes);
     void overwrites(gpu::Rows y) {
@@ -146,6 +147,18 @@ private:
     };
     std::optional<PendingAdd> add_;
     void flush_add();
+    // A GDN layer's gates (gdn_gates), held the same way for the recurrence of the same
+    // rows, whose kernel then computes and stores them (one launch fewer per GDN layer);
+    // the conv step between them leaves them held, any other op issues them first.
+    struct PendingGates {
+        gpu::Rows ba, beta, g;
+        int64_t nk, nv;
+        bool tiled;
+        const float* a;
+        const float* dt_bias;
+    };
+    std::optional<PendingGates> gates_;
+    void flush_gates();
     static constexpr int64_t kFuseRows = 16;
     static bool fuses(const gpu::Rows& y) { return y.rows > 0 && y.rows <= kFuseRows && y.cols % 32 == 0; }
     void* fused_scratch(const gpu::Rows& y);

@@ -71,11 +71,7 @@ __global__ void gdn_gates_k(Rows ba, int64_t nk, int64_t nv, bool tiled, const f
                             Rows g) {
     const int64_t h = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
     if (h >= nv) return;
-    const int64_t r = nv / nk, ib = tiled ? h : (h / r) * 2 * r + h % r, ia = tiled ? nv + h : ib + r;
-    const float* bat = row(ba, blockIdx.y);
-    row(beta, blockIdx.y)[h] = sigmoidf_(bat[ib]);
-    const float x = bat[ia] + dt_bias[h];
-    row(g, blockIdx.y)[h] = a[h] * (x > 20.0f ? x : log1pf(expf(x)));
+    rows::gdn_gate(row(ba, blockIdx.y), h, nk, nv, tiled, a, dt_bias, row(beta, blockIdx.y)[h], row(g, blockIdx.y)[h]);
 }
 
 // One thread per channel, over all the rows in order: the window slides over

@@ -9,6 +9,7 @@
 #include "engine/core/error.h"
 #include "kernels/cuda/compat.h"
 #include "kernels/cuda/gpu.h"
+#include "kernels/cuda/rows.cuh"
 
 namespace strata::gpu {
 
@@ -18,8 +19,10 @@ constexpr int kThreads = 128;
 constexpr int kMaxDk = 256;
 constexpr int kMaxPerLane = kMaxDk / 32;  // 32 lanes or more
 
+static_assert(sizeof(GdnGateArgs) == sizeof(Rows) + 16, "no padding in kernel arguments");
+
 __global__ void gdn_recurrent_k(int64_t nk, int64_t nv, int64_t dk, int64_t dv, bool tiled, Rows u, Rows g, Rows beta,
-                                float* state, Rows o) {
+                                float* state, Rows o, GdnGateArgs gates) {
     const int64_t h = blockIdx.x, kh = tiled ? h % nk : h / (nv / nk);
     const int64_t key_dim = nk * dk;
     const int lane = static_cast<int>(threadIdx.x) % warpSize, warp = static_cast<int>(threadIdx.x) / warpSize;
@@ -37,7 +40,14 @@ __global__ void gdn_recurrent_k(int64_t nk, int64_t nv, int64_t dk, int64_t dv, 
         }
         for (int64_t t = 0; t < u.rows; ++t) {
             const float* ut = u.p + t * u.ld;
-            const float e = expf(g.p[t * g.ld + h]), b = beta.p[t * beta.ld + h];
+            float gt, b;
+            if (gates.ba.p) {  // the gates here (the first block of the head stores them)
+                rows::gdn_gate(gates.ba.p + t * gates.ba.ld, h, nk, nv, tiled, gates.a, gates.dt_bias, b, gt);
+                if (blockIdx.y == 0 && threadIdx.x == 0) beta.p[t * beta.ld + h] = b, g.p[t * g.ld + h] = gt;
+            } else {
+                gt = g.p[t * g.ld + h], b = beta.p[t * beta.ld + h];
+            }
+            const float e = expf(gt);
             float kv[kMaxPerLane];
             float m = 0.0f;
             for (int c = 0; c < kMaxPerLane; ++c) {
@@ -67,13 +77,14 @@ __global__ void gdn_recurrent_k(int64_t nk, int64_t nv, int64_t dk, int64_t dv, 
 }  // namespace
 
 void gdn_recurrent(int64_t nk, int64_t nv, int64_t dk, int64_t dv, bool tiled, Rows u, Rows g, Rows beta, float* state,
-                   Rows o, Stream s) {
+                   Rows o, Stream s, const GdnGateArgs& gates) {
     STRATA_CHECK(dk <= kMaxDk, "gdn: key head size {} (the GPU kernel takes up to {})", dk, kMaxDk);
     if (u.rows == 0) return;
     const int64_t rows_per_block = kThreads / warp_size();  // a warp per state row
     const dim3 grid(static_cast<unsigned>(nv), static_cast<unsigned>((dv + rows_per_block - 1) / rows_per_block));
+    STRATA_CHECK(!gates.ba.p || gates.ba.rows == u.rows, "gdn: {} rows of gates for {} rows", gates.ba.rows, u.rows);
     launch(gdn_recurrent_k, grid, dim3(kThreads), static_cast<gpuStream_t>(s), nk, nv, dk, dv, tiled, u, g, beta,
-           state, o);
+           state, o, gates);
     check_launch("gdn_recurrent");
 }
 

@@ -255,8 +255,15 @@ void attention(const SeqTable& seqs, int64_t max_pos, GgmlType type, int64_t n_h
 
 // --- Gated DeltaNet (gdn.cu) ---
 // tiled: value head h uses key head h % nk (qwen35), else h / (nv / nk).
+// gates (optional, ba.p set): g and beta computed in the recurrence's kernel from ba as
+// gdn_gates computes them (and written to g and beta as it writes them), one launch fewer.
+struct GdnGateArgs {
+    Rows ba{};
+    const float* a = nullptr;
+    const float* dt_bias = nullptr;
+};
 void gdn_recurrent(int64_t nk, int64_t nv, int64_t dk, int64_t dv, bool tiled, Rows u, Rows g, Rows beta, float* state,
-                   Rows o, Stream s);
+                   Rows o, Stream s, const GdnGateArgs& gates = {});
 
 // --- hand-off (handoff.cu; engine/backend/handoff.h holds the words) ---
 inline constexpr uint64_t kHandoffAbort = ~uint64_t{0};

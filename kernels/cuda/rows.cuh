@@ -28,5 +28,14 @@ STRATA_DEV float normed(float x, float scale, const float* w, int64_t i) { retur
 // The gated norm's value: rms_norm(x) * w * silu(z).
 STRATA_DEV float gated(float x, float scale, float w, float z) { return x * scale * w * siluf_(z); }
 STRATA_DEV float swiglu(float g, float u) { return siluf_(g) * u; }
+// A GDN value head h's gates from its row of ba (engine/backend/ops.h gdn_gates): beta =
+// sigmoid(b), g = a * softplus(alpha + dt_bias) (the log of the decay).
+STRATA_DEV void gdn_gate(const float* bat, int64_t h, int64_t nk, int64_t nv, bool tiled, const float* a,
+                         const float* dt_bias, float& beta, float& g) {
+    const int64_t r = nv / nk, ib = tiled ? h : (h / r) * 2 * r + h % r, ia = tiled ? nv + h : ib + r;
+    beta = sigmoidf_(bat[ib]);
+    const float x = bat[ia] + dt_bias[h];
+    g = a[h] * (x > 20.0f ? x : log1pf(expf(x)));
+}
 
 }  // namespace strata::gpu::rows

@@ -150,6 +150,42 @@ TEST_CASE("gdn_conv writes what conv1d_silu and the two l2_norms write", "[gpu]"
     stream_destroy(s);
 }
 
+TEST_CASE("gdn_recurrent with its gates writes what gdn_gates and gdn_recurrent write", "[gpu]") {
+    if (!start_device()) return;
+    const Stream s = stream_create();
+    struct Dims {
+        int64_t nk, nv, dk, dv;
+        bool tiled;
+    };
+    // Both value-head orders; several blocks of state rows per head (dv > a block's warps).
+    for (const Dims dm : {Dims{2, 4, 32, 32, false}, Dims{2, 6, 64, 80, true}, Dims{1, 2, 128, 128, false}})
+        for (int64_t T : {1, 4}) {
+            INFO("nk " << dm.nk << " nv " << dm.nv << " dk " << dm.dk << " dv " << dm.dv << " T " << T);
+            const int64_t kd = dm.nk * dm.dk, cd = 2 * kd + dm.nv * dm.dv, vd = dm.nv * dm.dv;
+            std::vector<float> u = test::gaussian(static_cast<size_t>(cd * T), 40, 0.3f);
+            const std::vector<float> ba = values(2 * dm.nv, T, 41), a = test::gaussian(static_cast<size_t>(dm.nv), 42),
+                                     dt = test::gaussian(static_cast<size_t>(dm.nv), 43),
+                                     st = test::gaussian(static_cast<size_t>(vd * dm.dk), 44, 0.1f);
+            std::vector<float> neg_a(a.size());
+            for (size_t i = 0; i < a.size(); ++i) neg_a[i] = -std::fabs(a[i]);  // -exp(A_log): negative
+            const Mem ud(u), bad(ba), ad(neg_a), dtd(dt), s0(st), s1(st);
+            const size_t nvb = static_cast<size_t>(dm.nv * T) * sizeof(float), ob = static_cast<size_t>(vd * T) * sizeof(float);
+            const Mem g0(nvb), g1(nvb), b0(nvb), b1(nvb), o0(ob), o1(ob);
+            gdn_gates(rows_of(bad, 2 * dm.nv, T), dm.nk, dm.nv, dm.tiled, ad.f(), dtd.f(), rows_of(b0, dm.nv, T),
+                      rows_of(g0, dm.nv, T), s);
+            gdn_recurrent(dm.nk, dm.nv, dm.dk, dm.dv, dm.tiled, rows_of(ud, cd, T), rows_of(g0, dm.nv, T),
+                          rows_of(b0, dm.nv, T), s0.f(), rows_of(o0, vd, T), s);
+            gdn_recurrent(dm.nk, dm.nv, dm.dk, dm.dv, dm.tiled, rows_of(ud, cd, T), rows_of(g1, dm.nv, T),
+                          rows_of(b1, dm.nv, T), s1.f(), rows_of(o1, vd, T), s,
+                          GdnGateArgs{rows_of(bad, 2 * dm.nv, T), ad.f(), dtd.f()});
+            CHECK_SAME(o1.host(s), o0.host(s));
+            CHECK_SAME(s1.host(s), s0.host(s));
+            CHECK_SAME(g1.host(s), g0.host(s));
+            CHECK_SAME(b1.host(s), b0.host(s));
+        }
+    stream_destroy(s);
+}
+
 TEST_CASE("matmul_q_multi gives each weight's matmul_q", "[gpu]") {
     if (!start_device()) return;
     const Stream s = stream_create();
