@@ -476,10 +476,7 @@ gpu::ActQ GpuOps::quantized(gpu::Rows x, size_t slot) {
         const std::ptrdiff_t off = x.p - f.p;
         if (x.cols == f.cols && off >= 0 && off % f.ld == 0 && (x.rows == 1 || x.ld == f.ld) &&
             off / f.ld + x.rows <= f.rows) {
-            const int64_t r0 = off / f.ld;
-            gpu::ActQ q = fused_->q;
-            q.q += r0 * q.n, q.r += r0 * q.n, q.d += r0 * (q.n / 32), q.s += r0 * (q.n / 16), q.rows = x.rows;
-            return q;
+            return fused_->q.rows_at(off / f.ld, x.rows);
         }
     }
     const size_t bytes = gpu::act_q_bytes(x.cols, x.rows);

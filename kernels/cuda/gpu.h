@@ -153,6 +153,10 @@ struct ActQ {
     float* d;
     int32_t* s;  // per 16 values: 128 * (sum of q) + (sum of r), the minimum terms' sums
     int64_t n, rows;
+    // Rows r0 .. r0 + count - 1 of these digits.
+    ActQ rows_at(int64_t r0, int64_t count) const {
+        return {q + r0 * n, r + r0 * n, d + r0 * (n / 32), s + r0 * (n / 16), n, count};
+    }
 };
 bool int_dot(GgmlType type);  // matmul_q and matmul_ids_q take it (every quantized type)
 size_t act_q_bytes(int64_t n, int64_t rows);  // the scratch quantize_act needs
