@@ -686,6 +686,34 @@ struct Harness {
             close(m.out(beta_t), wb, 1e-6, 1e-7);
             close(m.out(g_t), wg, 1e-5, 1e-6);
             ran("gdn_gates");
+            {
+                // A layer's order on the device's own rows: gates, conv step, recurrence (a
+                // GPU holds the gates and computes them in the recurrence's kernel), the
+                // bits of the three ops run one at a time, each result brought to the host
+                // before the next op.
+                const int64_t K = d.conv_k;
+                const Floats x = rng.normal(static_cast<size_t>(T * cd)), w = rng.normal(static_cast<size_t>(cd * K));
+                const Floats cs0 = rng.normal(static_cast<size_t>((K - 1) * cd));
+                const Floats ss0 = rng.normal(static_cast<size_t>(nv * d.dv * d.dk), 0.1f);
+                std::vector<Floats> got[2];
+                for (int chained = 0; chained < 2; ++chained) {
+                    const Tensor bt = m.zeros(nv, T), gl = m.zeros(nv, T), u = m.zeros(cd, T);
+                    const Tensor o = m.zeros(d.value_dim(), T);
+                    // Every input on the device first: a copy in is an op that issues held work.
+                    float *cs = m.in(cs0), *ss = m.in(ss0), *a_d = m.in(a), *dt_d = m.in(dt), *w_d = m.in(w);
+                    const Tensor ba_t = m.in(ba, 2 * nv, T), x_t = m.in(x, cd, T);
+                    ops.gdn_gates(d, ba_t, a_d, dt_d, bt, gl);
+                    if (!chained) (void)m.out(gl);
+                    ops.gdn_conv(d, x_t, w_d, cs, u);
+                    if (!chained) (void)m.out(u);
+                    ops.gdn_recurrent(d, u, gl, bt, ss, o);
+                    got[chained] = {m.out(o), m.out(ss, ss0.size()), m.out(cs, cs0.size()), m.out(bt), m.out(gl)};
+                }
+                for (size_t i = 0; i < got[0].size(); ++i) {
+                    INFO("output " << i << " of o, state, conv state, beta, g");
+                    EXPECT(got[1][i] == got[0][i]);
+                }
+            }
 
             // conv1d_silu; gdn_conv, the same conv and then the L2 norms of the q heads
             // (scaled) and the k heads, at heads of 16 and, past a GPU kernel's block of
