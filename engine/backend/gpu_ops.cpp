@@ -655,7 +655,10 @@ void GpuOps::gdn_conv(const GdnDims& d, Tensor x, const float* w, float* conv_st
         const gpu::Rows xr = rows(x), ur = rows(u);
         const size_t state_bytes = sizeof(float) * static_cast<size_t>((d.conv_k - 1) * d.conv_dim());
         for (const gpu::Rows& r : {gates_->ba, gates_->beta, gates_->g})
-            if (overlaps(r, xr) || overlaps(r, ur) || overlaps(r, conv_state, state_bytes)) flush_gates();
+            if (overlaps(r, xr) || overlaps(r, ur) || overlaps(r, conv_state, state_bytes)) {
+                flush_gates();
+                break;
+            }
     }
     const std::optional<PendingGates> held = gates_;
     gates_.reset();
@@ -767,9 +770,10 @@ bool GpuOps::moe_experts(std::span<const MatView> gate, std::span<const MatView>
     };
     // The shared expert's rows of gate and up follow the routed ones' (x: h's row j); its
     // down reads those rows of the SwiGLU and writes its out.
-    gpu::IdsExtra gu_ex, down_ex;
+    gpu::IdsExtra gu_ex, up_ex, down_ex;  // gate and up in one launch, up alone, down
     if (fold) {
         gu_ex = {n, n_expert, 0, g + n * F, u + n * F};
+        up_ex = {n, n_expert, 0, u + n * F, nullptr};
         down_ex = {n, n_expert, n, rows(shared->out).p, nullptr};
     }
     const MatView* sg = fold ? &shared->gate : nullptr;
@@ -780,7 +784,7 @@ bool GpuOps::moe_experts(std::span<const MatView> gate, std::span<const MatView>
         product(gate, sg, k, rows(h), gr, gu_ex, up, su, ur.p);  // gate and up in one launch
     else {
         product(gate, sg, k, rows(h), gr, gu_ex);
-        product(up, su, k, rows(h), ur, fold ? gpu::IdsExtra{n, n_expert, 0, u + n * F, nullptr} : gpu::IdsExtra{});
+        product(up, su, k, rows(h), ur, up_ex);
     }
     if (gpu::int_dot(down[0].type)) {  // the SwiGLU quantized for down as it is written
         const size_t bytes = gpu::act_q_bytes(F, nn);
