@@ -938,6 +938,38 @@ struct Harness {
             // No shared expert (qwen3moe): the weighted routed rows alone.
             ops.moe_combine(routed_t, wt_d, k, Tensor{}, nullptr, ht, out_t);
             close(m.out(out_t), routed_only, 1e-5, 1e-6, &routed_mag);
+            {
+                // A layer's end on the device's own rows: the combine, the residual add, the
+                // next layer's norm into h and a product of it (a GPU holds the combine and
+                // the add and runs the three in the norm's kernel), the bits of the ops run
+                // one at a time, each result brought to the host before the next op.
+                const Floats res0 = rng.normal(static_cast<size_t>(T * E)), nw = rng.normal(static_cast<size_t>(E));
+                const MatView pw = ops.prepare_weight(weight(GgmlType::Q8_0, E, 24).view);
+                for (bool with_shared : {true, false}) {
+                    INFO((with_shared ? "with" : "without") << " a shared expert");
+                    // chained 2: the combine and the add held, then issued by a copy out.
+                    std::vector<Floats> got[3];
+                    for (int chained = 0; chained < 3; ++chained) {
+                        // Every input on the device first: a copy in is an op that issues held work.
+                        const Tensor res = m.in(res0, E, T), hh = m.in(h, E, T), sh_t = m.in(shared, E, T);
+                        const Tensor o = m.zeros(E, T), prod = m.zeros(24, T);
+                        const float *sg_d = m.in(sg), *nw_d = m.in(nw);
+                        ops.moe_combine(routed_t, wt_d, k, with_shared ? sh_t : Tensor{}, with_shared ? sg_d : nullptr,
+                                        hh, o);
+                        if (!chained) (void)m.out(o);
+                        ops.add(res, o);
+                        if (chained != 1) (void)m.out(res);
+                        ops.rms_norm(res, nw_d, 1e-6f, hh);
+                        ops.matmul(pw, hh, prod);
+                        got[chained] = {m.out(o), m.out(res), m.out(hh), m.out(prod)};
+                    }
+                    for (size_t i = 0; i < got[0].size(); ++i) {
+                        INFO("output " << i << " of the combine, the residual, the norm, the product");
+                        EXPECT(got[1][i] == got[0][i]);
+                        EXPECT(got[2][i] == got[0][i]);
+                    }
+                }
+            }
             ran("moe_combine");
         }
     }

@@ -33,6 +33,31 @@ bool same_shape(const MatView& a, const MatView& b) {
     return a.type == b.type && a.n_in == b.n_in && a.n_out == b.n_out && a.row_stride == b.row_stride;
 }
 
+bool overlaps(const gpu::Rows& r, const void* p, size_t bytes) {
+    if (r.rows == 0 || bytes == 0) return false;
+    const auto* a = static_cast<const char*>(p);
+    const auto* b = reinterpret_cast<const char*>(r.p);
+    return a < b + sizeof(float) * static_cast<size_t>((r.rows - 1) * r.ld + r.cols) && b < a + bytes;
+}
+
+bool overlaps(const gpu::Rows& r, const gpu::Rows& q) {
+    return q.rows > 0 && overlaps(r, q.p, sizeof(float) * static_cast<size_t>((q.rows - 1) * q.ld + q.cols));
+}
+
+bool same_rows(const gpu::Rows& a, const gpu::Rows& b) {
+    return a.p == b.p && a.cols == b.cols && a.rows == b.rows && a.ld == b.ld;
+}
+
+// Whether writing r leaves a held MoE combine's inputs and its output out (none: rows 0)
+// as they are until its kernel has read them (moe_combine_add_rms_norm_q writes x and y):
+// r is none of them, or (h_ok) exactly the gate's input h, which each of that kernel's
+// rows reads before it writes the row.
+bool clear_of(const gpu::MoeCombine& c, const gpu::Rows& out, const gpu::Rows& r, bool h_ok) {
+    const size_t wt_bytes = sizeof(float) * static_cast<size_t>(c.k * out.rows);
+    return !overlaps(c.routed, r) && !overlaps(c.shared, r) && !overlaps(out, r) && !overlaps(r, c.wt, wt_bytes) &&
+           (!overlaps(c.h, r) || (h_ok && same_rows(c.h, r)));
+}
+
 }  // namespace
 
 GpuOps::GpuOps(int device, bool graphs, bool profile) : dev_(device) {
@@ -60,8 +85,9 @@ GpuOps::GpuOps(int device, bool graphs, bool profile) : dev_(device) {
 }
 
 GpuOps::~GpuOps() {
-    add_.reset();  // a held add or gates whose window never ended: not launched from a destructor
+    add_.reset();  // held work whose window never ended: not launched from a destructor
     gates_.reset();
+    combine_.reset();
     bind();
     try {
         gpu::stream_sync(stream_);
@@ -101,8 +127,8 @@ void GpuOps::item_begin() {
 }
 
 void GpuOps::item_end() {
-    if (add_ || gates_) {
-        bind_keeping();  // a held add or gates go with this item's work
+    if (add_ || gates_ || combine_) {
+        bind_keeping();  // held work goes with this item's
     }
     if (profile_) {
         gpu::profile_attach(nullptr);
@@ -416,13 +442,21 @@ void GpuOps::get_rows(const MatView& table, const int32_t* ids, Tensor x) {
 
 void GpuOps::rms_norm(Tensor x, const float* w, float eps, Tensor y) {
     const gpu::Rows xr = rows(x), yr = rows(y);
-    if (add_ && fuses(yr) && add_->y.p == xr.p && add_->y.cols == xr.cols && add_->y.rows == xr.rows &&
-        add_->y.ld == xr.ld) {
-        const gpu::Rows a = add_->x;
-        add_.reset();  // issued here, in the norm's kernel
-        bind();
-        fused_ = Fused{yr, gpu::add_rms_norm_q(xr, a, w, eps, yr, fused_scratch(yr), stream_)};
-        return;
+    if (add_ && fuses(yr) && same_rows(add_->y, xr)) {
+        const PendingAdd a = *add_;
+        if (!a.combine) {
+            add_.reset();  // issued here, in the norm's kernel
+            bind();
+            fused_ = Fused{yr, gpu::add_rms_norm_q(xr, a.x, w, eps, yr, fused_scratch(yr), stream_)};
+            return;
+        }
+        if (clear_of(a.combine->c, a.combine->out, yr, true)) {
+            add_.reset();  // the combine, the add and this norm: one kernel
+            bind();
+            fused_ = Fused{yr, gpu::moe_combine_add_rms_norm_q(a.combine->c, a.combine->out, xr, w, eps, yr,
+                                                               fused_scratch(yr), stream_)};
+            return;
+        }
     }
     bind();
     if (fuses(yr)) fused_ = Fused{yr, gpu::rms_norm_q(xr, w, eps, yr, fused_scratch(yr), stream_)};
@@ -443,9 +477,15 @@ void GpuOps::l2_norm(Tensor x, int64_t col0, int64_t n_heads, int64_t head, floa
 }
 
 void GpuOps::add(Tensor y, Tensor x) {
-    bind();  // issues an add still held
     const gpu::Rows yr = rows(y), xr = rows(x);
-    if (fuses(yr) && xr.cols == yr.cols && xr.rows == yr.rows) add_ = PendingAdd{yr, xr};
+    const bool fits = fuses(yr) && xr.cols == yr.cols && xr.rows == yr.rows;
+    std::optional<PendingCombine> comb;
+    if (combine_ && fits && same_rows(combine_->out, xr) && clear_of(combine_->c, combine_->out, yr, false)) {
+        comb = combine_;  // the combine of x stays held with this add
+        combine_.reset();
+    }
+    bind();  // issues other held work
+    if (fits) add_ = PendingAdd{yr, xr, comb};
     else gpu::add(yr, xr, stream_);
 }
 
@@ -453,7 +493,15 @@ void GpuOps::flush_add() {
     if (!add_) return;
     const PendingAdd a = *add_;
     add_.reset();
+    if (a.combine) gpu::moe_combine(a.combine->c, a.combine->out, stream_);
     gpu::add(a.y, a.x, stream_);
+}
+
+void GpuOps::flush_combine() {
+    if (!combine_) return;
+    const PendingCombine c = *combine_;
+    combine_.reset();
+    gpu::moe_combine(c.c, c.out, stream_);
 }
 
 void GpuOps::swiglu(Tensor g, Tensor u, Tensor y) {
@@ -620,25 +668,6 @@ void GpuOps::flush_gates() {
     gpu::gdn_gates(p.ba, p.nk, p.nv, p.tiled, p.a, p.dt_bias, p.beta, p.g, stream_);
 }
 
-namespace {
-
-bool overlaps(const gpu::Rows& r, const void* p, size_t bytes) {
-    if (r.rows == 0 || bytes == 0) return false;
-    const auto* a = static_cast<const char*>(p);
-    const auto* b = reinterpret_cast<const char*>(r.p);
-    return a < b + sizeof(float) * static_cast<size_t>((r.rows - 1) * r.ld + r.cols) && b < a + bytes;
-}
-
-bool overlaps(const gpu::Rows& r, const gpu::Rows& q) {
-    return q.rows > 0 && overlaps(r, q.p, sizeof(float) * static_cast<size_t>((q.rows - 1) * q.ld + q.cols));
-}
-
-bool same_rows(const gpu::Rows& a, const gpu::Rows& b) {
-    return a.p == b.p && a.cols == b.cols && a.rows == b.rows && a.ld == b.ld;
-}
-
-}  // namespace
-
 void GpuOps::conv1d_silu(const GdnDims& d, Tensor x, const float* w, float* conv_state, Tensor u) {
     STRATA_CHECK(x.ne0 == d.conv_dim() && u.ne0 == d.conv_dim(), "conv1d: {} / {} channels, expected {}", x.ne0, u.ne0,
                  d.conv_dim());
@@ -801,7 +830,12 @@ bool GpuOps::moe_experts(std::span<const MatView> gate, std::span<const MatView>
 void GpuOps::moe_combine(Tensor routed, const float* wt, int64_t k, Tensor shared, const float* shared_gate, Tensor h,
                          Tensor out) {
     bind();
-    gpu::moe_combine(rows(routed), wt, k, rows(shared), shared_gate, rows(h), rows(out), stream_);
+    const gpu::MoeCombine c{rows(routed), wt, k, shared.data ? rows(shared) : gpu::Rows{}, shared_gate, rows(h)};
+    const gpu::Rows o = rows(out);
+    // Held for the residual add and the norm after it (a layer's end, the next layer's
+    // start): their kernel computes it, one launch for three.
+    if (fuses(o) && c.h.rows == o.rows && clear_of(c, gpu::Rows{}, o, false)) combine_ = PendingCombine{c, o};
+    else gpu::moe_combine(c, o, stream_);
 }
 
 static_assert(Handoff::kAbort == gpu::kHandoffAbort && Handoff::kTimeout == 1 && Handoff::kAborted == 2,

@@ -97,6 +97,7 @@ private:
     }
     void bind_keeping() {
         gpu::set_device(dev_);
+        flush_combine();
         flush_add();
         flush_gates();
     }
@@ -142,8 +143,18 @@ private:
     // A residual add of a window of up to kFuseRows rows, held until the next op (or the
     // queue item's end) issues it: an RMS norm of its sum takes it into its own kernel
     // (gpu::add_rms_norm_q), as a layer's two adds are followed by norms.
+    // A MoE layer's combine (decode and verify windows), held likewise: the residual add
+    // of its output takes it along, and the norm after that issues all three in one
+    // kernel (gpu::moe_combine_add_rms_norm_q).
+    struct PendingCombine {
+        gpu::MoeCombine c;
+        gpu::Rows out;
+    };
+    std::optional<PendingCombine> combine_;
+    void flush_combine();
     struct PendingAdd {
         gpu::Rows y, x;
+        std::optional<PendingCombine> combine;  // x's values, not yet computed
     };
     std::optional<PendingAdd> add_;
     void flush_add();

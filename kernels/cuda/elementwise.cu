@@ -171,20 +171,11 @@ __global__ void topk_softmax_k(Rows logits, int64_t k, int32_t* ids, float* wt) 
 // Blocks of kCombineCols outputs per row (grid (columns, rows)): a block per row left a
 // decode step's 2048 outputs to one SM, each thread with k dependent rounds (12 us on an
 // H200). Each block sums the shared expert's gate itself (the same sum in every block).
-constexpr int kCombineCols = 256;
-__global__ void moe_combine_k(Rows routed, const float* wt, int64_t k, Rows shared, const float* sg, Rows h,
-                              Rows out) {
+__global__ void moe_combine_k(MoeCombine c, Rows out) {
     __shared__ float red[32];
-    const int64_t t = blockIdx.y, E = out.cols, i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-    float dot = 0.0f;
-    if (sg)
-        for (int64_t c = threadIdx.x; c < E; c += blockDim.x) dot += sg[c] * row(h, t)[c];
-    const float gate = sg ? sigmoidf_(block_sum(dot, red)) : 1.0f;
-    if (i >= E) return;
-    float y = 0.0f;
-    for (int64_t s = 0; s < k; ++s) y += wt[t * k + s] * row(routed, t * k + s)[i];
-    if (shared.p) y += gate * row(shared, t)[i];
-    row(out, t)[i] = y;
+    const int64_t t = blockIdx.y, i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    const float gate = c.shared_gate ? sigmoidf_(block_sum(rows::shared_gate_part(c, t), red)) : 1.0f;
+    if (i < out.cols) row(out, t)[i] = rows::combined(c, t, i, gate);
 }
 
 gpuStream_t st(Stream s) { return static_cast<gpuStream_t>(s); }
@@ -274,11 +265,11 @@ void topk_softmax(Rows logits, int64_t k, int32_t* ids, float* wt, Stream s) {
     check_launch("topk_softmax");
 }
 
-void moe_combine(Rows routed, const float* wt, int64_t k, Rows shared, const float* shared_gate, Rows h, Rows out,
-                 Stream s) {
+void moe_combine(const MoeCombine& c, Rows out, Stream s) {
     if (out.rows == 0) return;
-    const dim3 grid(static_cast<unsigned>((out.cols + kCombineCols - 1) / kCombineCols), static_cast<unsigned>(out.rows));
-    launch(moe_combine_k, grid, dim3(kCombineCols), st(s), routed, wt, k, shared, shared_gate, h, out);
+    const dim3 grid(static_cast<unsigned>((out.cols + rows::kCombineCols - 1) / rows::kCombineCols),
+                    static_cast<unsigned>(out.rows));
+    launch(moe_combine_k, grid, dim3(rows::kCombineCols), st(s), c, out);
     check_launch("moe_combine");
 }
 

@@ -1,6 +1,6 @@
 // Ops that also quantize what they write for the integer products that read it next: an
-// RMS norm (plain, after a residual add, or gated) or a SwiGLU with the activation
-// quantizer in the same kernel.
+// RMS norm (plain, after a residual add, after a MoE layer's combine and residual add, or
+// gated) or a SwiGLU with the activation quantizer in the same kernel.
 // A decode step's quantize_act launches cost a few microseconds each on a card whatever
 // their size (about 2.5 us on an H200, 19 of them per token of a 4-layer Qwen3-Next); here
 // they are gone. The floats written are those of the plain op (rows.cuh: the same
@@ -20,20 +20,32 @@ using rows::row;
 
 constexpr int kThreads = 128;  // swiglu_q's: a thread per value
 
-// rms_norm_k (with Add: add_k's x += a first, each value added by the thread that then
-// squares it, rms_norm_k's thread for it, so the same sum), then the row's values in
-// rounds of blockDim.x (whole 32-value blocks each: x.cols and blockDim.x are multiples
-// of 32), each quantized as it is written.
-template <bool Add>
-__global__ void rms_norm_q_k(Rows x, Rows a, const float* w, float eps, Rows y, ActQ q) {
+// What rms_norm_q_k adds to x's values before the norm: nothing, a row of a (add_k's
+// x += a), or a MoE layer's combined output (moe_combine_k's value, also stored in out).
+enum class Addend { None, Rows, Combine };
+
+// rms_norm_k (with an addend: each value added by the thread that then squares it,
+// rms_norm_k's thread for it, so the same sum), then the row's values in rounds of
+// blockDim.x (whole 32-value blocks each: x.cols and blockDim.x are multiples of 32), each
+// quantized as it is written.
+template <Addend A>
+__global__ void rms_norm_q_k(Rows x, Rows a, MoeCombine c, Rows out, const float* w, float eps, Rows y, ActQ q) {
     __shared__ float red[32];
     const int64_t t = blockIdx.x;
     float* xr = row(x, t);
     float* yr = row(y, t);
+    float gate = 1.0f;
+    if constexpr (A == Addend::Combine)  // before y (which may be c.h) is written
+        if (c.shared_gate) gate = rows::sigmoidf_(block_sum(rows::shared_gate_part(c, t), red));
     float ss = 0.0f;
     for (int64_t i = threadIdx.x; i < x.cols; i += blockDim.x) {
         float v = xr[i];
-        if constexpr (Add) xr[i] = v = v + row(a, t)[i];
+        if constexpr (A == Addend::Rows) xr[i] = v = v + row(a, t)[i];
+        if constexpr (A == Addend::Combine) {
+            const float m = rows::combined(c, t, i, gate);
+            row(out, t)[i] = m;
+            xr[i] = v = v + m;
+        }
         ss += v * v;
     }
     const float scale = rows::rms_scale(block_sum(ss, red), x.cols, eps);
@@ -83,8 +95,8 @@ ActQ rms_norm_q(Rows x, const float* w, float eps, Rows y, void* scratch, Stream
     STRATA_CHECK(x.cols % 32 == 0, "rms_norm_q: {} values per row, not a multiple of 32", x.cols);
     const ActQ a = act_q_at(scratch, x.cols, x.rows);
     if (x.rows == 0) return a;
-    launch(rms_norm_q_k<false>, dim3(static_cast<unsigned>(x.rows)), dim3(rows::kNormThreads), st(s), x, Rows{}, w, eps,
-           y, a);
+    launch(rms_norm_q_k<Addend::None>, dim3(static_cast<unsigned>(x.rows)), dim3(rows::kNormThreads), st(s), x, Rows{},
+           MoeCombine{}, Rows{}, w, eps, y, a);
     check_launch("rms_norm_q");
     return a;
 }
@@ -94,9 +106,21 @@ ActQ add_rms_norm_q(Rows x, Rows a, const float* w, float eps, Rows y, void* scr
                  x.cols, a.cols);
     const ActQ q = act_q_at(scratch, x.cols, x.rows);
     if (x.rows == 0) return q;
-    launch(rms_norm_q_k<true>, dim3(static_cast<unsigned>(x.rows)), dim3(rows::kNormThreads), st(s), x, a, w, eps, y,
-           q);
+    launch(rms_norm_q_k<Addend::Rows>, dim3(static_cast<unsigned>(x.rows)), dim3(rows::kNormThreads), st(s), x, a,
+           MoeCombine{}, Rows{}, w, eps, y, q);
     check_launch("add_rms_norm_q");
+    return q;
+}
+
+ActQ moe_combine_add_rms_norm_q(const MoeCombine& c, Rows out, Rows x, const float* w, float eps, Rows y,
+                                void* scratch, Stream s) {
+    STRATA_CHECK(x.cols % 32 == 0 && out.cols == x.cols && out.rows == x.rows && c.h.rows == x.rows,
+                 "moe_combine_add_rms_norm_q: rows of {} and {} values", x.cols, out.cols);
+    const ActQ q = act_q_at(scratch, x.cols, x.rows);
+    if (x.rows == 0) return q;
+    launch(rms_norm_q_k<Addend::Combine>, dim3(static_cast<unsigned>(x.rows)), dim3(rows::kNormThreads), st(s), x,
+           Rows{}, c, out, w, eps, y, q);
+    check_launch("moe_combine_add_rms_norm_q");
     return q;
 }
 

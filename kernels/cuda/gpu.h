@@ -131,8 +131,19 @@ void conv1d_silu(Rows x, const float* w, int64_t K, float* conv_state, Rows u, S
 bool gdn_conv(Rows x, const float* w, int64_t K, float* conv_state, Rows u, int64_t n_heads, int64_t head, float eps,
               float q_scale, Stream s);
 void topk_softmax(Rows logits, int64_t k, int32_t* ids, float* wt, Stream s);
-void moe_combine(Rows routed, const float* wt, int64_t k, Rows shared, const float* shared_gate, Rows h, Rows out,
-                 Stream s);
+// A MoE layer's output row t: the sum over s < k of wt[t k + s] times routed row t k + s,
+// plus sigmoid(shared_gate . h row t) times shared row t where shared.p is set (a null
+// shared_gate: times 1).
+struct MoeCombine {
+    Rows routed;
+    const float* wt;
+    int64_t k;
+    Rows shared;
+    const float* shared_gate;
+    Rows h;
+};
+static_assert(sizeof(MoeCombine) == 3 * sizeof(Rows) + 24, "no padding in kernel arguments");
+void moe_combine(const MoeCombine& c, Rows out, Stream s);
 
 // --- weights (matmul.cu) ---
 // x[t] = row ids[t] of the table; an id outside it sets *bad (device memory, 0 = none)
@@ -168,6 +179,11 @@ ActQ quantize_act(Rows x, void* scratch, Stream s);  // x.cols a multiple of 32
 ActQ rms_norm_q(Rows x, const float* w, float eps, Rows y, void* scratch, Stream s);
 // add(x, a) and then rms_norm_q of x: a layer's residual add and the next norm.
 ActQ add_rms_norm_q(Rows x, Rows a, const float* w, float eps, Rows y, void* scratch, Stream s);
+// moe_combine into out, add(x, out) and rms_norm_q of x in one kernel: a MoE layer's
+// output, the residual add after it and the next layer's norm, the three ops' bytes (y may
+// be c.h: each row's gate is summed before the row is written).
+ActQ moe_combine_add_rms_norm_q(const MoeCombine& c, Rows out, Rows x, const float* w, float eps, Rows y,
+                                void* scratch, Stream s);
 ActQ rms_norm_gated_q(Rows x, Rows z, const float* w, int64_t head, float eps, void* scratch, Stream s);
 ActQ swiglu_q(Rows g, Rows u, Rows y, void* scratch, Stream s);
 // matmul and matmul_ids with x quantized: the same results for a row whatever rows share

@@ -28,6 +28,26 @@ STRATA_DEV float normed(float x, float scale, const float* w, int64_t i) { retur
 // The gated norm's value: rms_norm(x) * w * silu(z).
 STRATA_DEV float gated(float x, float scale, float w, float z) { return x * scale * w * siluf_(z); }
 STRATA_DEV float swiglu(float g, float u) { return siluf_(g) * u; }
+// MoE combine (gpu::MoeCombine): the shared expert's gate logit summed by the first
+// kCombineCols threads of a block (any larger block sums the same: its other threads and
+// warps add zeros, which block_sum adds last), then each output value.
+constexpr int kCombineCols = 256;
+STRATA_DEV float shared_gate_part(const MoeCombine& c, int64_t t) {
+    float dot = 0.0f;
+    if (c.shared_gate && threadIdx.x < kCombineCols)
+        for (int64_t i = threadIdx.x; i < c.h.cols; i += kCombineCols) dot += c.shared_gate[i] * row(c.h, t)[i];
+    return dot;
+}
+// Unrolled so that the k rows' loads go out together: one at a time, each waits on memory
+// (a thread's k dependent rounds were most of the kernel's time on an H200).
+STRATA_DEV float combined(const MoeCombine& c, int64_t t, int64_t i, float gate) {
+    float y = 0.0f;
+    STRATA_UNROLL(8)
+    for (int64_t s = 0; s < c.k; ++s) y += c.wt[t * c.k + s] * row(c.routed, t * c.k + s)[i];
+    if (c.shared.p) y += gate * row(c.shared, t)[i];
+    return y;
+}
+
 // A GDN value head h's gates from its row of ba (engine/backend/ops.h gdn_gates): beta =
 // sigmoid(b), g = a * softplus(alpha + dt_bias) (the log of the decay).
 STRATA_DEV void gdn_gate(const float* bat, int64_t h, int64_t nk, int64_t nv, bool tiled, const float* a,

@@ -69,7 +69,7 @@ std::vector<float> values(int64_t n, int64_t rows, uint32_t seed) {
 
 }  // namespace
 
-TEST_CASE("rms_norm_q, add_rms_norm_q, rms_norm_gated_q and swiglu_q write what the ops and quantize_act write", "[gpu]") {
+TEST_CASE("rms_norm_q, add_rms_norm_q, moe_combine_add_rms_norm_q, rms_norm_gated_q and swiglu_q write what the ops and quantize_act write", "[gpu]") {
     if (!start_device()) return;
     // A stream of its own, as GpuOps has: a CPU HIP runtime does not order kernels queued
     // on the null stream after one another.
@@ -99,6 +99,31 @@ TEST_CASE("rms_norm_q, add_rms_norm_q, rms_norm_gated_q and swiglu_q write what 
             CHECK_SAME(y1.host(s), y0.host(s));
             CHECK_SAME(q1.host(s), q0.host(s));
         }
+        for (const int64_t k : {1, 3, 10})  // a MoE layer's combine first, then the add and the norm
+            for (bool with_shared : {true, false}) {
+                INFO("k " << k << (with_shared ? ", a shared expert" : ""));
+                const std::vector<float> routed = test::gaussian(static_cast<size_t>(n * T * k), 9),
+                                         wt = test::gaussian(static_cast<size_t>(T * k), 10),
+                                         sh = test::gaussian(static_cast<size_t>(n * T), 11),
+                                         sg = test::gaussian(static_cast<size_t>(n), 12, 0.1f), h = values(n, T, 13);
+                const Mem rd(routed), wtd(wt), shd(sh), sgd(sg), x0(x), x1(x), h0(h), h1(h), o0(fb), o1(fb), q0(qb),
+                    q1(qb);
+                const auto comb = [&](const Mem& hm) {
+                    return MoeCombine{rows_of(rd, n, T * k), wtd.f(),
+                                      k,             with_shared ? rows_of(shd, n, T) : Rows{},
+                                      with_shared ? sgd.f() : nullptr, rows_of(hm, n, T)};
+                };
+                moe_combine(comb(h0), rows_of(o0, n, T), s);
+                add(rows_of(x0, n, T), rows_of(o0, n, T), s);
+                rms_norm(rows_of(x0, n, T), wd.f(), 1e-6f, rows_of(h0, n, T), s);  // into h, as a layer's next norm
+                quantize_act(rows_of(h0, n, T), q0.p, s);
+                moe_combine_add_rms_norm_q(comb(h1), rows_of(o1, n, T), rows_of(x1, n, T), wd.f(), 1e-6f,
+                                           rows_of(h1, n, T), q1.p, s);
+                CHECK_SAME(o1.host(s), o0.host(s));
+                CHECK_SAME(x1.host(s), x0.host(s));
+                CHECK_SAME(h1.host(s), h0.host(s));
+                CHECK_SAME(q1.host(s), q0.host(s));
+            }
         const std::vector<float> g = values(n, T, 3), u = test::gaussian(static_cast<size_t>(n * T), 4);
         const Mem gd(g), ud(u), y0(fb), q0(qb), q1(qb);
         swiglu(rows_of(gd, n, T), rows_of(ud, n, T), rows_of(y0, n, T), s);
