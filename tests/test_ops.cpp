@@ -824,6 +824,31 @@ struct Harness {
                 }
             }
             close(wt, want_wt, 1e-5, 1e-7);
+            {
+                // The router's product and the routing on the device's own rows (a GPU holds
+                // the product and routes in its last block): the bits of the two ops run one
+                // at a time, the logits brought to the host in between; f32 and f16 routers.
+                const Floats hx = rng.normal(static_cast<size_t>(T * E));
+                for (GgmlType rt : {GgmlType::F32, GgmlType::F16}) {
+                    INFO("router " << type_info(rt).name);
+                    const MatView rw = ops.prepare_weight(weight(rt, E, X).view);
+                    std::vector<Floats> got[2];
+                    Ids got_ids[2];
+                    for (int chained = 0; chained < 2; ++chained) {
+                        const Tensor hx_t = m.in(hx, E, T), lg = m.zeros(X, T);
+                        int32_t* ci = m.ids(static_cast<size_t>(T * k));
+                        float* cw = m.zeros(static_cast<size_t>(T * k));
+                        ops.matmul(rw, hx_t, lg);
+                        if (!chained) (void)m.out(lg);
+                        ops.topk_softmax(lg, k, ci, cw);
+                        got[chained] = {m.out(lg), m.out(cw, static_cast<size_t>(T * k))};
+                        got_ids[chained] = m.out_ids(ci, static_cast<size_t>(T * k));
+                    }
+                    EXPECT(got[1][0] == got[0][0]);  // the probabilities, in place
+                    EXPECT(got[1][1] == got[0][1]);
+                    EXPECT(got_ids[1] == got_ids[0]);
+                }
+            }
             ran("topk_softmax");
 
             std::vector<const Weight*> gate, up, down;

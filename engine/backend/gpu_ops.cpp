@@ -69,6 +69,7 @@ GpuOps::GpuOps(int device, bool graphs, bool profile) : dev_(device) {
     tab_ = gpu::upload_iq_tables();
     bad_id_ = static_cast<int32_t*>(keep(sizeof(int32_t)));
     counter_ = static_cast<unsigned*>(keep(sizeof(unsigned)));
+    route_counter_ = static_cast<unsigned*>(keep(sizeof(unsigned)));
     failed_ = static_cast<unsigned*>(keep(sizeof(unsigned)));
     bad_id_host_ = static_cast<int32_t*>(gpu::host_alloc_mapped(sizeof(int32_t)));
     *bad_id_host_ = 0;
@@ -80,6 +81,7 @@ GpuOps::GpuOps(int device, bool graphs, bool profile) : dev_(device) {
     }
     gpu::memset_async(bad_id_, 0, sizeof(int32_t), stream_);
     gpu::memset_async(counter_, 0, sizeof(unsigned), stream_);
+    gpu::memset_async(route_counter_, 0, sizeof(unsigned), stream_);
     gpu::memset_async(failed_, 0, sizeof(unsigned), stream_);
     sync();
 }
@@ -88,6 +90,7 @@ GpuOps::~GpuOps() {
     add_.reset();  // held work whose window never ended: not launched from a destructor
     gates_.reset();
     combine_.reset();
+    router_.reset();
     bind();
     try {
         gpu::stream_sync(stream_);
@@ -127,7 +130,7 @@ void GpuOps::item_begin() {
 }
 
 void GpuOps::item_end() {
-    if (add_ || gates_ || combine_) {
+    if (add_ || gates_ || combine_ || router_) {
         bind_keeping();  // held work goes with this item's
     }
     if (profile_) {
@@ -537,10 +540,22 @@ gpu::ActQ GpuOps::quantized(gpu::Rows x, size_t slot) {
 void GpuOps::matmul(const MatView& w, Tensor x, Tensor y) {
     bind_keeping();
     overwrites(rows(y));
-    if (gpu::int_dot(w.type))
-        gpu::matmul_q(weight(w), quantized(rows(x), kActSlot), rows(y), tab_, stream_);
-    else
-        gpu::matmul(weight(w), rows(x), rows(y), tab_, stream_);
+    const gpu::Rows xr = rows(x), yr = rows(y);
+    if (gpu::int_dot(w.type)) {
+        gpu::matmul_q(weight(w), quantized(xr, kActSlot), yr, tab_, stream_);
+    } else if (gpu::float_weight(w.type) && xr.rows <= kFuseRows && w.n_out <= gpu::kTopkMaxExperts &&
+               !overlaps(xr, yr)) {
+        router_ = PendingRouter{weight(w), xr, yr};  // a MoE router's, perhaps: see topk_softmax
+    } else {
+        gpu::matmul(weight(w), xr, yr, tab_, stream_);
+    }
+}
+
+void GpuOps::flush_router() {
+    if (!router_) return;
+    const PendingRouter r = *router_;
+    router_.reset();
+    gpu::matmul(r.w, r.x, r.y, tab_, stream_);
 }
 
 // The integer products in launches of up to gpu::kMultiMax weights that fit together
@@ -717,11 +732,20 @@ void GpuOps::gdn_chunked(const GdnDims& d, Tensor u, Tensor g, Tensor beta, floa
 }
 
 void GpuOps::topk_softmax(Tensor logits, int64_t k, int32_t* ids, float* wt) {
-    bind_keeping();
+    const gpu::Rows lr = rows(logits);
     const auto n = static_cast<size_t>(logits.ne1 * k);
+    std::optional<PendingRouter> r;
+    if (router_ && same_rows(router_->y, lr) && !overlaps(router_->x, ids, n * sizeof(int32_t)) &&
+        !overlaps(router_->x, wt, n * sizeof(float)) && !overlaps(lr, ids, n * sizeof(int32_t)) &&
+        !overlaps(lr, wt, n * sizeof(float))) {
+        r = router_;  // the product that wrote the logits routes them in its last block
+        router_.reset();
+    }
+    bind_keeping();
     overwrites(ids, n * sizeof(int32_t));
     overwrites(wt, n * sizeof(float));
-    gpu::topk_softmax(rows(logits), k, ids, wt, stream_);
+    if (r) gpu::matmul_topk(r->w, r->x, r->y, k, ids, wt, route_counter_, stream_);
+    else gpu::topk_softmax(lr, k, ids, wt, stream_);
 }
 
 const uint8_t* const* GpuOps::expert_table(std::span<const MatView> w, const MatView* extra) {

@@ -97,6 +97,7 @@ private:
     }
     void bind_keeping() {
         gpu::set_device(dev_);
+        flush_router();
         flush_combine();
         flush_add();
         flush_gates();
@@ -170,6 +171,15 @@ private:
     };
     std::optional<PendingGates> gates_;
     void flush_gates();
+    // A product of float weights (a MoE router's) of a window of up to kFuseRows rows,
+    // held likewise: top-k routing of its output launches both (gpu::matmul_topk), one
+    // launch per MoE layer fewer.
+    struct PendingRouter {
+        gpu::Weight w;
+        gpu::Rows x, y;
+    };
+    std::optional<PendingRouter> router_;
+    void flush_router();
     static constexpr int64_t kFuseRows = 16;
     static bool fuses(const gpu::Rows& y) { return y.rows > 0 && y.rows <= kFuseRows && y.cols % 32 == 0; }
     void* fused_scratch(const gpu::Rows& y);
@@ -232,6 +242,7 @@ private:
     std::vector<int64_t> pos_host_;        // the positions uploaded last in this batch ...
     const int64_t* pos_dev_ = nullptr;     // ... and where (null: none yet)
     unsigned* counter_ = nullptr;   // the publish kernel's block counter (device)
+    unsigned* route_counter_ = nullptr;  // matmul_topk's (device)
     unsigned* failed_ = nullptr;    // the last hand-in wait's outcome (device; 0: ready)
     bool hand_in_ = false;          // a wait was queued since the last publish
 };

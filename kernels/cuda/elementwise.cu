@@ -7,6 +7,7 @@
 #include "kernels/cuda/compat.h"
 #include "kernels/cuda/gpu.h"
 #include "kernels/cuda/rows.cuh"
+#include "kernels/cuda/topk.cuh"
 
 namespace strata::gpu {
 
@@ -113,59 +114,9 @@ __global__ void conv1d_silu_k(Rows x, const float* w, int64_t K, float* state, R
         for (int64_t j = 0; j < K - 1; ++j) state[j * cd + c] = win[j];
 }
 
-// One warp per row: the row's experts in its lanes' registers (expert e in lane
-// e % warpSize, slot e / warpSize), softmax in place, then k passes of an arg-max over the
-// untaken experts (ties: the lower index) by shuffles alone. A block of 512 threads with
-// three barriers per pass took 20 us for 10 of 512 experts on an H200.
-constexpr int kMaxExperts = 1024;
-constexpr int kExpertSlots = kMaxExperts / 32;  // per lane, at the narrowest warp
+// One warp per row (topk.cuh).
 __global__ void topk_softmax_k(Rows logits, int64_t k, int32_t* ids, float* wt) {
-    float* p = row(logits, blockIdx.x);
-    const int X = static_cast<int>(logits.cols), lane = static_cast<int>(threadIdx.x);
-    float v[kExpertSlots];
-    float mx = -INFINITY;
-    STRATA_UNROLL_ALL
-    for (int i = 0; i < kExpertSlots; ++i) {
-        const int e = i * warpSize + lane;
-        v[i] = e < X ? p[e] : -INFINITY;
-        mx = fmaxf(mx, v[i]);
-    }
-    mx = warp_max(mx);
-    float sum = 0.0f;
-    STRATA_UNROLL_ALL
-    for (int i = 0; i < kExpertSlots; ++i) {
-        const int e = i * warpSize + lane;
-        v[i] = e < X ? expf(v[i] - mx) : 0.0f;
-        sum += v[i];
-    }
-    const float inv = 1.0f / warp_sum(sum);
-    STRATA_UNROLL_ALL
-    for (int i = 0; i < kExpertSlots; ++i) {
-        const int e = i * warpSize + lane;
-        if (e < X) p[e] = v[i] = v[i] * inv;
-        else v[i] = -1.0f;  // never picked
-    }
-    uint32_t taken = 0;  // bit i: this lane's slot i
-    float top = 0.0f;
-    for (int64_t s = 0; s < k; ++s) {
-        float bv = -1.0f;
-        int bi = -1;
-        STRATA_UNROLL_ALL
-        for (int i = 0; i < kExpertSlots; ++i)
-            if (!((taken >> i) & 1u) && v[i] > bv) bv = v[i], bi = i * warpSize + lane;
-        for (int m = warpSize / 2; m > 0; m /= 2) {
-            const float ov = STRATA_SHFL_XOR(bv, m);
-            const int oi = STRATA_SHFL_XOR(bi, m);
-            if (ov > bv || (ov == bv && oi >= 0 && (bi < 0 || oi < bi))) bv = ov, bi = oi;
-        }
-        if (bi < 0) bi = static_cast<int>(s), bv = 0.0f;  // NaN logits: some expert, never one outside the table
-        if (bi % warpSize == lane) taken |= 1u << (bi / warpSize);
-        if (lane == 0) ids[blockIdx.x * k + s] = bi;
-        top += bv;
-    }
-    top = fmaxf(top, 6.103515625e-5f);  // llama.cpp's clamp of the renormalizer
-    __syncthreads();                     // ids and p, written by other lanes
-    for (int64_t s = lane; s < k; s += warpSize) wt[blockIdx.x * k + s] = p[ids[blockIdx.x * k + s]] / top;
+    topk::route_row(row(logits, blockIdx.x), logits.cols, k, ids + blockIdx.x * k, wt + blockIdx.x * k, true);
 }
 
 // Blocks of kCombineCols outputs per row (grid (columns, rows)): a block per row left a
@@ -257,8 +208,8 @@ bool gdn_conv(Rows x, const float* w, int64_t K, float* conv_state, Rows u, int6
 }
 
 void topk_softmax(Rows logits, int64_t k, int32_t* ids, float* wt, Stream s) {
-    STRATA_CHECK(logits.cols <= kMaxExperts && k <= logits.cols, "topk_softmax: {} of {} experts (up to {})", k,
-                 logits.cols, kMaxExperts);
+    STRATA_CHECK(logits.cols <= kTopkMaxExperts && k <= logits.cols, "topk_softmax: {} of {} experts (up to {})", k,
+                 logits.cols, kTopkMaxExperts);
     if (logits.rows == 0) return;
     launch(topk_softmax_k, dim3(static_cast<unsigned>(logits.rows)), dim3(static_cast<unsigned>(warp_size())), st(s),
            logits, k, ids, wt);

@@ -130,6 +130,9 @@ void conv1d_silu(Rows x, const float* w, int64_t K, float* conv_state, Rows u, S
 // launched) where head is wider than the kernel's block.
 bool gdn_conv(Rows x, const float* w, int64_t K, float* conv_state, Rows u, int64_t n_heads, int64_t head, float eps,
               float q_scale, Stream s);
+// Per row of logits: softmax in place, the k largest (ids[t k ..]) and their
+// probabilities over their sum (wt[t k ..]), as llama.cpp's MoE routing does.
+inline constexpr int kTopkMaxExperts = 1024;
 void topk_softmax(Rows logits, int64_t k, int32_t* ids, float* wt, Stream s);
 // A MoE layer's output row t: the sum over s < k of wt[t k + s] times routed row t k + s,
 // plus sigmoid(shared_gate . h row t) times shared row t where shared.p is set (a null
@@ -150,6 +153,11 @@ void moe_combine(const MoeCombine& c, Rows out, Stream s);
 // to id + 1 (the first seen) and leaves that row.
 void get_rows(const Weight& table, const int32_t* ids, Rows x, int32_t* bad, const IqTables& tab, Stream s);
 void matmul(const Weight& w, Rows x, Rows y, const IqTables& tab, Stream s);
+// matmul of float weights (a MoE router) and then topk_softmax of y, in one launch: the
+// last block to finish routes every row (the two ops' bits). counter: a device unsigned, 0
+// between calls (each call leaves it so).
+void matmul_topk(const Weight& w, Rows x, Rows y, int64_t k, int32_t* ids, float* wt, unsigned* counter, Stream s);
+bool float_weight(GgmlType type);  // matmul_topk takes it (f32, f16, bf16)
 // y[i] = W_{ids[i]} x[i / div] for i < n: experts' weights by id (w: device array of
 // each expert's rows, all of one type and shape).
 void matmul_ids(GgmlType type, const uint8_t* const* w, int64_t n_in, int64_t n_out, size_t stride,

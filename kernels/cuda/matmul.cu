@@ -10,6 +10,7 @@
 #include "kernels/cuda/dequant.cuh"
 #include "kernels/cuda/dispatch.h"
 #include "kernels/cuda/gpu.h"
+#include "kernels/cuda/topk.cuh"
 
 namespace strata::gpu {
 
@@ -97,49 +98,81 @@ STRATA_DEV void load4(const uint8_t* row, int64_t i, bool vec, float* v) {
 // block-wide sum, took 12 us for the 2048 x 512 f32 router of a MoE layer on an H200
 // (the file's routers are f32, read every token in every layer). A row's arithmetic is
 // the same whatever rows share the launch and whichever loads the alignment allows.
-template <GgmlType T>
-__global__ void matmul_f_k(Weight w, Rows x, Rows y) {
+// Route: then the last block to finish routes every row (matmul_topk): each block's
+// stores are fenced before it counts itself done, and the last, which counted after all
+// others, reads y as they left it (topk.cuh reads it through volatile loads).
+struct Route {
+    int64_t k;
+    int32_t* ids;
+    float* wt;
+    unsigned* counter;
+};
+template <GgmlType T, bool Routes = false>
+__global__ void matmul_f_k(Weight w, Rows x, Rows y, Route route) {
     const int lane = static_cast<int>(threadIdx.x) % warpSize;
-    const int64_t o = static_cast<int64_t>(blockIdx.x) * (blockDim.x / warpSize) + threadIdx.x / warpSize;
-    if (o >= w.n_out) return;  // the whole warp
-    const int64_t r0 = static_cast<int64_t>(blockIdx.y) * kRows;
-    const int nr = static_cast<int>(x.rows - r0 < kRows ? x.rows - r0 : kRows);
-    const uint8_t* wr = w.data + o * w.stride;
-    constexpr unsigned kVec = T == GgmlType::F32 ? 16 : 8;
-    const bool wvec = ((reinterpret_cast<uintptr_t>(w.data) | w.stride) % kVec) == 0;
-    const bool xvec = ((reinterpret_cast<uintptr_t>(x.p) | static_cast<uintptr_t>(x.ld) * 4) % 16) == 0;
-    float acc[kRows] = {};
-    if (w.n_in % 4 == 0) {
-        STRATA_UNROLL(4)
-        for (int64_t g = lane; g < w.n_in / 4; g += warpSize) {
-            float v[4];
-            load4<T>(wr, 4 * g, wvec, v);
-            for (int r = 0; r < kRows; ++r) {
-                if (r >= nr) break;
-                const float* xr = x.p + (r0 + r) * x.ld + 4 * g;
-                float xv[4];
-                if (xvec) {
-                    const float4 a = *reinterpret_cast<const float4*>(xr);
-                    xv[0] = a.x, xv[1] = a.y, xv[2] = a.z, xv[3] = a.w;
-                } else {
-                    for (int k = 0; k < 4; ++k) xv[k] = xr[k];
+    const int64_t ow = static_cast<int64_t>(blockIdx.x) * (blockDim.x / warpSize) + threadIdx.x / warpSize;
+    // A warp past the outputs leaves (plain), or computes the last one again and stores
+    // nothing (Routes: the block meets at its barriers, and a CPU HIP runtime's shuffles
+    // wait for the whole block).
+    const bool has = ow < w.n_out;
+    const int64_t o = has ? ow : w.n_out - 1;
+    if (has || Routes) {
+        const int64_t r0 = static_cast<int64_t>(blockIdx.y) * kRows;
+        const int nr = static_cast<int>(x.rows - r0 < kRows ? x.rows - r0 : kRows);
+        const uint8_t* wr = w.data + o * w.stride;
+        constexpr unsigned kVec = T == GgmlType::F32 ? 16 : 8;
+        const bool wvec = ((reinterpret_cast<uintptr_t>(w.data) | w.stride) % kVec) == 0;
+        const bool xvec = ((reinterpret_cast<uintptr_t>(x.p) | static_cast<uintptr_t>(x.ld) * 4) % 16) == 0;
+        float acc[kRows] = {};
+        if (w.n_in % 4 == 0) {
+            STRATA_UNROLL(4)
+            for (int64_t g = lane; g < w.n_in / 4; g += warpSize) {
+                float v[4];
+                load4<T>(wr, 4 * g, wvec, v);
+                for (int r = 0; r < kRows; ++r) {
+                    if (r >= nr) break;
+                    const float* xr = x.p + (r0 + r) * x.ld + 4 * g;
+                    float xv[4];
+                    if (xvec) {
+                        const float4 a = *reinterpret_cast<const float4*>(xr);
+                        xv[0] = a.x, xv[1] = a.y, xv[2] = a.z, xv[3] = a.w;
+                    } else {
+                        for (int k = 0; k < 4; ++k) xv[k] = xr[k];
+                    }
+                    for (int k = 0; k < 4; ++k) acc[r] = fmaf(v[k], xv[k], acc[r]);
                 }
-                for (int k = 0; k < 4; ++k) acc[r] = fmaf(v[k], xv[k], acc[r]);
+            }
+        } else {
+            for (int64_t i = lane; i < w.n_in; i += warpSize) {
+                const float v = load_float(T, wr, i);
+                for (int r = 0; r < kRows; ++r) {
+                    if (r >= nr) break;
+                    acc[r] = fmaf(v, x.p[(r0 + r) * x.ld + i], acc[r]);
+                }
             }
         }
-    } else {
-        for (int64_t i = lane; i < w.n_in; i += warpSize) {
-            const float v = load_float(T, wr, i);
-            for (int r = 0; r < kRows; ++r) {
-                if (r >= nr) break;
-                acc[r] = fmaf(v, x.p[(r0 + r) * x.ld + i], acc[r]);
-            }
+        for (int r = 0; r < kRows; ++r) {
+            if (r >= nr) break;
+            const float s = warp_sum(acc[r]);
+            if (lane == 0 && has) y.p[(r0 + r) * y.ld + o] = s;
         }
     }
-    for (int r = 0; r < kRows; ++r) {
-        if (r >= nr) break;
-        const float s = warp_sum(acc[r]);
-        if (lane == 0) y.p[(r0 + r) * y.ld + o] = s;
+    if constexpr (Routes) {
+        __shared__ unsigned done;
+        __threadfence();
+        __syncthreads();
+        if (threadIdx.x == 0) done = atomicAdd(route.counter, 1u);
+        __syncthreads();
+        if (done != gridDim.x * gridDim.y - 1) return;  // the whole block
+        __threadfence();
+        const int warps = static_cast<int>(blockDim.x / warpSize), warp = static_cast<int>(threadIdx.x / warpSize);
+        for (int64_t t0 = 0; t0 < y.rows; t0 += warps) {  // the same rounds in every warp
+            const int64_t t = t0 + warp;
+            const bool on = t < y.rows;
+            topk::route_row(y.p + (on ? t : 0) * y.ld, y.cols, route.k, route.ids + (on ? t : 0) * route.k,
+                            route.wt + (on ? t : 0) * route.k, on);
+        }
+        if (threadIdx.x == 0) *route.counter = 0;
     }
 }
 
@@ -201,13 +234,33 @@ void matmul(const Weight& w, Rows x, Rows y, const IqTables& tab, Stream s) {
         if constexpr (T == GgmlType::F32 || T == GgmlType::F16 || T == GgmlType::BF16) {
             const int64_t per = kThreads / warp_size();
             const dim3 grid(static_cast<unsigned>((w.n_out + per - 1) / per), row_blocks);
-            launch(matmul_f_k<T>, grid, dim3(kThreads), st(s), w, x, y);
+            launch(matmul_f_k<T>, grid, dim3(kThreads), st(s), w, x, y, Route{});
         } else {
             launch(matmul_k<T>, dim3(static_cast<unsigned>(w.n_out), row_blocks), dim3(kThreads), st(s), w, x, y, tab);
         }
     });
     if (!ok) unsupported(w.type, "matmul");
     check_launch("matmul");
+}
+
+bool float_weight(GgmlType type) {
+    return type == GgmlType::F32 || type == GgmlType::F16 || type == GgmlType::BF16;
+}
+
+void matmul_topk(const Weight& w, Rows x, Rows y, int64_t k, int32_t* ids, float* wt, unsigned* counter, Stream s) {
+    STRATA_CHECK(float_weight(w.type) && y.cols == w.n_out && w.n_out <= kTopkMaxExperts && k <= w.n_out,
+                 "matmul_topk: {} of {} experts of {} weights (float weights, up to {} experts)", k, w.n_out,
+                 type_info(w.type).name, kTopkMaxExperts);
+    if (x.rows == 0) return;
+    const auto row_blocks = static_cast<unsigned>((x.rows + kRows - 1) / kRows);
+    const int64_t per = kThreads / warp_size();
+    const dim3 grid(static_cast<unsigned>((w.n_out + per - 1) / per), row_blocks);
+    const Route route{k, ids, wt, counter};
+    dispatch_weight(w.type, [&]<GgmlType T>() {
+        if constexpr (T == GgmlType::F32 || T == GgmlType::F16 || T == GgmlType::BF16)
+            launch(matmul_f_k<T, true>, grid, dim3(kThreads), st(s), w, x, y, route);
+    });
+    check_launch("matmul_topk");
 }
 
 void matmul_ids(GgmlType type, const uint8_t* const* w, int64_t n_in, int64_t n_out, size_t stride,

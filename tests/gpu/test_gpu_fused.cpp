@@ -248,4 +248,39 @@ TEST_CASE("matmul_q_multi gives each weight's matmul_q", "[gpu]") {
     stream_destroy(s);
 }
 
+TEST_CASE("matmul_topk writes what matmul and topk_softmax write, and leaves its counter at 0", "[gpu]") {
+    if (!start_device()) return;
+    const Stream s = stream_create();
+    const IqTables tab = upload_iq_tables();
+    constexpr int64_t n_in = 96;
+    const Mem counter(sizeof(unsigned));
+    struct Shape {
+        int64_t X, k;
+    };
+    // Experts fewer than a warp, several per lane, a block's outputs not a whole number of
+    // warps; rows of one block of the product, of several, more than the warps of a block.
+    for (const Shape sh : {Shape{8, 2}, Shape{80, 10}, Shape{517, 8}})
+        for (int64_t T : {1, 3, 9}) {
+            INFO("experts " << sh.X << " top " << sh.k << " rows " << T);
+            const std::vector<float> w = test::gaussian(static_cast<size_t>(n_in * sh.X), 40),
+                                     x = test::gaussian(static_cast<size_t>(n_in * T), 41);
+            const Mem wd(w), xd(x), y0(static_cast<size_t>(sh.X * T) * sizeof(float)),
+                y1(static_cast<size_t>(sh.X * T) * sizeof(float)), i0(static_cast<size_t>(sh.k * T) * 4),
+                i1(static_cast<size_t>(sh.k * T) * 4), w0(static_cast<size_t>(sh.k * T) * 4),
+                w1(static_cast<size_t>(sh.k * T) * 4);
+            const Weight wt{GgmlType::F32, 0, static_cast<const uint8_t*>(wd.p), n_in, sh.X, n_in * sizeof(float)};
+            matmul(wt, rows_of(xd, n_in, T), rows_of(y0, sh.X, T), tab, s);
+            topk_softmax(rows_of(y0, sh.X, T), sh.k, static_cast<int32_t*>(i0.p), w0.f(), s);
+            for (int rep = 0; rep < 2; ++rep) {  // the counter as the first call left it
+                matmul_topk(wt, rows_of(xd, n_in, T), rows_of(y1, sh.X, T), sh.k, static_cast<int32_t*>(i1.p), w1.f(),
+                            static_cast<unsigned*>(counter.p), s);
+                CHECK_SAME(y1.host(s), y0.host(s));
+                CHECK_SAME(i1.host(s), i0.host(s));
+                CHECK_SAME(w1.host(s), w0.host(s));
+                CHECK_SAME(counter.host(s), std::vector<uint8_t>(sizeof(unsigned), 0));
+            }
+        }
+    stream_destroy(s);
+}
+
 }  // namespace strata::gpu
