@@ -110,6 +110,7 @@ GpuOps::~GpuOps() {
     }
     for (void* p : owned_) gpu::dev_free(p);
     for (auto& [p, n] : scratch_) gpu::dev_free(p);
+    if (counters_) gpu::dev_free(counters_);
     gpu::host_free(bad_id_host_);
     gpu::host_free(stage_);
     gpu::stream_destroy(stream_);
@@ -223,6 +224,11 @@ void* GpuOps::keep(size_t bytes) {
 int64_t GpuOps::scratch_bytes(const WindowShape& w) const {
     const int64_t experts = 2 * w.expert_rows * w.expert_ff * static_cast<int64_t>(sizeof(float));  // slots 0, 1
     const int64_t act = static_cast<int64_t>(gpu::act_q_bytes(w.max_in, std::max(w.rows, w.expert_rows)));
+    // The SwiGLU's digits and block counters where gate and up launch with it (slot
+    // kSwigluSlot; counted for every window with experts).
+    const int64_t swiglu = w.expert_rows > 0 ? static_cast<int64_t>(gpu::act_q_bytes(w.expert_ff, w.expert_rows)) +
+                                                   w.expert_rows * (w.expert_ff / 32) * static_cast<int64_t>(sizeof(unsigned))
+                                             : 0;
     const int64_t attn =
         w.n_head > 0 ? static_cast<int64_t>(gpu::attention_scratch_floats(w.rows, w.n_head, w.head_dim_v) * sizeof(float))
                      : 0;
@@ -231,7 +237,7 @@ int64_t GpuOps::scratch_bytes(const WindowShape& w) const {
                                : 0;
     // A window of up to w.rows rows includes the decode and verify windows that fuse.
     const int64_t fused = static_cast<int64_t>(gpu::act_q_bytes(w.max_in, std::min(w.rows, kFuseRows)));
-    return experts + act + attn + groups + fused;
+    return experts + act + swiglu + attn + groups + fused;
 }
 
 void GpuOps::overwrites(const void* p, size_t bytes) {
@@ -245,6 +251,26 @@ void GpuOps::overwrites(const void* p, size_t bytes) {
 void* GpuOps::fused_scratch(const gpu::Rows& y) {
     const size_t bytes = gpu::act_q_bytes(y.cols, y.rows);
     return scratch(kFusedSlot, (bytes + sizeof(float) - 1) / sizeof(float));
+}
+
+unsigned* GpuOps::counters(size_t n) {
+    if (counters_n_ < n) {
+        // In stream order, as scratch(): zeroed before any kernel queued after it counts.
+        if (counters_) gpu::dev_free_async(counters_, stream_);
+        meter_.release(counters_n_ * sizeof(unsigned));
+        counters_ = nullptr;
+        counters_n_ = 0;
+        meter_.charge(n * sizeof(unsigned), "op scratch");
+        try {
+            counters_ = static_cast<unsigned*>(gpu::dev_alloc_async(n * sizeof(unsigned), stream_));
+        } catch (...) {
+            meter_.release(n * sizeof(unsigned));
+            throw;
+        }
+        gpu::memset_async(counters_, 0, n * sizeof(unsigned), stream_);
+        counters_n_ = n;
+    }
+    return counters_;
 }
 
 float* GpuOps::scratch(size_t i, size_t floats) {
@@ -833,18 +859,28 @@ bool GpuOps::moe_experts(std::span<const MatView> gate, std::span<const MatView>
     const MatView* su = fold ? &shared->up : nullptr;
     const MatView* sd = fold ? &shared->down : nullptr;
     const MatView &g0 = gate[0], &u0 = up[0];
-    if (gpu::int_dot(g0.type) && same_shape(u0, g0))
-        product(gate, sg, k, rows(h), gr, gu_ex, up, su, ur.p);  // gate and up in one launch
-    else {
-        product(gate, sg, k, rows(h), gr, gu_ex);
-        product(up, su, k, rows(h), ur, up_ex);
-    }
-    if (gpu::int_dot(down[0].type)) {  // the SwiGLU quantized for down as it is written
-        const size_t bytes = gpu::act_q_bytes(F, nn);
-        xq = gpu::swiglu_q(gr, ur, gr, scratch(kActSlot, (bytes + sizeof(float) - 1) / sizeof(float)), stream_);
+    const size_t act_floats = (gpu::act_q_bytes(F, nn) + sizeof(float) - 1) / sizeof(float);
+    const bool one_launch = gpu::int_dot(g0.type) && same_shape(u0, g0);  // gate and up
+    if (one_launch && !groups && gpu::int_dot(down[0].type) && F % 32 == 0) {
+        // ... and the SwiGLU, quantized for down, by the launch's last blocks (one launch fewer)
+        const gpu::ActQ hq = quantized(rows(h), kActSlot);
+        xq = gpu::matmul_ids_swiglu_q(g0.type, expert_table(gate, sg), expert_table(up, su), g0.n_in, F, g0.row_stride,
+                                      ids, k, hq, gr, ur.p, gu_ex, scratch(kSwigluSlot, act_floats),
+                                      counters(static_cast<size_t>(nn * F / 32)), tab_, stream_);
         xq_of = gr.p;
-    } else
-        gpu::swiglu(gr, ur, gr, stream_);
+    } else {
+        if (one_launch) {
+            product(gate, sg, k, rows(h), gr, gu_ex, up, su, ur.p);
+        } else {
+            product(gate, sg, k, rows(h), gr, gu_ex);
+            product(up, su, k, rows(h), ur, up_ex);
+        }
+        if (gpu::int_dot(down[0].type)) {  // the SwiGLU quantized for down as it is written
+            xq = gpu::swiglu_q(gr, ur, gr, scratch(kActSlot, act_floats), stream_);
+            xq_of = gr.p;
+        } else
+            gpu::swiglu(gr, ur, gr, stream_);
+    }
     gpu::Rows out = rows(routed);
     out.rows = nn;  // the shared rows go to down_ex's out
     product(down, sd, 1, gr, out, down_ex);

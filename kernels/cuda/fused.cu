@@ -11,6 +11,7 @@
 #include "kernels/cuda/compat.h"
 #include "kernels/cuda/gpu.h"
 #include "kernels/cuda/rows.cuh"
+#include "kernels/cuda/swiglu_q.cuh"
 
 namespace strata::gpu {
 
@@ -81,10 +82,7 @@ __global__ void rms_norm_gated_q_k(Rows x, Rows z, const float* w, int64_t head,
 // a thread reads its own value before it writes; those past the end store nothing).
 __global__ void swiglu_q_k(Rows g, Rows u, Rows y, ActQ a) {
     const ValueSlot s = value_slot(a);
-    const int64_t c = 32 * s.b + s.k;
-    const float v = rows::swiglu(row(g, s.t)[c], row(u, s.t)[c]);
-    if (s.in) row(y, s.t)[c] = v;
-    quant_value(v, s.k, s.in, a, s.t, s.b);
+    swiglu_q_value(row(g, s.t), row(u, s.t), row(y, s.t), s.k, s.in, a, s.t, s.b);
 }
 
 gpuStream_t st(Stream s) { return static_cast<gpuStream_t>(s); }

@@ -219,6 +219,14 @@ struct IdsExtra {
 void matmul_ids_q(GgmlType type, const uint8_t* const* w, int64_t n_in, int64_t n_out, size_t stride,
                   const int32_t* ids, int64_t div, const ActQ& x, Rows y, const IqTables& tab, Stream s,
                   const uint8_t* const* w2 = nullptr, float* y2 = nullptr, const IdsExtra& extra = {});
+// matmul_ids_q of gate (w, into y) and up (w2, into y2), then the SwiGLU of the two into
+// y, quantized as swiglu_q would (scratch: act_q_bytes(n_out, y.rows)), in the same
+// launch: the last block to finish each 32 outputs of a row computes them (n_out a
+// multiple of 32). counters: y.rows * n_out / 32 device unsigneds, 0 between calls (each
+// call leaves them so). Returns the SwiGLU's digits.
+ActQ matmul_ids_swiglu_q(GgmlType type, const uint8_t* const* w, const uint8_t* const* w2, int64_t n_in,
+                         int64_t n_out, size_t stride, const int32_t* ids, int64_t div, const ActQ& x, Rows y, float* y2,
+                         const IdsExtra& extra, void* scratch, unsigned* counters, const IqTables& tab, Stream s);
 // The rows of ids (n of them) by expert, for matmul_grouped_q: made on the device in
 // scratch (expert_groups_ints(n_expert, n) ints of device memory).
 struct ExpertGroups {

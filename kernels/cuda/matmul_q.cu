@@ -22,6 +22,7 @@
 #include "kernels/cuda/dispatch.h"
 #include "kernels/cuda/gpu.h"
 #include "kernels/cuda/int_decode.cuh"
+#include "kernels/cuda/swiglu_q.cuh"
 
 namespace strata::gpu {
 
@@ -209,32 +210,63 @@ static_assert(sizeof(IdsExtra) == 5 * 8, "no padding in kernel arguments");
 
 // Expert tables by blockIdx.z: w, or w2 with its output y2 (y's rows and ld). Rows from
 // ex.n_ids on: the shared expert's (IdsExtra).
-template <GgmlType T>
+// Swiglu (w2 given): the SwiGLU of the two outputs (gate, up) into y, quantized into sw.a,
+// by the last of the blocks of each 32 outputs of a row to finish (both tables' blocks:
+// they count themselves in sw.counters, fenced after their stores), a warp's work, so
+// that the launch replaces swiglu_q's. Every block then stays to the end (a warp past
+// the outputs computes the last one again and stores nothing), since the block meets at
+// barriers and a CPU HIP runtime's shuffles wait for the whole block.
+struct IdsSwiglu {
+    ActQ a;
+    unsigned* counters;  // y.rows x n_out / 32, 0 between launches
+};
+static_assert(sizeof(IdsSwiglu) == sizeof(ActQ) + 8, "no padding in kernel arguments");
+template <GgmlType T, bool Swiglu = false>
 __global__ void matmul_ids_q_k(const uint8_t* const* w, const uint8_t* const* w2, int64_t n_in, int64_t n_out,
                                size_t stride, const int32_t* ids, int64_t div, ActQ x, Rows y, float* y2,
-                               IqTables tab, IdsExtra ex) {
+                               IqTables tab, IdsExtra ex, IdsSwiglu sw) {
     const int lane = static_cast<int>(threadIdx.x) % warpSize;
-    const int64_t o = static_cast<int64_t>(blockIdx.x) * (blockDim.x / warpSize) + threadIdx.x / warpSize;
+    const int64_t ow = static_cast<int64_t>(blockIdx.x) * (blockDim.x / warpSize) + threadIdx.x / warpSize;
     const int64_t i = blockIdx.y;
-    if (o >= n_out) return;
-    if (blockIdx.z == 1) w = w2, y.p = y2, ex.y = ex.y2;
+    if (!Swiglu && ow >= n_out) return;
+    const bool has = ow < n_out;
+    const int64_t o = has ? ow : n_out - 1;
     const bool routed = ex.n_ids < 0 || i < ex.n_ids;
+    // Row i's outputs of table z: y (y2), or the shared rows' ex.y (ex.y2).
+    const int64_t at = (routed ? i : i - ex.n_ids) * y.ld;
+    const auto out_of = [&](unsigned z) { return (z == 0 ? (routed ? y.p : ex.y) : (routed ? y2 : ex.y2)) + at; };
+    if (blockIdx.z == 1) w = w2;
     const uint8_t* we = w[routed ? ids[i] : ex.id];
-    if (we == nullptr) return;  // an expert computed elsewhere: its row of y stays as it is
-    const uint8_t* row[1] = {we + o * stride};
-    float acc[1][1] = {};
-    const int64_t xr = routed ? i / div : ex.x0 + (i - ex.n_ids);
-    float* out = routed ? y.p + i * y.ld : ex.y + (i - ex.n_ids) * y.ld;
-    const auto row_of = [xr](int) { return xr; };
-    if (aligned16<T>(we, stride)) {
-        STRATA_UNROLL(2)
-        for (int c = lane; c < n_in / 32; c += warpSize) chunk_dot<T, 1, 1, true>(row, 1, c, x, row_of, 1, acc, tab);
-    } else {
-        STRATA_UNROLL(2)
-        for (int c = lane; c < n_in / 32; c += warpSize) chunk_dot<T, 1, 1, false>(row, 1, c, x, row_of, 1, acc, tab);
+    if (!Swiglu && we == nullptr) return;  // an expert computed elsewhere: its row of y stays as it is
+    if (we != nullptr) {  // the whole block
+        const uint8_t* row[1] = {we + o * stride};
+        float acc[1][1] = {};
+        const int64_t xr = routed ? i / div : ex.x0 + (i - ex.n_ids);
+        const auto row_of = [xr](int) { return xr; };
+        if (aligned16<T>(we, stride)) {
+            STRATA_UNROLL(2)
+            for (int c = lane; c < n_in / 32; c += warpSize) chunk_dot<T, 1, 1, true>(row, 1, c, x, row_of, 1, acc, tab);
+        } else {
+            STRATA_UNROLL(2)
+            for (int c = lane; c < n_in / 32; c += warpSize) chunk_dot<T, 1, 1, false>(row, 1, c, x, row_of, 1, acc, tab);
+        }
+        const float s = warp_sum(acc[0][0]);
+        if (lane == 0 && has) out_of(blockIdx.z)[o] = s;
     }
-    const float s = warp_sum(acc[0][0]);
-    if (lane == 0) out[o] = s;
+    if constexpr (Swiglu) {
+        __shared__ unsigned done;
+        const int64_t per = blockDim.x / warpSize, b = blockIdx.x * per / 32;  // its 32 outputs
+        unsigned* counter = sw.counters + i * (n_out / 32) + b;
+        __threadfence();
+        __syncthreads();
+        if (threadIdx.x == 0) done = atomicAdd(counter, 1u);
+        __syncthreads();
+        if (done != static_cast<unsigned>(2 * (32 / per) - 1)) return;  // the whole block
+        __threadfence();
+        const int k = static_cast<int>(threadIdx.x % 32);
+        swiglu_q_value(out_of(0), out_of(1), out_of(0), k, threadIdx.x < 32, sw.a, i, b);
+        if (threadIdx.x == 0) *counter = 0;
+    }
 }
 
 // The rows of ids by expert: rows offsets[e] .. offsets[e + 1] - 1 of order are the i with
@@ -386,10 +418,30 @@ void matmul_ids_q(GgmlType type, const uint8_t* const* w, int64_t n_in, int64_t 
     const dim3 grid(out_blocks(n_out), static_cast<unsigned>(y.rows), w2 ? 2u : 1u);
     const bool ok = dispatch_quant(type, [&]<GgmlType T>() {
         launch(matmul_ids_q_k<T>, grid, dim3(kThreads), st(s), w, w2, n_in, n_out, stride, ids, div, x, y, y2, tab,
-               extra);
+               extra, IdsSwiglu{});
     });
     if (!ok) fail("moe_experts: weight type {} has no integer GPU kernel", type_info(type).name);
     check_launch("moe_experts");
+}
+
+ActQ matmul_ids_swiglu_q(GgmlType type, const uint8_t* const* w, const uint8_t* const* w2, int64_t n_in,
+                         int64_t n_out, size_t stride, const int32_t* ids, int64_t div, const ActQ& x, Rows y, float* y2,
+                         const IdsExtra& extra, void* scratch, unsigned* counters, const IqTables& tab, Stream s) {
+    const int64_t per = kThreads / warp_size();
+    STRATA_CHECK(stride % 2 == 0 && n_in == x.n && n_out % 32 == 0 && 32 % per == 0 && w2 && y.cols == n_out,
+                 "moe_experts: gate and up of {} outputs for the SwiGLU in their launch", n_out);
+    STRATA_CHECK(extra.n_ids < 0 || (extra.n_ids <= y.rows && extra.y && extra.y2),
+                 "moe_experts: shared expert rows without their outputs");
+    const ActQ a = act_q_at(scratch, n_out, y.rows);
+    if (y.rows == 0) return a;
+    const dim3 grid(out_blocks(n_out), static_cast<unsigned>(y.rows), 2u);
+    const bool ok = dispatch_quant(type, [&]<GgmlType T>() {
+        launch(matmul_ids_q_k<T, true>, grid, dim3(kThreads), st(s), w, w2, n_in, n_out, stride, ids, div, x, y, y2,
+               tab, extra, IdsSwiglu{a, counters});
+    });
+    if (!ok) fail("moe_experts: weight type {} has no integer GPU kernel", type_info(type).name);
+    check_launch("moe_experts");
+    return a;
 }
 
 size_t expert_groups_ints(int64_t n_expert, int64_t n) { return static_cast<size_t>(2 * n_expert + 1 + n); }

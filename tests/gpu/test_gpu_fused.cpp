@@ -283,4 +283,60 @@ TEST_CASE("matmul_topk writes what matmul and topk_softmax write, and leaves its
     stream_destroy(s);
 }
 
+TEST_CASE("matmul_ids_swiglu_q writes what matmul_ids_q of gate and up and swiglu_q write", "[gpu]") {
+    if (!start_device()) return;
+    const Stream s = stream_create();
+    const IqTables tab = upload_iq_tables();
+    constexpr int64_t n_in = 256, X = 4;
+    for (GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_K})
+        for (const int64_t F : {int64_t{32}, int64_t{96}})
+            for (const int64_t n : {int64_t{1}, int64_t{6}}) {  // routed rows; two more: a shared expert's
+                INFO(type_info(type).name << " F " << F << " rows " << n);
+                const size_t rb = row_bytes(type, n_in);
+                // X + 1 experts per table (the last the shared one), gate's then up's.
+                std::vector<std::unique_ptr<Mem>> experts;
+                std::vector<const uint8_t*> gate_rows, up_rows;
+                for (int e = 0; e < 2 * (X + 1); ++e) {
+                    const std::vector<float> f = test::gaussian(static_cast<size_t>(n_in * F), 50 + e);
+                    std::vector<float> q((rb * static_cast<size_t>(F) + 3) / 4);
+                    for (int64_t o = 0; o < F; ++o)
+                        quantize_row(type, f.data() + o * n_in, reinterpret_cast<uint8_t*>(q.data()) + o * rb, n_in);
+                    experts.push_back(std::make_unique<Mem>(q));
+                    (e <= X ? gate_rows : up_rows).push_back(static_cast<const uint8_t*>(experts.back()->p));
+                }
+                const auto table = [](const std::vector<const uint8_t*>& v) {
+                    auto m = std::make_unique<Mem>(v.size() * sizeof(void*));
+                    GPU_REQUIRE(gpuMemcpyAsync(m->p, v.data(), m->bytes, gpuMemcpyDefault, 0));
+                    GPU_REQUIRE(gpuStreamSynchronize(0));
+                    return m;
+                };
+                const auto gt = table(gate_rows), ut = table(up_rows);
+                std::vector<int32_t> id_v;
+                for (int64_t i = 0; i < n; ++i) id_v.push_back(static_cast<int32_t>((3 * i + 1) % X));
+                const Mem ids(std::vector<float>(id_v.size()));
+                GPU_REQUIRE(gpuMemcpyAsync(ids.p, id_v.data(), ids.bytes, gpuMemcpyDefault, 0));
+                GPU_REQUIRE(gpuStreamSynchronize(0));
+                const int64_t T = 2, div = n / T > 0 ? n / T : 1, rows = n + T;
+                const Mem x(test::gaussian(static_cast<size_t>(n_in * T), 60)), xs(act_q_bytes(n_in, T));
+                const ActQ xq = quantize_act(rows_of(x, n_in, T), xs.p, s);
+                const size_t fb = static_cast<size_t>(rows * F) * sizeof(float), qb = act_q_bytes(F, rows);
+                const Mem g0(fb), u0(fb), q0(qb), g1(fb), u1(fb), q1(qb), counters(static_cast<size_t>(rows * F / 32) * 4);
+                const auto* const* gw = static_cast<const uint8_t* const*>(gt->p);
+                const auto* const* uw = static_cast<const uint8_t* const*>(ut->p);
+                const auto* idp = static_cast<const int32_t*>(ids.p);
+                const IdsExtra ex0{n, X, 0, g0.f() + n * F, u0.f() + n * F}, ex1{n, X, 0, g1.f() + n * F, u1.f() + n * F};
+                matmul_ids_q(type, gw, n_in, F, rb, idp, div, xq, rows_of(g0, F, rows), tab, s, uw, u0.f(), ex0);
+                swiglu_q(rows_of(g0, F, rows), rows_of(u0, F, rows), rows_of(g0, F, rows), q0.p, s);
+                for (int rep = 0; rep < 2; ++rep) {  // the counters as the first call left them
+                    matmul_ids_swiglu_q(type, gw, uw, n_in, F, rb, idp, div, xq, rows_of(g1, F, rows), u1.f(), ex1, q1.p,
+                                        static_cast<unsigned*>(counters.p), tab, s);
+                    CHECK_SAME(g1.host(s), g0.host(s));
+                    CHECK_SAME(u1.host(s), u0.host(s));
+                    CHECK_SAME(q1.host(s), q0.host(s));
+                    CHECK_SAME(counters.host(s), std::vector<uint8_t>(counters.bytes, 0));
+                }
+            }
+    stream_destroy(s);
+}
+
 }  // namespace strata::gpu
