@@ -687,30 +687,42 @@ struct Harness {
             close(m.out(g_t), wg, 1e-5, 1e-6);
             ran("gdn_gates");
             {
-                // A layer's order on the device's own rows: gates, conv step, recurrence (a
-                // GPU holds the gates and computes them in the recurrence's kernel), the
-                // bits of the three ops run one at a time, each result brought to the host
-                // before the next op.
-                const int64_t K = d.conv_k;
-                const Floats x = rng.normal(static_cast<size_t>(T * cd)), w = rng.normal(static_cast<size_t>(cd * K));
-                const Floats cs0 = rng.normal(static_cast<size_t>((K - 1) * cd));
-                const Floats ss0 = rng.normal(static_cast<size_t>(nv * d.dv * d.dk), 0.1f);
+                // A layer's order on the device's own rows: gates, conv step, recurrence, the
+                // gated norm and a product of it (a GPU holds the gates for the recurrence's
+                // kernel and the recurrence for the norm, which that kernel then runs), the
+                // bits of the ops run one at a time, each result brought to the host before
+                // the next op. Value heads of 32: the GPU's norm there quantizes whole heads.
+                GdnDims e = d;
+                e.dv = 32;
+                const int64_t K = e.conv_k, ce = e.conv_dim();
+                const Floats x = rng.normal(static_cast<size_t>(T * ce)), w = rng.normal(static_cast<size_t>(ce * K));
+                const Floats cs0 = rng.normal(static_cast<size_t>((K - 1) * ce));
+                const Floats ss0 = rng.normal(static_cast<size_t>(nv * e.dv * e.dk), 0.1f);
+                const Floats zv = rng.normal(static_cast<size_t>(T * e.value_dim())), nw = rng.normal(static_cast<size_t>(e.dv));
+                const MatView ow = ops.prepare_weight(weight(GgmlType::Q8_0, e.value_dim(), 24).view);
                 std::vector<Floats> got[2];
                 for (int chained = 0; chained < 2; ++chained) {
-                    const Tensor bt = m.zeros(nv, T), gl = m.zeros(nv, T), u = m.zeros(cd, T);
-                    const Tensor o = m.zeros(d.value_dim(), T);
+                    const Tensor bt = m.zeros(nv, T), gl = m.zeros(nv, T), u = m.zeros(ce, T);
+                    const Tensor o = m.zeros(e.value_dim(), T), prod = m.zeros(24, T);
                     // Every input on the device first: a copy in is an op that issues held work.
                     float *cs = m.in(cs0), *ss = m.in(ss0), *a_d = m.in(a), *dt_d = m.in(dt), *w_d = m.in(w);
-                    const Tensor ba_t = m.in(ba, 2 * nv, T), x_t = m.in(x, cd, T);
-                    ops.gdn_gates(d, ba_t, a_d, dt_d, bt, gl);
+                    const Tensor z_t = m.in(zv, e.value_dim(), T);
+                    const float* nw_d = m.in(nw);
+                    const Tensor ba_t = m.in(ba, 2 * nv, T), x_t = m.in(x, ce, T);
+                    ops.gdn_gates(e, ba_t, a_d, dt_d, bt, gl);
                     if (!chained) (void)m.out(gl);
-                    ops.gdn_conv(d, x_t, w_d, cs, u);
+                    ops.gdn_conv(e, x_t, w_d, cs, u);
                     if (!chained) (void)m.out(u);
-                    ops.gdn_recurrent(d, u, gl, bt, ss, o);
-                    got[chained] = {m.out(o), m.out(ss, ss0.size()), m.out(cs, cs0.size()), m.out(bt), m.out(gl)};
+                    ops.gdn_recurrent(e, u, gl, bt, ss, o);
+                    if (!chained) (void)m.out(o);
+                    // the gated norm of o (a GPU runs it in the recurrence's kernel) and a product of it
+                    ops.rms_norm_gated(o, z_t, nw_d, e.dv, 1e-6f);
+                    ops.matmul(ow, o, prod);
+                    got[chained] = {m.out(o),  m.out(ss, ss0.size()), m.out(cs, cs0.size()),
+                                    m.out(bt), m.out(gl),            m.out(prod)};
                 }
                 for (size_t i = 0; i < got[0].size(); ++i) {
-                    INFO("output " << i << " of o, state, conv state, beta, g");
+                    INFO("output " << i << " of o, state, conv state, beta, g, the product");
                     EXPECT(got[1][i] == got[0][i]);
                 }
             }

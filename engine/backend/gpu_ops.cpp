@@ -91,6 +91,7 @@ GpuOps::~GpuOps() {
     gates_.reset();
     combine_.reset();
     router_.reset();
+    recur_.reset();
     bind();
     try {
         gpu::stream_sync(stream_);
@@ -131,7 +132,7 @@ void GpuOps::item_begin() {
 }
 
 void GpuOps::item_end() {
-    if (add_ || gates_ || combine_ || router_) {
+    if (add_ || gates_ || combine_ || router_ || recur_) {
         bind_keeping();  // held work goes with this item's
     }
     if (profile_) {
@@ -224,11 +225,13 @@ void* GpuOps::keep(size_t bytes) {
 int64_t GpuOps::scratch_bytes(const WindowShape& w) const {
     const int64_t experts = 2 * w.expert_rows * w.expert_ff * static_cast<int64_t>(sizeof(float));  // slots 0, 1
     const int64_t act = static_cast<int64_t>(gpu::act_q_bytes(w.max_in, std::max(w.rows, w.expert_rows)));
-    // The SwiGLU's digits and block counters where gate and up launch with it (slot
-    // kSwigluSlot; counted for every window with experts).
-    const int64_t swiglu = w.expert_rows > 0 ? static_cast<int64_t>(gpu::act_q_bytes(w.expert_ff, w.expert_rows)) +
-                                                   w.expert_rows * (w.expert_ff / 32) * static_cast<int64_t>(sizeof(unsigned))
-                                             : 0;
+    // The SwiGLU's digits where gate and up launch with it (slot kSwigluSlot; counted for
+    // every window with experts), and the block counters of that launch and of the GDN
+    // recurrence with its norm (one buffer, as large as the larger need).
+    const int64_t swiglu =
+        w.expert_rows > 0 ? static_cast<int64_t>(gpu::act_q_bytes(w.expert_ff, w.expert_rows)) : 0;
+    const int64_t counters =
+        std::max(w.expert_rows * (w.expert_ff / 32), w.gdn_heads) * static_cast<int64_t>(sizeof(unsigned));
     const int64_t attn =
         w.n_head > 0 ? static_cast<int64_t>(gpu::attention_scratch_floats(w.rows, w.n_head, w.head_dim_v) * sizeof(float))
                      : 0;
@@ -237,7 +240,7 @@ int64_t GpuOps::scratch_bytes(const WindowShape& w) const {
                                : 0;
     // A window of up to w.rows rows includes the decode and verify windows that fuse.
     const int64_t fused = static_cast<int64_t>(gpu::act_q_bytes(w.max_in, std::min(w.rows, kFuseRows)));
-    return experts + act + swiglu + attn + groups + fused;
+    return experts + act + swiglu + counters + attn + groups + fused;
 }
 
 void GpuOps::overwrites(const void* p, size_t bytes) {
@@ -493,8 +496,18 @@ void GpuOps::rms_norm(Tensor x, const float* w, float eps, Tensor y) {
 }
 
 void GpuOps::rms_norm_gated(Tensor x, Tensor z, const float* w, int64_t head, float eps) {
+    const gpu::Rows xr = rows(x), zr = rows(z);
+    if (recur_ && same_rows(recur_->o, xr) && head == recur_->d.dv && zr.rows == xr.rows && !overlaps(xr, zr) &&
+        !overlaps(zr, recur_->state, sizeof(float) * static_cast<size_t>(recur_->d.nv * recur_->d.dv * recur_->d.dk))) {
+        const PendingRecurrent r = *recur_;
+        recur_.reset();  // the recurrence and this norm: one kernel
+        bind();
+        const gpu::GdnNormArgs norm{zr, w, eps, 0, {}, counters(static_cast<size_t>(r.d.nv))};
+        fused_ = Fused{xr, gpu::gdn_recurrent(r.d.nk, r.d.nv, r.d.dk, r.d.dv, r.d.tiled, r.u, r.g, r.beta, r.state, r.o,
+                                              stream_, r.gates, norm, fused_scratch(xr))};
+        return;
+    }
     bind();
-    const gpu::Rows xr = rows(x);
     if (fuses(xr) && head % 32 == 0)
         fused_ = Fused{xr, gpu::rms_norm_gated_q(xr, rows(z), w, head, eps, fused_scratch(xr), stream_)};
     else gpu::rms_norm_gated(xr, rows(z), w, head, eps, stream_);
@@ -746,7 +759,23 @@ void GpuOps::gdn_recurrent(const GdnDims& d, Tensor u, Tensor g, Tensor beta, fl
         gates_.reset();  // issued here, in the recurrence's kernel
     }
     bind();
-    gpu::gdn_recurrent(d.nk, d.nv, d.dk, d.dv, d.tiled, rows(u), rows(g), rows(beta), state, rows(o), stream_, gates);
+    const gpu::Rows ur = rows(u), gr = rows(g), br = rows(beta), orr = rows(o);
+    const size_t state_bytes = sizeof(float) * static_cast<size_t>(d.nv * d.dv * d.dk);
+    // Held for the gated norm of its output (the GDN layer's next op), which its kernel
+    // then runs: where o is written only here (the norm rewrites it in place).
+    if (fuses(orr) && d.dv % 32 == 0 && !overlaps(orr, ur) && !overlaps(orr, gr) && !overlaps(orr, br) &&
+        !overlaps(orr, state, state_bytes) && !overlaps(orr, gates.ba)) {
+        recur_ = PendingRecurrent{d, ur, gr, br, state, orr, gates};
+        return;
+    }
+    gpu::gdn_recurrent(d.nk, d.nv, d.dk, d.dv, d.tiled, ur, gr, br, state, orr, stream_, gates);
+}
+
+void GpuOps::flush_recurrent() {
+    if (!recur_) return;
+    const PendingRecurrent r = *recur_;
+    recur_.reset();
+    gpu::gdn_recurrent(r.d.nk, r.d.nv, r.d.dk, r.d.dv, r.d.tiled, r.u, r.g, r.beta, r.state, r.o, stream_, r.gates);
 }
 
 void GpuOps::gdn_chunked(const GdnDims& d, Tensor u, Tensor g, Tensor beta, float* state, Tensor o, int64_t chunk) {

@@ -98,6 +98,7 @@ private:
     void bind_keeping() {
         gpu::set_device(dev_);
         flush_router();
+        flush_recurrent();
         flush_combine();
         flush_add();
         flush_gates();
@@ -171,6 +172,18 @@ private:
     };
     std::optional<PendingGates> gates_;
     void flush_gates();
+    // A GDN recurrence of a window of up to kFuseRows rows (with its gates, if held), held
+    // for the gated norm of its output, which its kernel then runs (gpu::gdn_recurrent's
+    // norm): one launch per GDN layer fewer.
+    struct PendingRecurrent {
+        GdnDims d;
+        gpu::Rows u, g, beta;
+        float* state;
+        gpu::Rows o;
+        gpu::GdnGateArgs gates;
+    };
+    std::optional<PendingRecurrent> recur_;
+    void flush_recurrent();
     // A product of float weights (a MoE router's) of a window of up to kFuseRows rows,
     // held likewise: top-k routing of its output launches both (gpu::matmul_topk), one
     // launch per MoE layer fewer.

@@ -55,11 +55,12 @@ struct AttnDims {
 
 // The largest window a stage runs, as the op sets' own scratch depends on it
 // (Ops::scratch_bytes): rows, the widest matmul input, the expert rows (rows x experts
-// per token) and their width, the attention heads.
+// per token) and their width, the attention heads, the GDN layers' value heads.
 struct WindowShape {
     int64_t rows = 1, max_in = 0;
     int64_t expert_rows = 0, expert_ff = 0, n_expert = 0;
     int64_t n_head = 0, head_dim_v = 0;
+    int64_t gdn_heads = 0;
 };
 
 // A MoE layer's shared expert for Ops::moe_experts: its weights (placed like the routed

@@ -116,6 +116,7 @@ WindowShape Model::window_shape(int64_t rows) const {
         w.n_expert = hp_.n_expert;
     w.n_head = hp_.n_head;
     w.head_dim_v = hp_.head_dim_v;
+    w.gdn_heads = hp_.ssm_dt_rank;  // 0 where there are no GDN layers
     return w;
 }
 

@@ -11,7 +11,7 @@
 #include "kernels/cuda/compat.h"
 #include "kernels/cuda/gpu.h"
 #include "kernels/cuda/rows.cuh"
-#include "kernels/cuda/swiglu_q.cuh"
+#include "kernels/cuda/fused.cuh"
 
 namespace strata::gpu {
 
@@ -64,18 +64,7 @@ __global__ void rms_norm_q_k(Rows x, Rows a, MoeCombine c, Rows out, const float
 __global__ void rms_norm_gated_q_k(Rows x, Rows z, const float* w, int64_t head, float eps, ActQ a) {
     __shared__ float red[32];
     const int64_t t = blockIdx.y, c0 = blockIdx.x * head;
-    float* xh = row(x, t) + c0;
-    const float* zh = row(z, t) + c0;
-    float ss = 0.0f;
-    for (int64_t i = threadIdx.x; i < head; i += blockDim.x) ss += xh[i] * xh[i];
-    const float scale = rows::rms_scale(block_sum(ss, red), head, eps);
-    for (int64_t i0 = 0; i0 < head; i0 += blockDim.x) {
-        const int64_t i = i0 + threadIdx.x;
-        const bool in = i < head;
-        const float v = in ? rows::gated(xh[i], scale, w[i], zh[i]) : 0.0f;
-        if (in) xh[i] = v;
-        quant_value(v, static_cast<int>(threadIdx.x % 32), in, a, t, (c0 + i) / 32);
-    }
+    gated_norm_q_head(row(x, t) + c0, row(z, t) + c0, w, head, eps, a, t, c0, red);
 }
 
 // quantize_act_k's grid, each thread's value the SwiGLU of its g and u (y may be g or u:

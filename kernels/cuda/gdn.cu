@@ -9,6 +9,7 @@
 #include "engine/core/error.h"
 #include "kernels/cuda/compat.h"
 #include "kernels/cuda/gpu.h"
+#include "kernels/cuda/fused.cuh"
 #include "kernels/cuda/rows.cuh"
 
 namespace strata::gpu {
@@ -21,8 +22,15 @@ constexpr int kMaxPerLane = kMaxDk / 32;  // 32 lanes or more
 
 static_assert(sizeof(GdnGateArgs) == sizeof(Rows) + 16, "no padding in kernel arguments");
 
+static_assert(kThreads == rows::kHeadThreads, "the norm's last block is rms_norm_gated_q's block for the head");
+static_assert(sizeof(GdnNormArgs) == sizeof(Rows) + 16 + sizeof(ActQ) + 8, "no padding in kernel arguments");
+
+// Norm: then the last of a head's blocks to finish (they count themselves in
+// norm.counters[h], fenced after their stores) runs rms_norm_gated_q's block for the head
+// on each row (fused.cuh), so that the launch replaces that one.
+template <bool Norm = false>
 __global__ void gdn_recurrent_k(int64_t nk, int64_t nv, int64_t dk, int64_t dv, bool tiled, Rows u, Rows g, Rows beta,
-                                float* state, Rows o, GdnGateArgs gates) {
+                                float* state, Rows o, GdnGateArgs gates, GdnNormArgs norm) {
     const int64_t h = blockIdx.x, kh = tiled ? h % nk : h / (nv / nk);
     const int64_t key_dim = nk * dk;
     const int lane = static_cast<int>(threadIdx.x) % warpSize, warp = static_cast<int>(threadIdx.x) / warpSize;
@@ -72,20 +80,44 @@ __global__ void gdn_recurrent_k(int64_t nk, int64_t nv, int64_t dk, int64_t dv, 
             if (active && i < dk) row[i] = r[c];
         }
     }
+    if constexpr (Norm) {
+        __shared__ unsigned done;
+        __shared__ float red[32];
+        __threadfence();
+        __syncthreads();
+        if (threadIdx.x == 0) done = atomicAdd(norm.counters + h, 1u);
+        __syncthreads();
+        if (done != gridDim.y - 1) return;  // the whole block
+        __threadfence();
+        for (int64_t t = 0; t < o.rows; ++t)
+            gated_norm_q_head(o.p + t * o.ld + h * dv, norm.z.p + t * norm.z.ld + h * dv, norm.w, dv, norm.eps, norm.a,
+                              t, h * dv, red);
+        if (threadIdx.x == 0) norm.counters[h] = 0;
+    }
 }
 
 }  // namespace
 
-void gdn_recurrent(int64_t nk, int64_t nv, int64_t dk, int64_t dv, bool tiled, Rows u, Rows g, Rows beta, float* state,
-                   Rows o, Stream s, const GdnGateArgs& gates) {
+ActQ gdn_recurrent(int64_t nk, int64_t nv, int64_t dk, int64_t dv, bool tiled, Rows u, Rows g, Rows beta, float* state,
+                   Rows o, Stream s, const GdnGateArgs& gates, const GdnNormArgs& norm, void* scratch) {
     STRATA_CHECK(dk <= kMaxDk, "gdn: key head size {} (the GPU kernel takes up to {})", dk, kMaxDk);
-    if (u.rows == 0) return;
+    if (u.rows == 0) return norm.w ? act_q_at(scratch, o.cols, o.rows) : ActQ{};
     const int64_t rows_per_block = kThreads / warp_size();  // a warp per state row
     const dim3 grid(static_cast<unsigned>(nv), static_cast<unsigned>((dv + rows_per_block - 1) / rows_per_block));
     STRATA_CHECK(!gates.ba.p || gates.ba.rows == u.rows, "gdn: {} rows of gates for {} rows", gates.ba.rows, u.rows);
-    launch(gdn_recurrent_k, grid, dim3(kThreads), static_cast<gpuStream_t>(s), nk, nv, dk, dv, tiled, u, g, beta,
-           state, o, gates);
+    if (!norm.w) {
+        launch(gdn_recurrent_k<false>, grid, dim3(kThreads), static_cast<gpuStream_t>(s), nk, nv, dk, dv, tiled, u, g,
+               beta, state, o, gates, GdnNormArgs{});
+        check_launch("gdn_recurrent");
+        return {};
+    }
+    STRATA_CHECK(dv % 32 == 0 && norm.z.rows == o.rows && norm.counters, "gdn: the gated norm of heads of {} values", dv);
+    GdnNormArgs n = norm;
+    n.a = act_q_at(scratch, o.cols, o.rows);
+    launch(gdn_recurrent_k<true>, grid, dim3(kThreads), static_cast<gpuStream_t>(s), nk, nv, dk, dv, tiled, u, g, beta,
+           state, o, gates, n);
     check_launch("gdn_recurrent");
+    return n.a;
 }
 
 }  // namespace strata::gpu

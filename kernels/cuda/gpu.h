@@ -298,8 +298,21 @@ struct GdnGateArgs {
     const float* a = nullptr;
     const float* dt_bias = nullptr;
 };
-void gdn_recurrent(int64_t nk, int64_t nv, int64_t dk, int64_t dv, bool tiled, Rows u, Rows g, Rows beta, float* state,
-                   Rows o, Stream s, const GdnGateArgs& gates = {});
+// norm (optional, w set): then rms_norm_gated_q of o by heads of dv with z and w, in the
+// same launch (the last of each head's blocks to finish runs it; dv a multiple of 32;
+// scratch: act_q_bytes(o.cols, o.rows)); counters: nv device unsigneds, 0 between calls
+// (each call leaves them so). Returns the norm's digits (none without a norm).
+struct GdnNormArgs {
+    Rows z{};
+    const float* w = nullptr;
+    float eps = 0.0f;
+    uint32_t unused = 0;
+    ActQ a{};  // set by gdn_recurrent
+    unsigned* counters = nullptr;
+};
+ActQ gdn_recurrent(int64_t nk, int64_t nv, int64_t dk, int64_t dv, bool tiled, Rows u, Rows g, Rows beta, float* state,
+                   Rows o, Stream s, const GdnGateArgs& gates = {}, const GdnNormArgs& norm = {},
+                   void* scratch = nullptr);
 
 // --- hand-off (handoff.cu; engine/backend/handoff.h holds the words) ---
 inline constexpr uint64_t kHandoffAbort = ~uint64_t{0};

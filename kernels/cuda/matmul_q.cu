@@ -22,7 +22,7 @@
 #include "kernels/cuda/dispatch.h"
 #include "kernels/cuda/gpu.h"
 #include "kernels/cuda/int_decode.cuh"
-#include "kernels/cuda/swiglu_q.cuh"
+#include "kernels/cuda/fused.cuh"
 
 namespace strata::gpu {
 

@@ -175,7 +175,7 @@ TEST_CASE("gdn_conv writes what conv1d_silu and the two l2_norms write", "[gpu]"
     stream_destroy(s);
 }
 
-TEST_CASE("gdn_recurrent with its gates writes what gdn_gates and gdn_recurrent write", "[gpu]") {
+TEST_CASE("gdn_recurrent with its gates (and its norm) writes what gdn_gates, gdn_recurrent (and rms_norm_gated_q) write", "[gpu]") {
     if (!start_device()) return;
     const Stream s = stream_create();
     struct Dims {
@@ -207,6 +207,22 @@ TEST_CASE("gdn_recurrent with its gates writes what gdn_gates and gdn_recurrent 
             CHECK_SAME(s1.host(s), s0.host(s));
             CHECK_SAME(g1.host(s), g0.host(s));
             CHECK_SAME(b1.host(s), b0.host(s));
+            if (dm.dv % 32 != 0) continue;
+            // ... and with the gated norm of o, quantized, in the same launch.
+            const std::vector<float> z = test::gaussian(static_cast<size_t>(vd * T), 45),
+                                     w = test::gaussian(static_cast<size_t>(dm.dv), 46);
+            const size_t qb = act_q_bytes(vd, T);
+            const Mem zd(z), wd(w), s2(st), g2(nvb), b2(nvb), o2(ob), q0(qb), q2(qb),
+                counters(static_cast<size_t>(dm.nv) * sizeof(unsigned));
+            rms_norm_gated_q(rows_of(o0, vd, T), rows_of(zd, vd, T), wd.f(), dm.dv, 1e-6f, q0.p, s);
+            gdn_recurrent(dm.nk, dm.nv, dm.dk, dm.dv, dm.tiled, rows_of(ud, cd, T), rows_of(g2, dm.nv, T),
+                          rows_of(b2, dm.nv, T), s2.f(), rows_of(o2, vd, T), s,
+                          GdnGateArgs{rows_of(bad, 2 * dm.nv, T), ad.f(), dtd.f()},
+                          GdnNormArgs{rows_of(zd, vd, T), wd.f(), 1e-6f, 0, {}, static_cast<unsigned*>(counters.p)}, q2.p);
+            CHECK_SAME(o2.host(s), o0.host(s));
+            CHECK_SAME(q2.host(s), q0.host(s));
+            CHECK_SAME(s2.host(s), s0.host(s));
+            CHECK_SAME(counters.host(s), std::vector<uint8_t>(counters.bytes, 0));
         }
     stream_destroy(s);
 }
