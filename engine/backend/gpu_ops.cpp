@@ -111,7 +111,6 @@ GpuOps::~GpuOps() {
     }
     for (void* p : owned_) gpu::dev_free(p);
     for (auto& [p, n] : scratch_) gpu::dev_free(p);
-    if (counters_) gpu::dev_free(counters_);
     gpu::host_free(bad_id_host_);
     gpu::host_free(stage_);
     gpu::stream_destroy(stream_);
@@ -257,23 +256,12 @@ void* GpuOps::fused_scratch(const gpu::Rows& y) {
 }
 
 unsigned* GpuOps::counters(size_t n) {
-    if (counters_n_ < n) {
-        // In stream order, as scratch(): zeroed before any kernel queued after it counts.
-        if (counters_) gpu::dev_free_async(counters_, stream_);
-        meter_.release(counters_n_ * sizeof(unsigned));
-        counters_ = nullptr;
-        counters_n_ = 0;
-        meter_.charge(n * sizeof(unsigned), "op scratch");
-        try {
-            counters_ = static_cast<unsigned*>(gpu::dev_alloc_async(n * sizeof(unsigned), stream_));
-        } catch (...) {
-            meter_.release(n * sizeof(unsigned));
-            throw;
-        }
-        gpu::memset_async(counters_, 0, n * sizeof(unsigned), stream_);
-        counters_n_ = n;
-    }
-    return counters_;
+    static_assert(sizeof(unsigned) == sizeof(float), "counters in a float slot");
+    const size_t before = scratch_.size() > kCounterSlot ? scratch_[kCounterSlot].second : 0;
+    auto* p = reinterpret_cast<unsigned*>(scratch(kCounterSlot, n));
+    // A new buffer, in stream order: zeroed before any kernel queued after it counts.
+    if (scratch_[kCounterSlot].second != before) gpu::memset_async(p, 0, n * sizeof(unsigned), stream_);
+    return p;
 }
 
 float* GpuOps::scratch(size_t i, size_t floats) {

@@ -201,11 +201,10 @@ private:
     static constexpr size_t kGroupSlot = 4;  // moe_experts' rows by expert (ints)
     static constexpr size_t kFusedSlot = 5;  // fused_'s digits
     static constexpr size_t kSwigluSlot = 6;  // moe_experts' SwiGLU digits made with gate and up
+    static constexpr size_t kCounterSlot = 7;  // counters()
     // n device unsigneds, 0 between kernels (each kernel that counts in them leaves them
-    // so): the block counters of gpu::matmul_ids_swiglu_q.
+    // so): the block counters of gpu::matmul_ids_swiglu_q and of gdn_recurrent's norm.
     unsigned* counters(size_t n);
-    unsigned* counters_ = nullptr;
-    size_t counters_n_ = 0;
     // Whether a window of `tokens` tokens and `rows` expert rows takes the experts one at a
     // time (each expert's weights read once for its rows) rather than row by row: only
     // where experts repeat. A decode step's rows go to different experts, and a grid over
