@@ -238,4 +238,20 @@ STRATA_DEV float block_max(float v, float* scratch) {
     return s;
 }
 
+// Whether this block is the last of `blocks` blocks sharing `counter` to get here: each
+// block's stores are fenced before it counts itself, so the last sees them all (reading
+// them through volatile loads). The last sets the counter back to 0, so that the next
+// launch (or graph replay) starts from zeros. Every thread of the block calls it (its
+// barriers); `done`: __shared__ unsigned of the caller.
+STRATA_DEV bool last_to_finish(unsigned* counter, unsigned blocks, unsigned& done) {
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) done = atomicAdd(counter, 1u);
+    __syncthreads();
+    if (done != blocks - 1) return false;  // the whole block
+    __threadfence();
+    if (threadIdx.x == 0) *counter = 0;  // every block has counted
+    return true;
+}
+
 }  // namespace strata::gpu

@@ -83,16 +83,10 @@ __global__ void gdn_recurrent_k(int64_t nk, int64_t nv, int64_t dk, int64_t dv, 
     if constexpr (Norm) {
         __shared__ unsigned done;
         __shared__ float red[32];
-        __threadfence();
-        __syncthreads();
-        if (threadIdx.x == 0) done = atomicAdd(norm.counters + h, 1u);
-        __syncthreads();
-        if (done != gridDim.y - 1) return;  // the whole block
-        __threadfence();
+        if (!last_to_finish(norm.counters + h, gridDim.y, done)) return;
         for (int64_t t = 0; t < o.rows; ++t)
             gated_norm_q_head(o.p + t * o.ld + h * dv, norm.z.p + t * norm.z.ld + h * dv, norm.w, dv, norm.eps, norm.a,
                               t, h * dv, red);
-        if (threadIdx.x == 0) norm.counters[h] = 0;
     }
 }
 

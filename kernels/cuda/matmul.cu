@@ -19,6 +19,8 @@ namespace {
 constexpr int kThreads = 128;
 constexpr int kRows = 4;
 
+STRATA_DEV_HOST constexpr bool is_float(GgmlType t) { return t == GgmlType::F32 || t == GgmlType::F16 || t == GgmlType::BF16; }
+
 STRATA_DEV float load_float(GgmlType t, const uint8_t* row, int64_t i) {
     if (t == GgmlType::F32) {
         float v;
@@ -33,7 +35,7 @@ STRATA_DEV float load_float(GgmlType t, const uint8_t* row, int64_t i) {
 template <GgmlType T>
 STRATA_DEV void dot_share(const uint8_t* w, int64_t n_in, const float* x, int64_t ldx, int nr, float* acc,
                           const IqTables& tab) {
-    if constexpr (T == GgmlType::F32 || T == GgmlType::F16 || T == GgmlType::BF16) {
+    if constexpr (is_float(T)) {
         for (int64_t i = threadIdx.x; i < n_in; i += blockDim.x) {
             const float v = load_float(T, w, i);
             for (int r = 0; r < kRows; ++r)
@@ -159,12 +161,7 @@ __global__ void matmul_f_k(Weight w, Rows x, Rows y, Route route) {
     }
     if constexpr (Routes) {
         __shared__ unsigned done;
-        __threadfence();
-        __syncthreads();
-        if (threadIdx.x == 0) done = atomicAdd(route.counter, 1u);
-        __syncthreads();
-        if (done != gridDim.x * gridDim.y - 1) return;  // the whole block
-        __threadfence();
+        if (!last_to_finish(route.counter, gridDim.x * gridDim.y, done)) return;
         const int warps = static_cast<int>(blockDim.x / warpSize), warp = static_cast<int>(threadIdx.x / warpSize);
         for (int64_t t0 = 0; t0 < y.rows; t0 += warps) {  // the same rounds in every warp
             const int64_t t = t0 + warp;
@@ -172,7 +169,6 @@ __global__ void matmul_f_k(Weight w, Rows x, Rows y, Route route) {
             topk::route_row(y.p + (on ? t : 0) * y.ld, y.cols, route.k, route.ids + (on ? t : 0) * route.k,
                             route.wt + (on ? t : 0) * route.k, on);
         }
-        if (threadIdx.x == 0) *route.counter = 0;
     }
 }
 
@@ -198,7 +194,7 @@ __global__ void get_rows_k(Weight table, const int32_t* ids, Rows x, int32_t* ba
     }
     const uint8_t* w = table.data + static_cast<size_t>(id) * table.stride;
     float* out = x.p + static_cast<int64_t>(blockIdx.x) * x.ld;
-    if constexpr (T == GgmlType::F32 || T == GgmlType::F16 || T == GgmlType::BF16) {
+    if constexpr (is_float(T)) {
         for (int64_t i = threadIdx.x; i < table.n_in; i += blockDim.x) out[i] = load_float(T, w, i);
     } else {
         constexpr int per_block = BlockInfo<T>::values / 32;
@@ -209,6 +205,12 @@ __global__ void get_rows_k(Weight table, const int32_t* ids, Rows x, int32_t* ba
 }
 
 gpuStream_t st(Stream s) { return static_cast<gpuStream_t>(s); }
+
+// matmul_f_k's grid: a warp per output, kRows rows of x per block.
+dim3 float_grid(const Weight& w, const Rows& x) {
+    const int64_t per = kThreads / warp_size();
+    return dim3(static_cast<unsigned>((w.n_out + per - 1) / per), static_cast<unsigned>((x.rows + kRows - 1) / kRows));
+}
 
 void unsupported(GgmlType t, const char* op) {
     fail("{}: weight type {} has no GPU kernel", op, type_info(t).name);
@@ -231,10 +233,8 @@ void matmul(const Weight& w, Rows x, Rows y, const IqTables& tab, Stream s) {
     if (x.rows == 0 || w.n_out == 0) return;
     const auto row_blocks = static_cast<unsigned>((x.rows + kRows - 1) / kRows);
     const bool ok = dispatch_weight(w.type, [&]<GgmlType T>() {
-        if constexpr (T == GgmlType::F32 || T == GgmlType::F16 || T == GgmlType::BF16) {
-            const int64_t per = kThreads / warp_size();
-            const dim3 grid(static_cast<unsigned>((w.n_out + per - 1) / per), row_blocks);
-            launch(matmul_f_k<T>, grid, dim3(kThreads), st(s), w, x, y, Route{});
+        if constexpr (is_float(T)) {
+            launch(matmul_f_k<T>, float_grid(w, x), dim3(kThreads), st(s), w, x, y, Route{});
         } else {
             launch(matmul_k<T>, dim3(static_cast<unsigned>(w.n_out), row_blocks), dim3(kThreads), st(s), w, x, y, tab);
         }
@@ -244,7 +244,7 @@ void matmul(const Weight& w, Rows x, Rows y, const IqTables& tab, Stream s) {
 }
 
 bool float_weight(GgmlType type) {
-    return type == GgmlType::F32 || type == GgmlType::F16 || type == GgmlType::BF16;
+    return is_float(type);
 }
 
 void matmul_topk(const Weight& w, Rows x, Rows y, int64_t k, int32_t* ids, float* wt, unsigned* counter, Stream s) {
@@ -252,13 +252,10 @@ void matmul_topk(const Weight& w, Rows x, Rows y, int64_t k, int32_t* ids, float
                  "matmul_topk: {} of {} experts of {} weights (float weights, up to {} experts)", k, w.n_out,
                  type_info(w.type).name, kTopkMaxExperts);
     if (x.rows == 0) return;
-    const auto row_blocks = static_cast<unsigned>((x.rows + kRows - 1) / kRows);
-    const int64_t per = kThreads / warp_size();
-    const dim3 grid(static_cast<unsigned>((w.n_out + per - 1) / per), row_blocks);
     const Route route{k, ids, wt, counter};
     dispatch_weight(w.type, [&]<GgmlType T>() {
-        if constexpr (T == GgmlType::F32 || T == GgmlType::F16 || T == GgmlType::BF16)
-            launch(matmul_f_k<T, true>, grid, dim3(kThreads), st(s), w, x, y, route);
+        if constexpr (is_float(T))
+            launch(matmul_f_k<T, true>, float_grid(w, x), dim3(kThreads), st(s), w, x, y, route);
     });
     check_launch("matmul_topk");
 }

@@ -256,16 +256,9 @@ __global__ void matmul_ids_q_k(const uint8_t* const* w, const uint8_t* const* w2
     if constexpr (Swiglu) {
         __shared__ unsigned done;
         const int64_t per = blockDim.x / warpSize, b = blockIdx.x * per / 32;  // its 32 outputs
-        unsigned* counter = sw.counters + i * (n_out / 32) + b;
-        __threadfence();
-        __syncthreads();
-        if (threadIdx.x == 0) done = atomicAdd(counter, 1u);
-        __syncthreads();
-        if (done != static_cast<unsigned>(2 * (32 / per) - 1)) return;  // the whole block
-        __threadfence();
+        if (!last_to_finish(sw.counters + i * (n_out / 32) + b, static_cast<unsigned>(2 * (32 / per)), done)) return;
         const int k = static_cast<int>(threadIdx.x % 32);
         swiglu_q_value(out_of(0), out_of(1), out_of(0), k, threadIdx.x < 32, sw.a, i, b);
-        if (threadIdx.x == 0) *counter = 0;
     }
 }
 
@@ -408,39 +401,45 @@ void matmul_q_multi(std::span<const Weight> ws, std::span<const Rows> ys, const 
     check_launch("matmul_q");
 }
 
-void matmul_ids_q(GgmlType type, const uint8_t* const* w, int64_t n_in, int64_t n_out, size_t stride,
-                  const int32_t* ids, int64_t div, const ActQ& x, Rows y, const IqTables& tab, Stream s,
-                  const uint8_t* const* w2, float* y2, const IdsExtra& extra) {
+namespace {
+
+// matmul_ids_q_k's launch, with the SwiGLU (sw.counters set) or without.
+void ids_launch(GgmlType type, const uint8_t* const* w, int64_t n_in, int64_t n_out, size_t stride,
+                const int32_t* ids, int64_t div, const ActQ& x, Rows y, const IqTables& tab, Stream s,
+                const uint8_t* const* w2, float* y2, const IdsExtra& extra, const IdsSwiglu& sw) {
     if (y.rows == 0 || n_out == 0) return;
     STRATA_CHECK(stride % 2 == 0 && n_in == x.n, "moe_experts: expert rows of odd size or another width");
     STRATA_CHECK(extra.n_ids < 0 || (extra.n_ids <= y.rows && extra.y && (!w2 || extra.y2)),
                  "moe_experts: shared expert rows without their outputs");
     const dim3 grid(out_blocks(n_out), static_cast<unsigned>(y.rows), w2 ? 2u : 1u);
     const bool ok = dispatch_quant(type, [&]<GgmlType T>() {
-        launch(matmul_ids_q_k<T>, grid, dim3(kThreads), st(s), w, w2, n_in, n_out, stride, ids, div, x, y, y2, tab,
-               extra, IdsSwiglu{});
+        if (sw.counters)
+            launch(matmul_ids_q_k<T, true>, grid, dim3(kThreads), st(s), w, w2, n_in, n_out, stride, ids, div, x, y,
+                   y2, tab, extra, sw);
+        else
+            launch(matmul_ids_q_k<T>, grid, dim3(kThreads), st(s), w, w2, n_in, n_out, stride, ids, div, x, y, y2, tab,
+                   extra, sw);
     });
     if (!ok) fail("moe_experts: weight type {} has no integer GPU kernel", type_info(type).name);
     check_launch("moe_experts");
+}
+
+}  // namespace
+
+void matmul_ids_q(GgmlType type, const uint8_t* const* w, int64_t n_in, int64_t n_out, size_t stride,
+                  const int32_t* ids, int64_t div, const ActQ& x, Rows y, const IqTables& tab, Stream s,
+                  const uint8_t* const* w2, float* y2, const IdsExtra& extra) {
+    ids_launch(type, w, n_in, n_out, stride, ids, div, x, y, tab, s, w2, y2, extra, IdsSwiglu{});
 }
 
 ActQ matmul_ids_swiglu_q(GgmlType type, const uint8_t* const* w, const uint8_t* const* w2, int64_t n_in,
                          int64_t n_out, size_t stride, const int32_t* ids, int64_t div, const ActQ& x, Rows y, float* y2,
                          const IdsExtra& extra, void* scratch, unsigned* counters, const IqTables& tab, Stream s) {
     const int64_t per = kThreads / warp_size();
-    STRATA_CHECK(stride % 2 == 0 && n_in == x.n && n_out % 32 == 0 && 32 % per == 0 && w2 && y.cols == n_out,
+    STRATA_CHECK(n_out % 32 == 0 && 32 % per == 0 && w2 && y2 && y.cols == n_out && counters,
                  "moe_experts: gate and up of {} outputs for the SwiGLU in their launch", n_out);
-    STRATA_CHECK(extra.n_ids < 0 || (extra.n_ids <= y.rows && extra.y && extra.y2),
-                 "moe_experts: shared expert rows without their outputs");
     const ActQ a = act_q_at(scratch, n_out, y.rows);
-    if (y.rows == 0) return a;
-    const dim3 grid(out_blocks(n_out), static_cast<unsigned>(y.rows), 2u);
-    const bool ok = dispatch_quant(type, [&]<GgmlType T>() {
-        launch(matmul_ids_q_k<T, true>, grid, dim3(kThreads), st(s), w, w2, n_in, n_out, stride, ids, div, x, y, y2,
-               tab, extra, IdsSwiglu{a, counters});
-    });
-    if (!ok) fail("moe_experts: weight type {} has no integer GPU kernel", type_info(type).name);
-    check_launch("moe_experts");
+    ids_launch(type, w, n_in, n_out, stride, ids, div, x, y, tab, s, w2, y2, extra, IdsSwiglu{a, counters});
     return a;
 }
 
