@@ -419,6 +419,28 @@ struct Harness {
             ops.add(res, d.in(a, n, T));
             ops.rms_norm(res, nwd, 1e-6f, y);
             EXPECT(product(y) == fresh(y));
+            {
+                // A decode step's out projection, the residual add of its output and the next
+                // norm (a GPU backend holds the product and the add and runs the three in one
+                // kernel), against the ops with each result brought to the host in between;
+                // chained 2: the product and the add held, then issued by a copy out.
+                const Floats x1 = rng.normal(static_cast<size_t>(n)), r1 = rng.normal(static_cast<size_t>(n));
+                std::vector<Floats> got[3];
+                for (int chained = 0; chained < 3; ++chained) {
+                    const Tensor xin = d.in(x1, n, 1), res1 = d.in(r1, n, 1), o = d.zeros(n, 1), y1 = d.zeros(n, 1);
+                    ops.matmul(sq, xin, o);
+                    if (!chained) (void)d.out(o);
+                    ops.add(res1, o);
+                    if (chained != 1) (void)d.out(res1);
+                    ops.rms_norm(res1, nwd, 1e-6f, y1);
+                    got[chained] = {d.out(o), d.out(res1), d.out(y1), product(y1)};
+                }
+                for (size_t i = 0; i < got[0].size(); ++i) {
+                    INFO("output " << i << " of the product, the residual, the norm, the product of the norm");
+                    EXPECT(got[1][i] == got[0][i]);
+                    EXPECT(got[2][i] == got[0][i]);
+                }
+            }
             ops.rms_norm(d.in(x, n, T), nwd, 1e-6f, y);
             ops.matmul(sq, d.in(x, n, T), y);  // a product into y
             EXPECT(product(y) == fresh(y));

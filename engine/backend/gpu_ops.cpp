@@ -88,6 +88,7 @@ GpuOps::GpuOps(int device, bool graphs, bool profile) : dev_(device) {
 
 GpuOps::~GpuOps() {
     add_.reset();  // held work whose window never ended: not launched from a destructor
+    product_.reset();
     gates_.reset();
     combine_.reset();
     router_.reset();
@@ -131,7 +132,7 @@ void GpuOps::item_begin() {
 }
 
 void GpuOps::item_end() {
-    if (add_ || gates_ || combine_ || router_ || recur_) {
+    if (add_ || gates_ || combine_ || router_ || recur_ || product_) {
         bind_keeping();  // held work goes with this item's
     }
     if (profile_) {
@@ -229,8 +230,8 @@ int64_t GpuOps::scratch_bytes(const WindowShape& w) const {
     // recurrence with its norm (one buffer, as large as the larger need).
     const int64_t swiglu =
         w.expert_rows > 0 ? static_cast<int64_t>(gpu::act_q_bytes(w.expert_ff, w.expert_rows)) : 0;
-    const int64_t counters =
-        std::max(w.expert_rows * (w.expert_ff / 32), w.gdn_heads) * static_cast<int64_t>(sizeof(unsigned));
+    const int64_t counters = std::max({w.expert_rows * (w.expert_ff / 32), w.gdn_heads, int64_t{1}}) *
+                             static_cast<int64_t>(sizeof(unsigned));
     const int64_t attn =
         w.n_head > 0 ? static_cast<int64_t>(gpu::attention_scratch_floats(w.rows, w.n_head, w.head_dim_v) * sizeof(float))
                      : 0;
@@ -239,7 +240,8 @@ int64_t GpuOps::scratch_bytes(const WindowShape& w) const {
                                : 0;
     // A window of up to w.rows rows includes the decode and verify windows that fuse.
     const int64_t fused = static_cast<int64_t>(gpu::act_q_bytes(w.max_in, std::min(w.rows, kFuseRows)));
-    return experts + act + swiglu + counters + attn + groups + fused;
+    const int64_t norm = static_cast<int64_t>(gpu::act_q_bytes(w.max_in, 1));  // a decode step's (kNormSlot)
+    return experts + act + swiglu + counters + attn + groups + fused + norm;
 }
 
 void GpuOps::overwrites(const void* p, size_t bytes) {
@@ -253,6 +255,13 @@ void GpuOps::overwrites(const void* p, size_t bytes) {
 void* GpuOps::fused_scratch(const gpu::Rows& y) {
     const size_t bytes = gpu::act_q_bytes(y.cols, y.rows);
     return scratch(kFusedSlot, (bytes + sizeof(float) - 1) / sizeof(float));
+}
+
+bool GpuOps::in_slot(const gpu::ActQ& a, size_t i) const {
+    if (scratch_.size() <= i || scratch_[i].first == nullptr) return false;
+    const auto* p = static_cast<const char*>(scratch_[i].first);
+    const auto* q = reinterpret_cast<const char*>(a.q);
+    return q >= p && q < p + scratch_[i].second * sizeof(float);
 }
 
 unsigned* GpuOps::counters(size_t n) {
@@ -464,13 +473,23 @@ void GpuOps::rms_norm(Tensor x, const float* w, float eps, Tensor y) {
     const gpu::Rows xr = rows(x), yr = rows(y);
     if (add_ && fuses(yr) && same_rows(add_->y, xr)) {
         const PendingAdd a = *add_;
-        if (!a.combine) {
+        if (a.product && !in_slot(a.product->x, kNormSlot)) {
+            add_.reset();  // the product, the add and this norm: one kernel
+            bind();
+            const PendingProduct& p = *a.product;
+            const size_t bytes = gpu::act_q_bytes(yr.cols, yr.rows);
+            fused_ = Fused{yr, gpu::matmul_add_rms_norm_q(p.w, p.x, p.y, xr, w, eps, yr,
+                                                          scratch(kNormSlot, (bytes + sizeof(float) - 1) / sizeof(float)),
+                                                          counters(static_cast<size_t>(yr.rows)), tab_, stream_)};
+            return;
+        }
+        if (!a.combine && !a.product) {
             add_.reset();  // issued here, in the norm's kernel
             bind();
             fused_ = Fused{yr, gpu::add_rms_norm_q(xr, a.x, w, eps, yr, fused_scratch(yr), stream_)};
             return;
         }
-        if (clear_of(a.combine->c, a.combine->out, yr, true)) {
+        if (a.combine && clear_of(a.combine->c, a.combine->out, yr, true)) {
             add_.reset();  // the combine, the add and this norm: one kernel
             bind();
             fused_ = Fused{yr, gpu::moe_combine_add_rms_norm_q(a.combine->c, a.combine->out, xr, w, eps, yr,
@@ -514,8 +533,13 @@ void GpuOps::add(Tensor y, Tensor x) {
         comb = combine_;  // the combine of x stays held with this add
         combine_.reset();
     }
+    std::optional<PendingProduct> prod;
+    if (product_ && fits && same_rows(product_->y, xr) && !overlaps(yr, xr)) {
+        prod = product_;  // likewise the product of x
+        product_.reset();
+    }
     bind();  // issues other held work
-    if (fits) add_ = PendingAdd{yr, xr, comb};
+    if (fits) add_ = PendingAdd{yr, xr, comb, prod};
     else gpu::add(yr, xr, stream_);
 }
 
@@ -524,7 +548,15 @@ void GpuOps::flush_add() {
     const PendingAdd a = *add_;
     add_.reset();
     if (a.combine) gpu::moe_combine(a.combine->c, a.combine->out, stream_);
+    if (a.product) gpu::matmul_q(a.product->w, a.product->x, a.product->y, tab_, stream_);
     gpu::add(a.y, a.x, stream_);
+}
+
+void GpuOps::flush_product() {
+    if (!product_) return;
+    const PendingProduct p = *product_;
+    product_.reset();
+    gpu::matmul_q(p.w, p.x, p.y, tab_, stream_);
 }
 
 void GpuOps::flush_combine() {
@@ -569,7 +601,10 @@ void GpuOps::matmul(const MatView& w, Tensor x, Tensor y) {
     overwrites(rows(y));
     const gpu::Rows xr = rows(x), yr = rows(y);
     if (gpu::int_dot(w.type)) {
-        gpu::matmul_q(weight(w), quantized(xr, kActSlot), yr, tab_, stream_);
+        const gpu::ActQ xq = quantized(xr, kActSlot);
+        // A decode step's out projection or down product, perhaps: see add and rms_norm.
+        if (xr.rows == 1 && fuses(yr) && !overlaps(xr, yr)) product_ = PendingProduct{weight(w), xq, yr};
+        else gpu::matmul_q(weight(w), xq, yr, tab_, stream_);
     } else if (gpu::float_weight(w.type) && xr.rows <= kFuseRows && w.n_out <= gpu::kTopkMaxExperts &&
                !overlaps(xr, yr)) {
         router_ = PendingRouter{weight(w), xr, yr};  // a MoE router's, perhaps: see topk_softmax

@@ -98,6 +98,7 @@ private:
     void bind_keeping() {
         gpu::set_device(dev_);
         flush_router();
+        flush_product();
         flush_recurrent();
         flush_combine();
         flush_add();
@@ -154,9 +155,20 @@ private:
     };
     std::optional<PendingCombine> combine_;
     void flush_combine();
+    // A one-row integer product (a decode step's out projection or down product), held
+    // likewise: the residual add of its output takes it along, and the norm after that
+    // issues the three in one kernel (gpu::matmul_add_rms_norm_q).
+    struct PendingProduct {
+        gpu::Weight w;
+        gpu::ActQ x;
+        gpu::Rows y;
+    };
+    std::optional<PendingProduct> product_;
+    void flush_product();
     struct PendingAdd {
         gpu::Rows y, x;
         std::optional<PendingCombine> combine;  // x's values, not yet computed
+        std::optional<PendingProduct> product;  // likewise
     };
     std::optional<PendingAdd> add_;
     void flush_add();
@@ -202,8 +214,12 @@ private:
     static constexpr size_t kFusedSlot = 5;  // fused_'s digits
     static constexpr size_t kSwigluSlot = 6;  // moe_experts' SwiGLU digits made with gate and up
     static constexpr size_t kCounterSlot = 7;  // counters()
+    static constexpr size_t kNormSlot = 8;  // the digits of matmul_add_rms_norm_q's norm
+    // Whether a's digits lie in scratch slot i.
+    bool in_slot(const gpu::ActQ& a, size_t i) const;
     // n device unsigneds, 0 between kernels (each kernel that counts in them leaves them
-    // so): the block counters of gpu::matmul_ids_swiglu_q and of gdn_recurrent's norm.
+    // so): the block counters of gpu::matmul_ids_swiglu_q, gdn_recurrent's norm and
+    // gpu::matmul_add_rms_norm_q.
     unsigned* counters(size_t n);
     // Whether a window of `tokens` tokens and `rows` expert rows takes the experts one at a
     // time (each expert's weights read once for its rows) rather than row by row: only

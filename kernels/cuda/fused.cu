@@ -21,42 +21,11 @@ using rows::row;
 
 constexpr int kThreads = 128;  // swiglu_q's: a thread per value
 
-// What rms_norm_q_k adds to x's values before the norm: nothing, a row of a (add_k's
-// x += a), or a MoE layer's combined output (moe_combine_k's value, also stored in out).
-enum class Addend { None, Rows, Combine };
-
-// rms_norm_k (with an addend: each value added by the thread that then squares it,
-// rms_norm_k's thread for it, so the same sum), then the row's values in rounds of
-// blockDim.x (whole 32-value blocks each: x.cols and blockDim.x are multiples of 32), each
-// quantized as it is written.
+// A block per row: norm_q_row.
 template <Addend A>
 __global__ void rms_norm_q_k(Rows x, Rows a, MoeCombine c, Rows out, const float* w, float eps, Rows y, ActQ q) {
     __shared__ float red[32];
-    const int64_t t = blockIdx.x;
-    float* xr = row(x, t);
-    float* yr = row(y, t);
-    float gate = 1.0f;
-    if constexpr (A == Addend::Combine)  // before y (which may be c.h) is written
-        if (c.shared_gate) gate = rows::sigmoidf_(block_sum(rows::shared_gate_part(c, t), red));
-    float ss = 0.0f;
-    for (int64_t i = threadIdx.x; i < x.cols; i += blockDim.x) {
-        float v = xr[i];
-        if constexpr (A == Addend::Rows) xr[i] = v = v + row(a, t)[i];
-        if constexpr (A == Addend::Combine) {
-            const float m = rows::combined(c, t, i, gate);
-            row(out, t)[i] = m;
-            xr[i] = v = v + m;
-        }
-        ss += v * v;
-    }
-    const float scale = rows::rms_scale(block_sum(ss, red), x.cols, eps);
-    for (int64_t i0 = 0; i0 < x.cols; i0 += blockDim.x) {
-        const int64_t i = i0 + threadIdx.x;
-        const bool in = i < x.cols;
-        const float v = in ? rows::normed(xr[i], scale, w, i) : 0.0f;
-        if (in) yr[i] = v;
-        quant_value(v, static_cast<int>(threadIdx.x % 32), in, q, t, i / 32);
-    }
+    norm_q_row<A>(x, a, c, out, w, eps, y, q, blockIdx.x, red);
 }
 
 // rms_norm_gated_k (one block per head of a row, in place), the head quantized likewise

@@ -197,6 +197,14 @@ ActQ swiglu_q(Rows g, Rows u, Rows y, void* scratch, Stream s);
 // matmul and matmul_ids with x quantized: the same results for a row whatever rows share
 // the call.
 void matmul_q(const Weight& w, const ActQ& x, Rows y, const IqTables& tab, Stream s);
+// matmul_q (y = w x), then add_rms_norm_q(h, y, nw, eps, out) in the same launch: the
+// last of a row's blocks to finish adds the row of y into h and writes its norm into out
+// with the digits (scratch: act_q_bytes(w.n_out, x.rows)), the bytes of the three ops (a
+// decode step's out projection, the residual add and the next norm). w.n_out a multiple
+// of 32; counters: x.rows device unsigneds, 0 between calls (each call leaves them so).
+// Returns the norm's digits.
+ActQ matmul_add_rms_norm_q(const Weight& w, const ActQ& x, Rows y, Rows h, const float* nw, float eps, Rows out,
+                           void* scratch, unsigned* counters, const IqTables& tab, Stream s);
 // matmul_q of up to kMultiMax weights against the same x in one launch (a layer's q, k and
 // v, or gate and up), y[i] = w[i] x as matmul_q gives it. A decode step's launches cost a
 // few microseconds each on a card, more than a small product's work. The weights share a

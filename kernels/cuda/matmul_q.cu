@@ -169,29 +169,34 @@ STRATA_DEV V pick(const V (&a)[N], int z) {
 }
 
 // O output rows per warp (the last warp may have fewer), R rows of x per block row.
-template <GgmlType T, int R, int O, bool A16>
-__global__ void matmul_q_k(MultiQ m, ActQ x, IqTables tab) {
+// Stay: a warp past the outputs does not return (it computes nothing and stores nothing)
+// but takes the same shuffles, for a kernel whose blocks meet at barriers afterwards (a
+// CPU HIP runtime makes each shuffle a barrier of the whole block).
+template <GgmlType T, int R, int O, bool A16, bool Stay>
+STRATA_DEV void product_rows(const MultiQ& m, const ActQ& x, const IqTables& tab) {
     int z = 0;
     for (int i = 1; i < kMultiMax; ++i) z += blockIdx.x >= m.block0[i];
     const int64_t n_out = pick(m.n_out, z);
     const int64_t bx = blockIdx.x - pick(m.block0, z);
     const int lane = static_cast<int>(threadIdx.x) % warpSize;
     const int64_t o0 = (bx * (blockDim.x / warpSize) + threadIdx.x / warpSize) * O;
-    if (o0 >= n_out) return;  // the whole warp
-    const int no = static_cast<int>(n_out - o0 < O ? n_out - o0 : O);
+    const bool live = o0 < n_out;
+    if (!Stay && !live) return;  // the whole warp
+    const int no = !live ? 0 : static_cast<int>(n_out - o0 < O ? n_out - o0 : O);
     const int64_t t0 = static_cast<int64_t>(blockIdx.y) * R;
     const int nr = static_cast<int>(x.rows - t0 < R ? x.rows - t0 : R);
     const uint8_t* data = pick(m.data, z);
     const uint64_t stride = pick(m.stride, z);
     const uint8_t* rows[O];
-    for (int o = 0; o < O; ++o) rows[o] = data + (o0 + (o < no ? o : 0)) * stride;
+    for (int o = 0; o < O; ++o) rows[o] = data + (o < no ? o0 + o : 0) * stride;
     float acc[O][R] = {};
     const auto row_of = [t0](int r) { return t0 + r; };
+    const int64_t chunks = live ? m.n_in / 32 : 0;
     if constexpr (R == 1) {  // decode: two chunks' loads in flight (a 2048-wide row is two rounds)
         STRATA_UNROLL(2)
-        for (int c = lane; c < m.n_in / 32; c += warpSize) chunk_dot<T, R, O, A16>(rows, no, c, x, row_of, nr, acc, tab);
+        for (int c = lane; c < chunks; c += warpSize) chunk_dot<T, R, O, A16>(rows, no, c, x, row_of, nr, acc, tab);
     } else {
-        for (int c = lane; c < m.n_in / 32; c += warpSize) chunk_dot<T, R, O, A16>(rows, no, c, x, row_of, nr, acc, tab);
+        for (int c = lane; c < chunks; c += warpSize) chunk_dot<T, R, O, A16>(rows, no, c, x, row_of, nr, acc, tab);
     }
     float* y = pick(m.y, z);
     const int64_t ld = pick(m.ld, z);
@@ -204,6 +209,36 @@ __global__ void matmul_q_k(MultiQ m, ActQ x, IqTables tab) {
             const float s = warp_sum(acc[o][r]);
             if (lane == 0 && o < no) y[(t0 + r) * ld + o0 + o] = s;
         }
+}
+
+template <GgmlType T, int R, int O, bool A16>
+__global__ void matmul_q_k(MultiQ m, ActQ x, IqTables tab) {
+    product_rows<T, R, O, A16, false>(m, x, tab);
+}
+
+// matmul_add_rms_norm_q's: h += y, then rms_norm(h) * w into out with its digits q.
+struct AddNorm {
+    Rows h;
+    const float* w;
+    float eps;
+    uint32_t unused;
+    Rows out;
+    ActQ q;
+    unsigned* counters;  // x.rows, 0 between launches
+};
+static_assert(sizeof(AddNorm) == 2 * sizeof(Rows) + sizeof(ActQ) + 24, "no padding in kernel arguments");
+
+// The one-row product of m's one weight for each row of x (blockIdx.y), then the last of
+// a row's blocks to finish runs add_rms_norm_q's block for the row (norm_q_row, in a
+// block of rows::kNormThreads threads: the same sums).
+template <GgmlType T, bool A16>
+__global__ void matmul_q_norm_k(MultiQ m, ActQ x, IqTables tab, AddNorm an) {
+    __shared__ unsigned done;
+    __shared__ float red[32];
+    product_rows<T, 1, 1, A16, true>(m, x, tab);
+    if (!last_to_finish(an.counters + blockIdx.y, gridDim.x, done)) return;
+    const Rows y{m.y[0], m.n_out[0], x.rows, m.ld[0]};
+    norm_q_row<Addend::Rows>(an.h, y, MoeCombine{}, Rows{}, an.w, an.eps, an.out, an.q, blockIdx.y, red);
 }
 
 static_assert(sizeof(IdsExtra) == 5 * 8, "no padding in kernel arguments");
@@ -322,9 +357,9 @@ __global__ void matmul_grouped_q_k(const uint8_t* const* w, const uint8_t* const
 
 gpuStream_t st(Stream s) { return static_cast<gpuStream_t>(s); }
 
-// Blocks for n_out output rows, `outs` per warp.
-unsigned out_blocks(int64_t n_out, int outs = 1) {
-    const int64_t per = kThreads / warp_size() * outs;
+// Blocks of `threads` threads for n_out output rows, `outs` per warp.
+unsigned out_blocks(int64_t n_out, int outs = 1, int threads = kThreads) {
+    const int64_t per = threads / warp_size() * outs;
     return static_cast<unsigned>((n_out + per - 1) / per);
 }
 
@@ -359,15 +394,15 @@ void matmul_q(const Weight& w, const ActQ& x, Rows y, const IqTables& tab, Strea
     matmul_q_multi(std::span<const Weight>(&w, 1), std::span<const Rows>(&y, 1), x, tab, s);
 }
 
-void matmul_q_multi(std::span<const Weight> ws, std::span<const Rows> ys, const ActQ& x, const IqTables& tab,
-                    Stream s) {
+namespace {
+
+// The launch arguments of ws against x; returns the grid's blocks along x (0: no work).
+unsigned multi_q(std::span<const Weight> ws, std::span<const Rows> ys, const ActQ& x, int outs, int threads,
+                 MultiQ& m) {
     STRATA_CHECK(!ws.empty() && ws.size() <= kMultiMax && ys.size() == ws.size(), "matmul_q: {} weights in one launch",
                  ws.size());
-    const Weight& w = ws[0];
-    const bool prompt = x.rows > kRows;
-    const int rows = prompt ? kPromptRows : kRows, outs = prompt ? kOuts : 1;
-    MultiQ m{};
-    m.n_in = w.n_in;
+    m = MultiQ{};
+    m.n_in = ws[0].n_in;
     unsigned blocks = 0;
     for (size_t i = 0; i < kMultiMax; ++i) {
         m.block0[i] = blocks;
@@ -376,13 +411,25 @@ void matmul_q_multi(std::span<const Weight> ws, std::span<const Rows> ys, const 
             continue;
         }
         STRATA_CHECK(((reinterpret_cast<uintptr_t>(ws[i].data) | ws[i].stride) & 1) == 0 && ws[i].n_in == x.n &&
-                         multi_fits(w, ws[i]),
+                         multi_fits(ws[0], ws[i]),
                      "matmul_q: a weight at an odd address or of another width or type");
         m.data[i] = ws[i].data, m.y[i] = ys[i].p, m.n_out[i] = ws[i].n_out, m.ld[i] = ys[i].ld;
         m.stride[i] = ws[i].stride;
-        blocks += out_blocks(ws[i].n_out, outs);
+        blocks += out_blocks(ws[i].n_out, outs, threads);
     }
-    if (x.rows == 0 || blocks == 0) return;
+    return x.rows == 0 ? 0 : blocks;
+}
+
+}  // namespace
+
+void matmul_q_multi(std::span<const Weight> ws, std::span<const Rows> ys, const ActQ& x, const IqTables& tab,
+                    Stream s) {
+    const bool prompt = x.rows > kRows;
+    const int rows = prompt ? kPromptRows : kRows, outs = prompt ? kOuts : 1;
+    MultiQ m;
+    const unsigned blocks = multi_q(ws, ys, x, outs, kThreads, m);
+    if (blocks == 0) return;
+    const Weight& w = ws[0];
     const dim3 grid(blocks, static_cast<unsigned>((x.rows + rows - 1) / rows));
     const bool ok = dispatch_quant(w.type, [&]<GgmlType T>() {
         // One row (a decode step) has its own kernel: 8 rows' accumulators held registers
@@ -399,6 +446,32 @@ void matmul_q_multi(std::span<const Weight> ws, std::span<const Rows> ys, const 
     });
     if (!ok) fail("matmul: weight type {} has no integer GPU kernel", type_info(w.type).name);
     check_launch("matmul_q");
+}
+
+ActQ matmul_add_rms_norm_q(const Weight& w, const ActQ& x, Rows y, Rows h, const float* nw, float eps, Rows out,
+                           void* scratch, unsigned* counters, const IqTables& tab, Stream s) {
+    STRATA_CHECK(w.n_out % 32 == 0 && y.cols == w.n_out && y.rows == x.rows && h.cols == w.n_out &&
+                     h.rows == x.rows && out.cols == w.n_out && out.rows == x.rows && counters,
+                 "matmul_add_rms_norm_q: rows of {} values for a product of {} outputs", h.cols, w.n_out);
+    const ActQ q = act_q_at(scratch, w.n_out, x.rows);
+    MultiQ m;
+    const unsigned blocks = multi_q(std::span<const Weight>(&w, 1), std::span<const Rows>(&y, 1), x, 1,
+                                    rows::kNormThreads, m);
+    if (blocks == 0) return q;
+    const dim3 grid(blocks, static_cast<unsigned>(x.rows));
+    const AddNorm an{h, nw, eps, 0, out, q, counters};
+    const bool ok = dispatch_quant(w.type, [&]<GgmlType T>() {
+        const auto go = [&]<bool A16>() {
+            launch(matmul_q_norm_k<T, A16>, grid, dim3(rows::kNormThreads), st(s), m, x, tab, an);
+        };
+        if constexpr (kAligned<T>) {
+            if (rows16(w.data, w.stride)) return go.template operator()<true>();
+        }
+        go.template operator()<false>();
+    });
+    if (!ok) fail("matmul: weight type {} has no integer GPU kernel", type_info(w.type).name);
+    check_launch("matmul_add_rms_norm_q");
+    return q;
 }
 
 namespace {

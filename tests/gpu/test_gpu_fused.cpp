@@ -356,3 +356,47 @@ TEST_CASE("matmul_ids_swiglu_q writes what matmul_ids_q of gate and up and swigl
 }
 
 }  // namespace strata::gpu
+
+namespace strata::gpu {
+
+TEST_CASE("matmul_add_rms_norm_q writes what matmul_q, add_rms_norm_q write, and leaves its counters at 0", "[gpu]") {
+    if (!start_device()) return;
+    const Stream s = stream_create();
+    const IqTables tab = upload_iq_tables();
+    constexpr int64_t n_in = 256;
+    for (GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_K})
+        // Outputs of one block and of several, a block's last warps past the outputs, a row
+        // wider than the norm's block (two rounds of its threads); one row and three.
+        for (const int64_t n_out : {int64_t{32}, int64_t{96}, int64_t{1056}})
+            for (const int64_t T : {int64_t{1}, int64_t{3}}) {
+                INFO(type_info(type).name << " outputs " << n_out << " rows " << T);
+                const size_t rb = row_bytes(type, n_in);
+                const std::vector<float> f = test::gaussian(static_cast<size_t>(n_in * n_out), 70);
+                std::vector<float> q((rb * static_cast<size_t>(n_out) + 3) / 4);
+                for (int64_t o = 0; o < n_out; ++o)
+                    quantize_row(type, f.data() + o * n_in, reinterpret_cast<uint8_t*>(q.data()) + o * rb, n_in);
+                const Mem wq(q), nw(test::gaussian(static_cast<size_t>(n_out), 71));
+                const Weight w{type, 0, static_cast<const uint8_t*>(wq.p), n_in, n_out, rb};
+                const Mem x(test::gaussian(static_cast<size_t>(n_in * T), 72)), xs(act_q_bytes(n_in, T));
+                const ActQ xq = quantize_act(rows_of(x, n_in, T), xs.p, s);
+                const std::vector<float> h = values(n_out, T, 73);
+                const size_t fb = static_cast<size_t>(n_out * T) * sizeof(float), qb = act_q_bytes(n_out, T);
+                const Mem y0(fb), h0(h), o0(fb), q0(qb), counters(static_cast<size_t>(T) * sizeof(unsigned));
+                matmul_q(w, xq, rows_of(y0, n_out, T), tab, s);
+                add_rms_norm_q(rows_of(h0, n_out, T), rows_of(y0, n_out, T), nw.f(), 1e-6f, rows_of(o0, n_out, T), q0.p,
+                               s);
+                for (int rep = 0; rep < 2; ++rep) {  // the counters as the first call left them
+                    const Mem y1(fb), h1(h), o1(fb), q1(qb);
+                    matmul_add_rms_norm_q(w, xq, rows_of(y1, n_out, T), rows_of(h1, n_out, T), nw.f(), 1e-6f,
+                                          rows_of(o1, n_out, T), q1.p, static_cast<unsigned*>(counters.p), tab, s);
+                    CHECK_SAME(y1.host(s), y0.host(s));
+                    CHECK_SAME(h1.host(s), h0.host(s));
+                    CHECK_SAME(o1.host(s), o0.host(s));
+                    CHECK_SAME(q1.host(s), q0.host(s));
+                    CHECK_SAME(counters.host(s), std::vector<uint8_t>(counters.bytes, 0));
+                }
+            }
+    stream_destroy(s);
+}
+
+}  // namespace strata::gpu
