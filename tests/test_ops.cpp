@@ -631,6 +631,40 @@ struct Harness {
                 INFO(type_info(cache).name << " store: worst " << worst << " of amax " << amax);
                 EXPECT(worst <= amax * step * 1.01f);
                 ran("kv_store");
+                {
+                    // An attention layer's norm and rotation of q and k, then its KV store (a GPU
+                    // backend holds the rotation and launches both in one kernel), against the
+                    // two with the rotated k brought to the host in between: the same rows, the
+                    // same cache bytes.
+                    const int64_t hd = d.head_dim;
+                    const Floats q0 = rng.normal(static_cast<size_t>(T * ldq)), k0 = rng.normal(static_cast<size_t>(T * n_kv)),
+                                 v0 = rng.normal(static_cast<size_t>(T * n_kv)), qn = rng.normal(static_cast<size_t>(hd)),
+                                 kn = rng.normal(static_cast<size_t>(hd));
+                    const RopeParams rp{hd - 8, false, 10000.0f, 1.0f, nullptr};
+                    std::vector<Floats> got[2];
+                    std::vector<uint8_t> caches[2];
+                    for (int chained = 0; chained < 2; ++chained) {
+                        Seqs s2 = seqs(cache, d.n_head_kv, hd, d.head_dim_v, hist);
+                        const Tensor qt = dv.in(q0, ldq, T), kt = dv.in(k0, n_kv, T), vt = dv.in(v0, n_kv, T);
+                        const RopeHeads heads[2] = {{qt, d.n_head, stride, dv.in(qn)}, {kt, d.n_head_kv, hd, dv.in(kn)}};
+                        ops.norm_rope(s2.batch, heads, hd, 1e-6f, rp);
+                        if (!chained) (void)dv.out(kt);
+                        ops.kv_store(s2.batch, 0, kt, vt);
+                        got[chained] = {dv.out(qt), dv.out(kt)};
+                        for (SeqState* st : {&s2.a, &s2.b}) {
+                            const KvCache& c = *st->kv;
+                            const size_t kb = static_cast<size_t>(d.n_head_kv * c.n_ctx()) * c.k_stride(),
+                                         vb = static_cast<size_t>(d.n_head_kv * c.n_ctx()) * c.v_stride();
+                            std::vector<uint8_t> bytes(kb + vb);
+                            ops.to_host(bytes.data(), c.k_head(0, 0), kb);
+                            ops.to_host(bytes.data() + kb, c.v_head(0, 0), vb);
+                            caches[chained].insert(caches[chained].end(), bytes.begin(), bytes.end());
+                        }
+                    }
+                    EXPECT(got[1][0] == got[0][0]);
+                    EXPECT(got[1][1] == got[0][1]);
+                    EXPECT(caches[1] == caches[0]);
+                }
 
                 const Floats q = rng.normal(static_cast<size_t>(T * ldq));
                 const Tensor out_t = dv.zeros(d.n_head * d.head_dim_v, T), out1_t = dv1.zeros(d.n_head * d.head_dim_v, T);

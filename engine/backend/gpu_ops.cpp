@@ -132,7 +132,7 @@ void GpuOps::item_begin() {
 }
 
 void GpuOps::item_end() {
-    if (add_ || gates_ || combine_ || router_ || recur_ || product_) {
+    if (add_ || gates_ || combine_ || router_ || recur_ || product_ || rope_) {
         bind_keeping();  // held work goes with this item's
     }
     if (profile_) {
@@ -704,16 +704,52 @@ void GpuOps::norm_rope(const Batch& batch, std::span<const RopeHeads> sets, int6
     a.corr_low = rope.corr_low;
     a.corr_high = rope.corr_high;
     a.mscale = rope.mscale;
+    if (batch.seqs.size() <= static_cast<size_t>(gpu::kMaxSeqs)) {
+        for_seq_tables(batch, 0, false, [&](const gpu::SeqTable& t, int64_t) { rope_ = PendingRope{t, a}; });
+        return;  // see kv_store
+    }
     for_seq_tables(batch, 0, false, [&](const gpu::SeqTable& t, int64_t) { gpu::norm_rope(t, a, stream_); });
 }
 
+void GpuOps::flush_rope() {
+    if (!rope_) return;
+    const PendingRope r = *rope_;
+    rope_.reset();
+    gpu::norm_rope(r.t, r.a, stream_);
+}
+
 void GpuOps::kv_store(const Batch& batch, int64_t il, Tensor k, Tensor v) {
+    std::optional<PendingRope> rope = rope_;
+    rope_.reset();  // launched below, with the store or before it
     bind();
-    if (batch.seqs.empty()) return;
+    const auto issue_rope = [&] {
+        if (rope) gpu::norm_rope(rope->t, rope->a, stream_);
+        rope.reset();
+    };
+    if (batch.seqs.empty()) return issue_rope();
     const KvCache& kv = *batch.seqs[0].state->kv;
     for_seq_tables(batch, il, true, [&](const gpu::SeqTable& t, int64_t) {
+        // The held rotation's rows and positions are these, and one of its sets is k's heads
+        // as the store reads them: one launch.
+        int k_set = -1;
+        if (rope && rope->t.n == t.n && rope->t.pos0 == t.pos0 && rope->a.head_dim == kv.head_dim_k()) {
+            bool same = true;
+            for (int i = 0; i < t.n; ++i) same = same && rope->t.s[i].row0 == t.s[i].row0 && rope->t.s[i].n == t.s[i].n;
+            for (int i = 0; same && i < rope->a.n_sets; ++i) {
+                const gpu::RopeSet& rs = rope->a.set[i];
+                if (rs.x == k.f() && rs.ld == k.ld() && rs.n == kv.n_head_kv() && rs.stride == kv.head_dim_k()) k_set = i;
+            }
+        }
+        if (k_set >= 0) {
+            const gpu::KvStore ks{rows(v), kv.n_head_kv(), kv.head_dim_v(), k_set, kv.type()};
+            gpu::norm_rope_kv_store(t, rope->a, ks, stream_);
+            rope.reset();
+            return;
+        }
+        issue_rope();
         gpu::kv_store(t, kv.type(), kv.n_head_kv(), kv.head_dim_k(), kv.head_dim_v(), rows(k), rows(v), stream_);
     });
+    issue_rope();
 }
 
 void GpuOps::attention(const Batch& batch, int64_t il, const AttnDims& d, Tensor q, int64_t head_stride, bool gated,

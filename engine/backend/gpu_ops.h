@@ -98,6 +98,7 @@ private:
     void bind_keeping() {
         gpu::set_device(dev_);
         flush_router();
+        flush_rope();
         flush_product();
         flush_recurrent();
         flush_combine();
@@ -205,6 +206,14 @@ private:
     };
     std::optional<PendingRouter> router_;
     void flush_router();
+    // An attention layer's norm and rotation of q and k (one table of sequences), held for
+    // the KV store of the same rows, which then launches both (gpu::norm_rope_kv_store).
+    struct PendingRope {
+        gpu::SeqTable t;  // norm_rope's (positions, no caches)
+        gpu::RopeArgs a;
+    };
+    std::optional<PendingRope> rope_;
+    void flush_rope();
     static constexpr int64_t kFuseRows = 16;
     static bool fuses(const gpu::Rows& y) { return y.rows > 0 && y.rows <= kFuseRows && y.cols % 32 == 0; }
     void* fused_scratch(const gpu::Rows& y);

@@ -70,24 +70,21 @@ STRATA_DEV float kv_at(const uint8_t* row, int64_t i) {
     }
 }
 
-__global__ void norm_rope_k(SeqTable seqs, RopeArgs a) {
-    __shared__ float red[32];
-    const int64_t t = blockIdx.x;
-    const int si = seq_of(seqs, t);
-    if (si < 0) return;
-    const int64_t pos = seqs.pos0[si] + (t - seqs.s[si].row0);
-    // blockIdx.y: a head of the sets, in order
-    int64_t h = blockIdx.y;
+// The set and head of blockIdx.y among a's sets, in order (set a.n_sets: past them).
+STRATA_DEV int rope_set_of(const RopeArgs& a, int64_t& h) {
     int set = 0;
     while (set < a.n_sets && h >= a.set[set].n) h -= a.set[set++].n;
-    if (set >= a.n_sets) return;
-    const RopeSet& rs = a.set[set];
-    float* x = rs.x + t * rs.ld + h * rs.stride;
-    if (rs.norm) {
+    return set;
+}
+
+// One head x at position pos: the per-head RMS norm (with the set's weights, if any), then
+// the rotary embedding. Every thread of the block calls it (block_sum's barriers).
+STRATA_DEV void rope_head(float* x, const float* norm, int64_t pos, const RopeArgs& a, float* red) {
+    if (norm) {
         float ss = 0.0f;
         for (int64_t i = threadIdx.x; i < a.head_dim; i += blockDim.x) ss += x[i] * x[i];
         const float scale = 1.0f / sqrtf(block_sum(ss, red) / static_cast<float>(a.head_dim) + a.eps);
-        for (int64_t i = threadIdx.x; i < a.head_dim; i += blockDim.x) x[i] = x[i] * scale * rs.norm[i];
+        for (int64_t i = threadIdx.x; i < a.head_dim; i += blockDim.x) x[i] = x[i] * scale * norm[i];
         __syncthreads();
     }
     const int64_t half = a.n_rot / 2;
@@ -111,17 +108,9 @@ __global__ void norm_rope_k(SeqTable seqs, RopeArgs a) {
     }
 }
 
-// One block per (row, KV head, k or v): the head's values into its cache row.
-__global__ void kv_store_k(SeqTable seqs, GgmlType type, int64_t hd, int64_t hdv, Rows k, Rows v) {
-    __shared__ float vals[kThreads];  // a pass's values: each 32-block's thread reads its block
-    const int64_t t = blockIdx.x, h = blockIdx.y;
-    const bool is_v = blockIdx.z == 1;
-    const int si = seq_of(seqs, t);
-    if (si < 0) return;
-    const SeqRows& sr = seqs.s[si];
-    const int64_t pos = seqs.pos0[si] + (t - sr.row0), n = is_v ? hdv : hd;
-    const float* src = (is_v ? v.p + t * v.ld : k.p + t * k.ld) + h * n;
-    uint8_t* dst = is_v ? sr.v + h * sr.v_head + pos * sr.v_pos : sr.k + h * sr.k_head + pos * sr.k_pos;
+// n values of src into a cache row at dst of type `type`. Every thread of the block calls
+// it (the quantized types' barriers); vals: __shared__ float[blockDim.x] of the caller.
+STRATA_DEV void store_head(const float* src, uint8_t* dst, GgmlType type, int64_t n, float* vals) {
     if (type == GgmlType::F32) {
         for (int64_t i = threadIdx.x; i < n; i += blockDim.x) copy_bytes(dst + 4 * i, src + i, 4);
     } else if (type == GgmlType::F16) {
@@ -171,6 +160,58 @@ __global__ void kv_store_k(SeqTable seqs, GgmlType type, int64_t hd, int64_t hdv
                 }
             }
         }
+    }
+}
+
+// A block per (row, head of the sets): rope_head.
+__global__ void norm_rope_k(SeqTable seqs, RopeArgs a) {
+    __shared__ float red[32];
+    const int64_t t = blockIdx.x;
+    const int si = seq_of(seqs, t);
+    if (si < 0) return;
+    int64_t h = blockIdx.y;
+    const int set = rope_set_of(a, h);
+    if (set >= a.n_sets) return;
+    const RopeSet& rs = a.set[set];
+    rope_head(rs.x + t * rs.ld + h * rs.stride, rs.norm, seqs.pos0[si] + (t - seqs.s[si].row0), a, red);
+}
+
+// One block per (row, KV head, k or v): store_head of the head into its cache row.
+__global__ void kv_store_k(SeqTable seqs, GgmlType type, int64_t hd, int64_t hdv, Rows k, Rows v) {
+    __shared__ float vals[kThreads];  // a pass's values: each 32-block's thread reads its block
+    const int64_t t = blockIdx.x, h = blockIdx.y;
+    const bool is_v = blockIdx.z == 1;
+    const int si = seq_of(seqs, t);
+    if (si < 0) return;
+    const SeqRows& sr = seqs.s[si];
+    const int64_t pos = seqs.pos0[si] + (t - sr.row0), n = is_v ? hdv : hd;
+    const float* src = (is_v ? v.p + t * v.ld : k.p + t * k.ld) + h * n;
+    uint8_t* dst = is_v ? sr.v + h * sr.v_head + pos * sr.v_pos : sr.k + h * sr.k_head + pos * sr.k_pos;
+    store_head(src, dst, type, n, vals);
+}
+
+// norm_rope_k's blocks, those of set kv.k_set (the K heads) then storing their head into
+// the cache, and after them a block per (row, KV head) storing V: norm_rope and kv_store
+// in one launch, the same bytes.
+__global__ void norm_rope_kv_store_k(SeqTable seqs, RopeArgs a, KvStore kv) {
+    __shared__ float red[32];
+    __shared__ float vals[kThreads];
+    const int64_t t = blockIdx.x;
+    const int si = seq_of(seqs, t);
+    if (si < 0) return;
+    const SeqRows& sr = seqs.s[si];
+    const int64_t pos = seqs.pos0[si] + (t - sr.row0);
+    int64_t h = blockIdx.y;
+    const int set = rope_set_of(a, h);
+    if (set < a.n_sets) {
+        const RopeSet& rs = a.set[set];
+        float* x = rs.x + t * rs.ld + h * rs.stride;
+        rope_head(x, rs.norm, pos, a, red);
+        if (set != kv.k_set) return;  // the whole block
+        __syncthreads();  // the head's values as the rotation left them
+        store_head(x, sr.k + h * sr.k_head + pos * sr.k_pos, kv.type, a.head_dim, vals);
+    } else if (h < kv.n_head_kv) {
+        store_head(kv.v.p + t * kv.v.ld + h * kv.hdv, sr.v + h * sr.v_head + pos * sr.v_pos, kv.type, kv.hdv, vals);
     }
 }
 
@@ -307,10 +348,31 @@ void norm_rope(const SeqTable& seqs, const RopeArgs& a, Stream s) {
     check_launch("norm_rope");
 }
 
-void kv_store(const SeqTable& seqs, GgmlType type, int64_t n_head_kv, int64_t hd, int64_t hdv, Rows k, Rows v,
-              Stream s) {
+namespace {
+
+void check_cache(GgmlType type) {
     STRATA_CHECK(type == GgmlType::F32 || type == GgmlType::F16 || type == GgmlType::Q8_0 || type == GgmlType::Q4_0,
                  "kv_store: cache type {} has no GPU kernel", type_info(type).name);
+}
+
+}  // namespace
+
+void norm_rope_kv_store(const SeqTable& seqs, const RopeArgs& a, const KvStore& kv, Stream s) {
+    check_cache(kv.type);
+    STRATA_CHECK(kv.k_set >= 0 && kv.k_set < a.n_sets && a.set[kv.k_set].n == kv.n_head_kv,
+                 "norm_rope_kv_store: set {} of {} is not the {} K heads", kv.k_set, a.n_sets, kv.n_head_kv);
+    int64_t heads = 0, rows = 0;
+    for (int i = 0; i < a.n_sets; ++i) heads += a.set[i].n;
+    for (int i = 0; i < seqs.n; ++i) rows = std::max(rows, seqs.s[i].row0 + seqs.s[i].n);
+    if (rows == 0) return;
+    launch(norm_rope_kv_store_k, dim3(static_cast<unsigned>(rows), static_cast<unsigned>(heads + kv.n_head_kv)),
+           dim3(kThreads / 2), st(s), seqs, a, kv);
+    check_launch("norm_rope_kv_store");
+}
+
+void kv_store(const SeqTable& seqs, GgmlType type, int64_t n_head_kv, int64_t hd, int64_t hdv, Rows k, Rows v,
+              Stream s) {
+    check_cache(type);
     int64_t rows = 0;
     for (int i = 0; i < seqs.n; ++i) rows = std::max(rows, seqs.s[i].row0 + seqs.s[i].n);
     if (rows == 0) return;

@@ -287,6 +287,17 @@ static_assert(sizeof(SeqTable) == 16 + kMaxSeqs * sizeof(SeqRows) && sizeof(SeqR
 void norm_rope(const SeqTable& seqs, const RopeArgs& a, Stream s);
 void kv_store(const SeqTable& seqs, GgmlType type, int64_t n_head_kv, int64_t hd, int64_t hdv, Rows k, Rows v,
               Stream s);
+// norm_rope, then kv_store of set k_set's heads (K, as the rotation left them, head_dim
+// values each) and of v, in one launch (the same bytes): an attention layer's two ops
+// before attention. seqs: kv_store's table (with the caches).
+struct KvStore {  // no padding (see Weight)
+    Rows v;
+    int64_t n_head_kv, hdv;
+    int32_t k_set;
+    GgmlType type;
+};
+static_assert(sizeof(KvStore) == sizeof(Rows) + 24, "no padding in kernel arguments");
+void norm_rope_kv_store(const SeqTable& seqs, const RopeArgs& a, const KvStore& kv, Stream s);
 // scratch: attention_scratch_floats(rows, n_head, hdv) floats of device memory (the
 // positions' parts of a flash-decoding split).
 inline constexpr int kAttnMaxSplit = 32;
