@@ -87,12 +87,7 @@ GpuOps::GpuOps(int device, bool graphs, bool profile) : dev_(device) {
 }
 
 GpuOps::~GpuOps() {
-    add_.reset();  // held work whose window never ended: not launched from a destructor
-    product_.reset();
-    gates_.reset();
-    combine_.reset();
-    router_.reset();
-    recur_.reset();
+    held_ = std::monostate{};  // held work whose window never ended: not launched from a destructor
     bind();
     try {
         gpu::stream_sync(stream_);
@@ -132,9 +127,7 @@ void GpuOps::item_begin() {
 }
 
 void GpuOps::item_end() {
-    if (add_ || gates_ || combine_ || router_ || recur_ || product_ || rope_) {
-        bind_keeping();  // held work goes with this item's
-    }
+    if (!std::holds_alternative<std::monostate>(held_)) bind_keeping();  // held work goes with this item's
     if (profile_) {
         gpu::profile_attach(nullptr);
         in_item_ = false;
@@ -471,10 +464,10 @@ void GpuOps::get_rows(const MatView& table, const int32_t* ids, Tensor x) {
 
 void GpuOps::rms_norm(Tensor x, const float* w, float eps, Tensor y) {
     const gpu::Rows xr = rows(x), yr = rows(y);
-    if (add_ && fuses(yr) && same_rows(add_->y, xr)) {
-        const PendingAdd a = *add_;
+    if (const PendingAdd* held_add = held<PendingAdd>(); held_add && fuses(yr) && same_rows(held_add->y, xr)) {
+        const PendingAdd a = *held_add;
         if (a.product && !in_slot(a.product->x, kNormSlot)) {
-            add_.reset();  // the product, the add and this norm: one kernel
+            held_ = std::monostate{};  // the product, the add and this norm: one kernel
             bind();
             const PendingProduct& p = *a.product;
             const size_t bytes = gpu::act_q_bytes(yr.cols, yr.rows);
@@ -484,13 +477,13 @@ void GpuOps::rms_norm(Tensor x, const float* w, float eps, Tensor y) {
             return;
         }
         if (!a.combine && !a.product) {
-            add_.reset();  // issued here, in the norm's kernel
+            held_ = std::monostate{};  // issued here, in the norm's kernel
             bind();
             fused_ = Fused{yr, gpu::add_rms_norm_q(xr, a.x, w, eps, yr, fused_scratch(yr), stream_)};
             return;
         }
         if (a.combine && clear_of(a.combine->c, a.combine->out, yr, true)) {
-            add_.reset();  // the combine, the add and this norm: one kernel
+            held_ = std::monostate{};  // the combine, the add and this norm: one kernel
             bind();
             fused_ = Fused{yr, gpu::moe_combine_add_rms_norm_q(a.combine->c, a.combine->out, xr, w, eps, yr,
                                                                fused_scratch(yr), stream_)};
@@ -504,10 +497,11 @@ void GpuOps::rms_norm(Tensor x, const float* w, float eps, Tensor y) {
 
 void GpuOps::rms_norm_gated(Tensor x, Tensor z, const float* w, int64_t head, float eps) {
     const gpu::Rows xr = rows(x), zr = rows(z);
-    if (recur_ && same_rows(recur_->o, xr) && head == recur_->d.dv && zr.rows == xr.rows && !overlaps(xr, zr) &&
-        !overlaps(zr, recur_->state, sizeof(float) * static_cast<size_t>(recur_->d.nv * recur_->d.dv * recur_->d.dk))) {
-        const PendingRecurrent r = *recur_;
-        recur_.reset();  // the recurrence and this norm: one kernel
+    const PendingRecurrent* rec = held<PendingRecurrent>();
+    if (rec && same_rows(rec->o, xr) && head == rec->d.dv && zr.rows == xr.rows && !overlaps(xr, zr) &&
+        !overlaps(zr, rec->state, sizeof(float) * static_cast<size_t>(rec->d.nv * rec->d.dv * rec->d.dk))) {
+        const PendingRecurrent r = *rec;
+        held_ = std::monostate{};  // the recurrence and this norm: one kernel
         bind();
         const gpu::GdnNormArgs norm{zr, w, eps, 0, {}, counters(static_cast<size_t>(r.d.nv))};
         fused_ = Fused{xr, gpu::gdn_recurrent(r.d.nk, r.d.nv, r.d.dk, r.d.dv, r.d.tiled, r.u, r.g, r.beta, r.state, r.o,
@@ -529,40 +523,35 @@ void GpuOps::add(Tensor y, Tensor x) {
     const gpu::Rows yr = rows(y), xr = rows(x);
     const bool fits = fuses(yr) && xr.cols == yr.cols && xr.rows == yr.rows;
     std::optional<PendingCombine> comb;
-    if (combine_ && fits && same_rows(combine_->out, xr) && clear_of(combine_->c, combine_->out, yr, false)) {
-        comb = combine_;  // the combine of x stays held with this add
-        combine_.reset();
-    }
     std::optional<PendingProduct> prod;
-    if (product_ && fits && same_rows(product_->y, xr) && !overlaps(yr, xr)) {
-        prod = product_;  // likewise the product of x
-        product_.reset();
+    if (const PendingCombine* c = held<PendingCombine>();
+        c && fits && same_rows(c->out, xr) && clear_of(c->c, c->out, yr, false)) {
+        comb = take<PendingCombine>();  // the combine of x stays held with this add
+    } else if (const PendingProduct* p = held<PendingProduct>(); p && fits && same_rows(p->y, xr) && !overlaps(yr, xr)) {
+        prod = take<PendingProduct>();  // likewise the product of x
     }
     bind();  // issues other held work
-    if (fits) add_ = PendingAdd{yr, xr, comb, prod};
+    if (fits) held_ = PendingAdd{yr, xr, comb, prod};
     else gpu::add(yr, xr, stream_);
 }
 
-void GpuOps::flush_add() {
-    if (!add_) return;
-    const PendingAdd a = *add_;
-    add_.reset();
-    if (a.combine) gpu::moe_combine(a.combine->c, a.combine->out, stream_);
-    if (a.product) gpu::matmul_q(a.product->w, a.product->x, a.product->y, tab_, stream_);
+void GpuOps::flush_held() {
+    Held h = std::monostate{};
+    std::swap(h, held_);
+    std::visit([this](const auto& p) { issue(p); }, h);
+}
+
+void GpuOps::issue(const PendingAdd& a) {
+    if (a.combine) issue(*a.combine);
+    if (a.product) issue(*a.product);
     gpu::add(a.y, a.x, stream_);
 }
 
-void GpuOps::flush_product() {
-    if (!product_) return;
-    const PendingProduct p = *product_;
-    product_.reset();
+void GpuOps::issue(const PendingProduct& p) {
     gpu::matmul_q(p.w, p.x, p.y, tab_, stream_);
 }
 
-void GpuOps::flush_combine() {
-    if (!combine_) return;
-    const PendingCombine c = *combine_;
-    combine_.reset();
+void GpuOps::issue(const PendingCombine& c) {
     gpu::moe_combine(c.c, c.out, stream_);
 }
 
@@ -603,20 +592,17 @@ void GpuOps::matmul(const MatView& w, Tensor x, Tensor y) {
     if (gpu::int_dot(w.type)) {
         const gpu::ActQ xq = quantized(xr, kActSlot);
         // A decode step's out projection or down product, perhaps: see add and rms_norm.
-        if (xr.rows == 1 && fuses(yr) && !overlaps(xr, yr)) product_ = PendingProduct{weight(w), xq, yr};
+        if (xr.rows == 1 && fuses(yr) && !overlaps(xr, yr)) held_ = PendingProduct{weight(w), xq, yr};
         else gpu::matmul_q(weight(w), xq, yr, tab_, stream_);
     } else if (gpu::float_weight(w.type) && xr.rows <= kFuseRows && w.n_out <= gpu::kTopkMaxExperts &&
                !overlaps(xr, yr)) {
-        router_ = PendingRouter{weight(w), xr, yr};  // a MoE router's, perhaps: see topk_softmax
+        held_ = PendingRouter{weight(w), xr, yr};  // a MoE router's, perhaps: see topk_softmax
     } else {
         gpu::matmul(weight(w), xr, yr, tab_, stream_);
     }
 }
 
-void GpuOps::flush_router() {
-    if (!router_) return;
-    const PendingRouter r = *router_;
-    router_.reset();
+void GpuOps::issue(const PendingRouter& r) {
     gpu::matmul(r.w, r.x, r.y, tab_, stream_);
 }
 
@@ -705,22 +691,18 @@ void GpuOps::norm_rope(const Batch& batch, std::span<const RopeHeads> sets, int6
     a.corr_high = rope.corr_high;
     a.mscale = rope.mscale;
     if (batch.seqs.size() <= static_cast<size_t>(gpu::kMaxSeqs)) {
-        for_seq_tables(batch, 0, false, [&](const gpu::SeqTable& t, int64_t) { rope_ = PendingRope{t, a}; });
+        for_seq_tables(batch, 0, false, [&](const gpu::SeqTable& t, int64_t) { held_ = PendingRope{t, a}; });
         return;  // see kv_store
     }
     for_seq_tables(batch, 0, false, [&](const gpu::SeqTable& t, int64_t) { gpu::norm_rope(t, a, stream_); });
 }
 
-void GpuOps::flush_rope() {
-    if (!rope_) return;
-    const PendingRope r = *rope_;
-    rope_.reset();
+void GpuOps::issue(const PendingRope& r) {
     gpu::norm_rope(r.t, r.a, stream_);
 }
 
 void GpuOps::kv_store(const Batch& batch, int64_t il, Tensor k, Tensor v) {
-    std::optional<PendingRope> rope = rope_;
-    rope_.reset();  // launched below, with the store or before it
+    std::optional<PendingRope> rope = take<PendingRope>();  // launched below, with the store or before it
     bind();
     const auto issue_rope = [&] {
         if (rope) gpu::norm_rope(rope->t, rope->a, stream_);
@@ -771,13 +753,10 @@ void GpuOps::attention(const Batch& batch, int64_t il, const AttnDims& d, Tensor
 
 void GpuOps::gdn_gates(const GdnDims& d, Tensor ba, const float* a, const float* dt_bias, Tensor beta, Tensor g) {
     bind();
-    if (ba.ne1 > 0) gates_ = PendingGates{rows(ba), rows(beta), rows(g), d.nk, d.nv, d.tiled, a, dt_bias};
+    if (ba.ne1 > 0) held_ = PendingGates{rows(ba), rows(beta), rows(g), d.nk, d.nv, d.tiled, a, dt_bias};
 }
 
-void GpuOps::flush_gates() {
-    if (!gates_) return;
-    const PendingGates p = *gates_;
-    gates_.reset();
+void GpuOps::issue(const PendingGates& p) {
     gpu::gdn_gates(p.ba, p.nk, p.nv, p.tiled, p.a, p.dt_bias, p.beta, p.g, stream_);
 }
 
@@ -793,29 +772,28 @@ void GpuOps::gdn_conv(const GdnDims& d, Tensor x, const float* w, float* conv_st
                  d.conv_dim());
     // Held gates stay held (for the recurrence after this step) unless this step touches
     // what they read or write.
-    if (gates_) {
+    if (const PendingGates* g = held<PendingGates>()) {
         const gpu::Rows xr = rows(x), ur = rows(u);
         const size_t state_bytes = sizeof(float) * static_cast<size_t>((d.conv_k - 1) * d.conv_dim());
-        for (const gpu::Rows& r : {gates_->ba, gates_->beta, gates_->g})
+        for (const gpu::Rows& r : {g->ba, g->beta, g->g})
             if (overlaps(r, xr) || overlaps(r, ur) || overlaps(r, conv_state, state_bytes)) {
-                flush_gates();
+                flush_held();
                 break;
             }
     }
-    const std::optional<PendingGates> held = gates_;
-    gates_.reset();
+    const std::optional<PendingGates> kept = take<PendingGates>();
     bind();
-    gates_ = held;
+    if (kept) held_ = *kept;
     if (!gpu::gdn_conv(rows(x), w, d.conv_k, conv_state, rows(u), d.nk, d.dk, d.eps, d.q_scale(), stream_))
         Ops::gdn_conv(d, x, w, conv_state, u);
 }
 
 void GpuOps::gdn_recurrent(const GdnDims& d, Tensor u, Tensor g, Tensor beta, float* state, Tensor o) {
     gpu::GdnGateArgs gates;
-    if (gates_ && same_rows(gates_->g, rows(g)) && same_rows(gates_->beta, rows(beta)) && gates_->nk == d.nk &&
-        gates_->nv == d.nv && gates_->tiled == d.tiled) {
-        gates = {gates_->ba, gates_->a, gates_->dt_bias};
-        gates_.reset();  // issued here, in the recurrence's kernel
+    if (const PendingGates* p = held<PendingGates>(); p && same_rows(p->g, rows(g)) && same_rows(p->beta, rows(beta)) &&
+                                                       p->nk == d.nk && p->nv == d.nv && p->tiled == d.tiled) {
+        gates = {p->ba, p->a, p->dt_bias};
+        held_ = std::monostate{};  // issued here, in the recurrence's kernel
     }
     bind();
     const gpu::Rows ur = rows(u), gr = rows(g), br = rows(beta), orr = rows(o);
@@ -824,16 +802,13 @@ void GpuOps::gdn_recurrent(const GdnDims& d, Tensor u, Tensor g, Tensor beta, fl
     // then runs: where o is written only here (the norm rewrites it in place).
     if (fuses(orr) && d.dv % 32 == 0 && !overlaps(orr, ur) && !overlaps(orr, gr) && !overlaps(orr, br) &&
         !overlaps(orr, state, state_bytes) && !overlaps(orr, gates.ba)) {
-        recur_ = PendingRecurrent{d, ur, gr, br, state, orr, gates};
+        held_ = PendingRecurrent{d, ur, gr, br, state, orr, gates};
         return;
     }
     gpu::gdn_recurrent(d.nk, d.nv, d.dk, d.dv, d.tiled, ur, gr, br, state, orr, stream_, gates);
 }
 
-void GpuOps::flush_recurrent() {
-    if (!recur_) return;
-    const PendingRecurrent r = *recur_;
-    recur_.reset();
+void GpuOps::issue(const PendingRecurrent& r) {
     gpu::gdn_recurrent(r.d.nk, r.d.nv, r.d.dk, r.d.dv, r.d.tiled, r.u, r.g, r.beta, r.state, r.o, stream_, r.gates);
 }
 
@@ -849,11 +824,12 @@ void GpuOps::topk_softmax(Tensor logits, int64_t k, int32_t* ids, float* wt) {
     const gpu::Rows lr = rows(logits);
     const auto n = static_cast<size_t>(logits.ne1 * k);
     std::optional<PendingRouter> r;
-    if (router_ && same_rows(router_->y, lr) && !overlaps(router_->x, ids, n * sizeof(int32_t)) &&
-        !overlaps(router_->x, wt, n * sizeof(float)) && !overlaps(lr, ids, n * sizeof(int32_t)) &&
-        !overlaps(lr, wt, n * sizeof(float))) {
-        r = router_;  // the product that wrote the logits routes them in its last block
-        router_.reset();
+    if (const PendingRouter* p = held<PendingRouter>(); p && same_rows(p->y, lr) &&
+                                                        !overlaps(p->x, ids, n * sizeof(int32_t)) &&
+                                                        !overlaps(p->x, wt, n * sizeof(float)) &&
+                                                        !overlaps(lr, ids, n * sizeof(int32_t)) &&
+                                                        !overlaps(lr, wt, n * sizeof(float))) {
+        r = take<PendingRouter>();  // the product that wrote the logits routes them in its last block
     }
     bind_keeping();
     overwrites(ids, n * sizeof(int32_t));
@@ -982,7 +958,7 @@ void GpuOps::moe_combine(Tensor routed, const float* wt, int64_t k, Tensor share
     const gpu::Rows o = rows(out);
     // Held for the residual add and the norm after it (a layer's end, the next layer's
     // start): their kernel computes it, one launch for three.
-    if (fuses(o) && c.h.rows == o.rows && clear_of(c, gpu::Rows{}, o, false)) combine_ = PendingCombine{c, o};
+    if (fuses(o) && c.h.rows == o.rows && clear_of(c, gpu::Rows{}, o, false)) held_ = PendingCombine{c, o};
     else gpu::moe_combine(c, o, stream_);
 }
 

@@ -10,6 +10,7 @@
 #include <map>
 #include <optional>
 #include <tuple>
+#include <variant>
 #include <vector>
 
 #include "engine/backend/ops.h"
@@ -97,13 +98,7 @@ private:
     }
     void bind_keeping() {
         gpu::set_device(dev_);
-        flush_router();
-        flush_rope();
-        flush_product();
-        flush_recurrent();
-        flush_combine();
-        flush_add();
-        flush_gates();
+        flush_held();
     }
     void overwrites(const void* p, size_t bytes);
     void overwrites(gpu::Rows y) {
@@ -154,8 +149,6 @@ private:
         gpu::MoeCombine c;
         gpu::Rows out;
     };
-    std::optional<PendingCombine> combine_;
-    void flush_combine();
     // A one-row integer product (a decode step's out projection or down product), held
     // likewise: the residual add of its output takes it along, and the norm after that
     // issues the three in one kernel (gpu::matmul_add_rms_norm_q).
@@ -164,15 +157,11 @@ private:
         gpu::ActQ x;
         gpu::Rows y;
     };
-    std::optional<PendingProduct> product_;
-    void flush_product();
     struct PendingAdd {
         gpu::Rows y, x;
         std::optional<PendingCombine> combine;  // x's values, not yet computed
         std::optional<PendingProduct> product;  // likewise
     };
-    std::optional<PendingAdd> add_;
-    void flush_add();
     // A GDN layer's gates (gdn_gates), held the same way for the recurrence of the same
     // rows, whose kernel then computes and stores them (one launch fewer per GDN layer);
     // the conv step between them leaves them held, any other op issues them first.
@@ -183,8 +172,6 @@ private:
         const float* a;
         const float* dt_bias;
     };
-    std::optional<PendingGates> gates_;
-    void flush_gates();
     // A GDN recurrence of a window of up to kFuseRows rows (with its gates, if held), held
     // for the gated norm of its output, which its kernel then runs (gpu::gdn_recurrent's
     // norm): one launch per GDN layer fewer.
@@ -195,8 +182,6 @@ private:
         gpu::Rows o;
         gpu::GdnGateArgs gates;
     };
-    std::optional<PendingRecurrent> recur_;
-    void flush_recurrent();
     // A product of float weights (a MoE router's) of a window of up to kFuseRows rows,
     // held likewise: top-k routing of its output launches both (gpu::matmul_topk), one
     // launch per MoE layer fewer.
@@ -204,16 +189,37 @@ private:
         gpu::Weight w;
         gpu::Rows x, y;
     };
-    std::optional<PendingRouter> router_;
-    void flush_router();
     // An attention layer's norm and rotation of q and k (one table of sequences), held for
     // the KV store of the same rows, which then launches both (gpu::norm_rope_kv_store).
     struct PendingRope {
         gpu::SeqTable t;  // norm_rope's (positions, no caches)
         gpu::RopeArgs a;
     };
-    std::optional<PendingRope> rope_;
-    void flush_rope();
+    // The work held (one item at most: each op that holds work first issues what was held,
+    // bar the item it takes along), and each item's own launch where nothing took it.
+    using Held = std::variant<std::monostate, PendingCombine, PendingProduct, PendingAdd, PendingGates,
+                              PendingRecurrent, PendingRouter, PendingRope>;
+    Held held_;
+    template <typename P>
+    P* held() {
+        return std::get_if<P>(&held_);
+    }
+    // The held item if it is a P (no longer held then).
+    template <typename P>
+    std::optional<P> take() {
+        std::optional<P> p;
+        if (P* h = held<P>()) p = *h, held_ = std::monostate{};
+        return p;
+    }
+    void flush_held();
+    void issue(std::monostate) {}
+    void issue(const PendingCombine& c);
+    void issue(const PendingProduct& p);
+    void issue(const PendingAdd& a);
+    void issue(const PendingGates& g);
+    void issue(const PendingRecurrent& r);
+    void issue(const PendingRouter& r);
+    void issue(const PendingRope& r);
     static constexpr int64_t kFuseRows = 16;
     static bool fuses(const gpu::Rows& y) { return y.rows > 0 && y.rows <= kFuseRows && y.cols % 32 == 0; }
     void* fused_scratch(const gpu::Rows& y);
