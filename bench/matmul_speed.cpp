@@ -5,8 +5,11 @@
 // above the memory figure, a decode below the read bandwidth is a matter of the memory
 // access (prefetch, streams in flight), not of the arithmetic.
 //
-// Usage: matmul_speed [--isa NAME] [--mib N] [TYPE...]   (default types: q8_0 q4_K q6_K
-// q4_0 iq4_xs iq3_xxs; N: MiB of the memory-resident matrix, default 256)
+// Usage: matmul_speed [--isa NAME] [--mib N] [-t THREADS] [--piece P] [TYPE...]   (default
+// types: q8_0 q4_K q6_K q4_0 iq4_xs iq3_xxs; N: MiB of the memory-resident matrix, default
+// 256; THREADS: the products' threads, default 1 (the read loop stays one thread); P > 0:
+// also the memory figure over the same bytes as matrices of P MiB taken in turn, as a
+// decode step's products are: what each product's start and end cost)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -113,21 +116,24 @@ __attribute__((target("avx512f"))) double read_gbs(const uint8_t* p, size_t byte
 
 int main(int argc, char** argv) {
     std::vector<std::string> types;
-    double mib = 256;
+    double mib = 256, piece_mib = 0;
+    int threads = 1;
     try {
         for (int i = 1; i < argc; ++i) {
             const std::string a = argv[i];
             if (a == "--isa" && i + 1 < argc) force_int_path(argv[++i]);
             else if (a == "--mib" && i + 1 < argc) mib = std::atof(argv[++i]);
+            else if (a == "--piece" && i + 1 < argc) piece_mib = std::atof(argv[++i]);
+            else if ((a == "-t" || a == "--threads") && i + 1 < argc) threads = std::max(1, std::atoi(argv[++i]));
             else if (a == "-h" || a == "--help") {
-                std::printf("usage: matmul_speed [--isa NAME] [--mib N] [TYPE...]\n");
+                std::printf("usage: matmul_speed [--isa NAME] [--mib N] [-t THREADS] [--piece P] [TYPE...]\n");
                 return 0;
             } else types.push_back(a);
         }
         if (types.empty()) types = {"q8_0", "q4_K", "q6_K", "q4_0", "iq4_xs", "iq3_xxs"};
         const bool avx512 = __builtin_cpu_supports("avx512f");
-        ThreadPool pool(1);
-        std::printf("one thread, one token, n_in %lld, integer path %s\n\n", static_cast<long long>(kIn), int_path_name());
+        ThreadPool pool(threads);
+        std::printf("%d thread(s) for the products, one token, n_in %lld, integer path %s\n\n", threads, static_cast<long long>(kIn), int_path_name());
         std::printf("| type | decode path | cache GB/s (%lld rows) | memory GB/s (%.0f MiB) | read GB/s (same memory) | memory / read | memory / cache |\n",
                     static_cast<long long>(kSeedRows), mib);
         std::printf("|---|---|---:|---:|---:|---:|---:|\n");
@@ -150,6 +156,17 @@ int main(int argc, char** argv) {
             const double rd = avx512 ? read_gbs(bytes, big_bytes, 5) : 0.0;
             std::printf("| %s | %s | %.1f | %.1f | %.1f | %.0f%% | %.0f%% |\n", name.c_str(), int_decode_path_name(*type), cache, mem, rd,
                         rd > 0 ? 100.0 * mem / rd : 0.0, 100.0 * mem / cache);
+            if (piece_mib > 0) {
+                const int64_t prow = std::max<int64_t>(
+                    16, static_cast<int64_t>(piece_mib * 1048576.0 / static_cast<double>(small_bytes) * kSeedRows) / 16 * 16);
+                std::vector<Packed> pieces;
+                std::vector<const MatView*> views;
+                for (int64_t r = 0; r < rows; r += prow) pieces.push_back(make(*type, prow));
+                for (const Packed& p : pieces) views.push_back(&p.w);
+                const double gbs = product_gbs(pool, views, bytes_read(pieces[0].w), static_cast<int>(pieces.size()) * 3, 5);
+                std::printf("|  | %zu matrices of %lld rows in turn | | %.1f | | | |\n", pieces.size(),
+                            static_cast<long long>(prow), gbs);
+            }
         }
     } catch (const std::exception& e) {
         std::fprintf(stderr, "matmul_speed: %s\n", e.what());
