@@ -355,10 +355,6 @@ TEST_CASE("matmul_ids_swiglu_q writes what matmul_ids_q of gate and up and swigl
     stream_destroy(s);
 }
 
-}  // namespace strata::gpu
-
-namespace strata::gpu {
-
 TEST_CASE("matmul_add_rms_norm_q writes what matmul_q, add_rms_norm_q write, and leaves its counters at 0", "[gpu]") {
     if (!start_device()) return;
     const Stream s = stream_create();
