@@ -1063,6 +1063,52 @@ struct Harness {
                     }
                 }
             }
+            {
+                // A MoE layer on the device's own rows: the experts (with a shared expert like
+                // the routed ones, and without one), their combine, the residual add, the next
+                // norm and a product of it (a GPU holds the down product, the combine and the
+                // add, and runs the four in the norm's kernel), against the same ops with the
+                // results brought to the host in between; chained 2: all held, then issued by a
+                // copy out.
+                const Floats res0 = rng.normal(static_cast<size_t>(T * E)), nw = rng.normal(static_cast<size_t>(E)),
+                             sg2 = rng.normal(static_cast<size_t>(E), 0.1f);
+                const MatView pw = ops.prepare_weight(weight(GgmlType::Q8_0, E, 24).view);
+                const MatView sgv = ops.prepare_weight(weight(GgmlType::Q8_0, E, F).view);
+                const MatView suv = ops.prepare_weight(weight(up[0]->view.type, E, F).view);
+                const MatView sdv = ops.prepare_weight(weight(GgmlType::Q8_0, F, E).view);
+                for (bool with_shared : {true, false}) {
+                    INFO((with_shared ? "with" : "without") << " a shared expert");
+                    std::vector<Floats> got[3];
+                    for (int chained = 0; chained < 3; ++chained) {
+                        const Tensor hh = m.in(h, E, T), res = m.in(res0, E, T), rt = m.zeros(E, T * k);
+                        const Tensor so = m.zeros(E, T), o = m.zeros(E, T), nrm = m.zeros(E, T), prod = m.zeros(24, T);
+                        const float *sg_d = m.in(sg2), *nw_d = m.in(nw), *wt_c = m.in(wt);
+                        const int32_t* ids_c = m.in_ids(ids);
+                        const SharedExpert se{sgv, suv, sdv, so};
+                        if (!ops.moe_experts(gv, uv, dv, ids_c, k, hh, rt, with_shared ? &se : nullptr)) {
+                            const Tensor g_t = m.zeros(F, T), u_t = m.zeros(F, T);
+                            const MatOut gu[2] = {{sgv, g_t.f(), F}, {suv, u_t.f(), F}};
+                            ops.matmul_multi(gu, hh);
+                            ops.swiglu(g_t, u_t, g_t);
+                            ops.matmul(sdv, g_t, so);
+                        }
+                        if (!chained) (void)m.out(rt);
+                        ops.moe_combine(rt, wt_c, k, with_shared ? so : Tensor{}, with_shared ? sg_d : nullptr, hh, o);
+                        if (!chained) (void)m.out(o);
+                        ops.add(res, o);
+                        if (chained != 1) (void)m.out(res);
+                        ops.rms_norm(res, nw_d, 1e-6f, nrm);
+                        ops.matmul(pw, nrm, prod);
+                        got[chained] = {m.out(rt), m.out(so), m.out(o), m.out(res), m.out(nrm), m.out(prod)};
+                    }
+                    for (size_t i = 0; i < got[0].size(); ++i) {
+                        INFO("output " << i << " of the experts, the shared expert, the combine, the residual, the norm, "
+                                          "the product");
+                        EXPECT(got[1][i] == got[0][i]);
+                        EXPECT(got[2][i] == got[0][i]);
+                    }
+                }
+            }
             ran("moe_combine");
         }
     }

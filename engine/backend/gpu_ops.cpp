@@ -446,7 +446,17 @@ void GpuOps::rms_norm(Tensor x, const float* w, float eps, Tensor y) {
             fused_ = Fused{yr, gpu::add_rms_norm_q(xr, a.x, w, eps, yr, fused_scratch(yr), stream_)};
             return;
         }
-        if (a.combine && clear_of(a.combine->c, a.combine->out, yr, true)) {
+        if (a.combine && a.combine->down && clear_of(a.combine->c, a.combine->out, yr, true)) {
+            held_ = std::monostate{};  // the down product, the combine, the add and this norm: one kernel
+            bind();
+            const PendingDown& d = *a.combine->down;
+            fused_ = Fused{yr, gpu::matmul_ids_combine_add_rms_norm_q(
+                                   d.type, d.table, d.n_in, d.n_out, d.stride, d.ids, d.x, d.out, d.ex, a.combine->c,
+                                   a.combine->out, xr, w, eps, yr, fused_scratch(yr),
+                                   counters(static_cast<size_t>(yr.rows)), tab_, stream_)};
+            return;
+        }
+        if (a.combine && !a.combine->down && clear_of(a.combine->c, a.combine->out, yr, true)) {
             held_ = std::monostate{};  // the combine, the add and this norm: one kernel
             bind();
             fused_ = Fused{yr, gpu::moe_combine_add_rms_norm_q(a.combine->c, a.combine->out, xr, w, eps, yr,
@@ -516,6 +526,7 @@ void GpuOps::issue(const PendingProduct& p) {
 }
 
 void GpuOps::issue(const PendingCombine& c) {
+    if (c.down) issue(*c.down);
     gpu::moe_combine(c.c, c.out, stream_);
 }
 

@@ -145,9 +145,23 @@ private:
     // A MoE layer's combine (decode and verify windows), held likewise: the residual add
     // of its output takes it along, and the norm after that issues all three in one
     // kernel (gpu::moe_combine_add_rms_norm_q).
+    // A MoE layer's down product of such a window (by id, the shared expert's rows with
+    // it), held for the combine of its rows, which takes it along: the norm after the add
+    // then issues all four in one kernel (gpu::matmul_ids_combine_add_rms_norm_q).
+    struct PendingDown {
+        GgmlType type;
+        const uint8_t* const* table;
+        int64_t n_in, n_out;
+        size_t stride;
+        const int32_t* ids;
+        gpu::ActQ x;
+        gpu::Rows out;  // the routed rows, then the shared ones' (ex.y)
+        gpu::IdsExtra ex;
+    };
     struct PendingCombine {
         gpu::MoeCombine c;
         gpu::Rows out;
+        std::optional<PendingDown> down;  // c's rows, not yet computed
     };
     // A one-row integer product (a decode step's out projection or down product), held
     // likewise: the residual add of its output takes it along, and the norm after that
@@ -197,8 +211,9 @@ private:
     };
     // The work held (one item at most: each op that holds work first issues what was held,
     // bar the item it takes along), and each item's own launch where nothing took it.
+    // the seven kinds above and PendingDown
     using Held = std::variant<std::monostate, PendingCombine, PendingProduct, PendingAdd, PendingGates,
-                              PendingRecurrent, PendingRouter, PendingRope>;
+                              PendingRecurrent, PendingRouter, PendingRope, PendingDown>;
     Held held_;
     template <typename P>
     P* held() {
@@ -220,6 +235,7 @@ private:
     void issue(const PendingRecurrent& r);
     void issue(const PendingRouter& r);
     void issue(const PendingRope& r);
+    void issue(const PendingDown& d);
     static constexpr int64_t kFuseRows = 16;
     static bool fuses(const gpu::Rows& y) { return y.rows > 0 && y.rows <= kFuseRows && y.cols % 32 == 0; }
     void* fused_scratch(const gpu::Rows& y);

@@ -325,19 +325,49 @@ bool GpuOps::moe_experts(std::span<const MatView> gate, std::span<const MatView>
     }
     gpu::Rows out = rows(routed);
     out.rows = nn;  // the shared rows go to down_ex's out
+    // Held for the combine of its rows (see moe_combine): integer weights, every expert on
+    // this device (a row computed elsewhere comes in after the launch), a decode or verify
+    // window's rows, the shared expert folded in or none.
+    const MatView& d0 = down[0];
+    const bool all_here =
+        std::all_of(down.begin(), down.end(), [](const MatView& m) { return m.data != nullptr; });
+    if (gpu::int_dot(d0.type) && !groups && all_here && xq_of == gr.p && fuses(rows(h)) && d0.n_out % 32 == 0 &&
+        (fold || !shared)) {
+        held_ = PendingDown{d0.type, expert_table(down, sd), d0.n_in, d0.n_out, d0.row_stride, ids, xq, out, down_ex};
+        return fold || !shared;
+    }
     product(down, sd, 1, gr, out, down_ex);
     return fold || !shared;
 }
 
+void GpuOps::issue(const PendingDown& d) {
+    gpu::matmul_ids_q(d.type, d.table, d.n_in, d.n_out, d.stride, d.ids, 1, d.x, d.out, tab_, stream_, nullptr, nullptr,
+                      d.ex);
+}
+
 void GpuOps::moe_combine(Tensor routed, const float* wt, int64_t k, Tensor shared, const float* shared_gate, Tensor h,
                          Tensor out) {
-    bind();
     const gpu::MoeCombine c{rows(routed), wt, k, shared.data ? rows(shared) : gpu::Rows{}, shared_gate, rows(h)};
     const gpu::Rows o = rows(out);
+    // The held down product of these rows (its routed rows c.routed, its shared rows
+    // c.shared's) goes along where the combine is held.
+    std::optional<PendingDown> down;
+    if (const PendingDown* d = held<PendingDown>();
+        d && d->out.p == c.routed.p && d->out.ld == c.routed.ld && c.routed.rows == c.h.rows * k &&
+        d->out.rows == c.routed.rows + (d->ex.n_ids >= 0 ? c.h.rows : 0) && d->ex.n_ids == (c.shared.p ? c.routed.rows : -1) &&
+        c.shared.p == (d->ex.n_ids >= 0 ? d->ex.y : nullptr) && c.shared.ld == (c.shared.p ? c.routed.ld : c.shared.ld) &&
+        !overlaps(o, d->out) && fuses(o) && c.h.rows == o.rows && clear_of(c, gpu::Rows{}, o, false)) {
+        down = take<PendingDown>();
+    }
+    bind();
     // Held for the residual add and the norm after it (a layer's end, the next layer's
     // start): their kernel computes it, one launch for three.
-    if (fuses(o) && c.h.rows == o.rows && clear_of(c, gpu::Rows{}, o, false)) held_ = PendingCombine{c, o};
-    else gpu::moe_combine(c, o, stream_);
+    if (fuses(o) && c.h.rows == o.rows && clear_of(c, gpu::Rows{}, o, false)) {
+        held_ = PendingCombine{c, o, down};
+    } else {
+        if (down) issue(*down);
+        gpu::moe_combine(c, o, stream_);
+    }
 }
 
 static_assert(Handoff::kAbort == gpu::kHandoffAbort && Handoff::kTimeout == 1 && Handoff::kAborted == 2,

@@ -235,6 +235,18 @@ void matmul_ids_q(GgmlType type, const uint8_t* const* w, int64_t n_in, int64_t 
 ActQ matmul_ids_swiglu_q(GgmlType type, const uint8_t* const* w, const uint8_t* const* w2, int64_t n_in,
                          int64_t n_out, size_t stride, const int32_t* ids, int64_t div, const ActQ& x, Rows y, float* y2,
                          const IdsExtra& extra, void* scratch, unsigned* counters, const IqTables& tab, Stream s);
+// matmul_ids_q of a MoE layer's down product (one table, div 1; extra: the shared
+// expert's rows, or none), then moe_combine_add_rms_norm_q(c, out, h, nw, eps, norm_out)
+// in the same launch: the last of a token's blocks (its k routed rows' and its shared
+// row's) combines them, adds into h and writes the norm of h with its digits (scratch:
+// act_q_bytes(n_out, h.rows)), the bytes of the three ops. c.routed is y (and c.shared
+// extra.y); n_out a multiple of 32; counters: h.rows device unsigneds, 0 between calls
+// (each call leaves them so). Returns the norm's digits.
+ActQ matmul_ids_combine_add_rms_norm_q(GgmlType type, const uint8_t* const* w, int64_t n_in, int64_t n_out,
+                                       size_t stride, const int32_t* ids, const ActQ& x, Rows y,
+                                       const IdsExtra& extra, const MoeCombine& c, Rows out, Rows h, const float* nw,
+                                       float eps, Rows norm_out, void* scratch, unsigned* counters,
+                                       const IqTables& tab, Stream s);
 // The rows of ids (n of them) by expert, for matmul_grouped_q: made on the device in
 // scratch (expert_groups_ints(n_expert, n) ints of device memory).
 struct ExpertGroups {

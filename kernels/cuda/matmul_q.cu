@@ -243,6 +243,44 @@ __global__ void matmul_q_norm_k(MultiQ m, ActQ x, IqTables tab, AddNorm an) {
 
 static_assert(sizeof(IdsExtra) == 5 * 8, "no padding in kernel arguments");
 
+// Row i's outputs of table z (0: w, 1: w2): y (y2), or the shared rows' ex.y (ex.y2).
+STRATA_DEV float* ids_out(const Rows& y, float* y2, const IdsExtra& ex, int64_t i, unsigned z) {
+    const bool routed = ex.n_ids < 0 || i < ex.n_ids;
+    const int64_t at = (routed ? i : i - ex.n_ids) * y.ld;
+    return (z == 0 ? (routed ? y.p : ex.y) : (routed ? y2 : ex.y2)) + at;
+}
+
+// A warp's output of row blockIdx.y and table blockIdx.z (matmul_ids_q_k's product). Stay:
+// a warp past the outputs, or of an expert computed elsewhere, stays (for barriers after).
+template <GgmlType T, bool Stay>
+STRATA_DEV void ids_product(const uint8_t* const* w, const uint8_t* const* w2, int64_t n_in, int64_t n_out,
+                            size_t stride, const int32_t* ids, int64_t div, const ActQ& x, const Rows& y, float* y2,
+                            const IqTables& tab, const IdsExtra& ex) {
+    const int lane = static_cast<int>(threadIdx.x) % warpSize;
+    const int64_t ow = static_cast<int64_t>(blockIdx.x) * (blockDim.x / warpSize) + threadIdx.x / warpSize;
+    const int64_t i = blockIdx.y;
+    if (!Stay && ow >= n_out) return;
+    const bool has = ow < n_out;
+    const int64_t o = has ? ow : n_out - 1;
+    const bool routed = ex.n_ids < 0 || i < ex.n_ids;
+    if (blockIdx.z == 1) w = w2;
+    const uint8_t* we = w[routed ? ids[i] : ex.id];
+    if (we == nullptr) return;  // an expert computed elsewhere: its row of y stays as it is (the whole block)
+    const uint8_t* row[1] = {we + o * stride};
+    float acc[1][1] = {};
+    const int64_t xr = routed ? i / div : ex.x0 + (i - ex.n_ids);
+    const auto row_of = [xr](int) { return xr; };
+    if (aligned16<T>(we, stride)) {
+        STRATA_UNROLL(2)
+        for (int c = lane; c < n_in / 32; c += warpSize) chunk_dot<T, 1, 1, true>(row, 1, c, x, row_of, 1, acc, tab);
+    } else {
+        STRATA_UNROLL(2)
+        for (int c = lane; c < n_in / 32; c += warpSize) chunk_dot<T, 1, 1, false>(row, 1, c, x, row_of, 1, acc, tab);
+    }
+    const float s = warp_sum(acc[0][0]);
+    if (lane == 0 && has) ids_out(y, y2, ex, i, blockIdx.z)[o] = s;
+}
+
 // Expert tables by blockIdx.z: w, or w2 with its output y2 (y's rows and ld). Rows from
 // ex.n_ids on: the shared expert's (IdsExtra).
 // Swiglu (w2 given): the SwiGLU of the two outputs (gate, up) into y, quantized into sw.a,
@@ -260,41 +298,44 @@ template <GgmlType T, bool Swiglu = false>
 __global__ void matmul_ids_q_k(const uint8_t* const* w, const uint8_t* const* w2, int64_t n_in, int64_t n_out,
                                size_t stride, const int32_t* ids, int64_t div, ActQ x, Rows y, float* y2,
                                IqTables tab, IdsExtra ex, IdsSwiglu sw) {
-    const int lane = static_cast<int>(threadIdx.x) % warpSize;
-    const int64_t ow = static_cast<int64_t>(blockIdx.x) * (blockDim.x / warpSize) + threadIdx.x / warpSize;
-    const int64_t i = blockIdx.y;
-    if (!Swiglu && ow >= n_out) return;
-    const bool has = ow < n_out;
-    const int64_t o = has ? ow : n_out - 1;
-    const bool routed = ex.n_ids < 0 || i < ex.n_ids;
-    // Row i's outputs of table z: y (y2), or the shared rows' ex.y (ex.y2).
-    const int64_t at = (routed ? i : i - ex.n_ids) * y.ld;
-    const auto out_of = [&](unsigned z) { return (z == 0 ? (routed ? y.p : ex.y) : (routed ? y2 : ex.y2)) + at; };
-    if (blockIdx.z == 1) w = w2;
-    const uint8_t* we = w[routed ? ids[i] : ex.id];
-    if (!Swiglu && we == nullptr) return;  // an expert computed elsewhere: its row of y stays as it is
-    if (we != nullptr) {  // the whole block
-        const uint8_t* row[1] = {we + o * stride};
-        float acc[1][1] = {};
-        const int64_t xr = routed ? i / div : ex.x0 + (i - ex.n_ids);
-        const auto row_of = [xr](int) { return xr; };
-        if (aligned16<T>(we, stride)) {
-            STRATA_UNROLL(2)
-            for (int c = lane; c < n_in / 32; c += warpSize) chunk_dot<T, 1, 1, true>(row, 1, c, x, row_of, 1, acc, tab);
-        } else {
-            STRATA_UNROLL(2)
-            for (int c = lane; c < n_in / 32; c += warpSize) chunk_dot<T, 1, 1, false>(row, 1, c, x, row_of, 1, acc, tab);
-        }
-        const float s = warp_sum(acc[0][0]);
-        if (lane == 0 && has) out_of(blockIdx.z)[o] = s;
-    }
+    ids_product<T, Swiglu>(w, w2, n_in, n_out, stride, ids, div, x, y, y2, tab, ex);
     if constexpr (Swiglu) {
         __shared__ unsigned done;
+        const int64_t i = blockIdx.y;
         const int64_t per = blockDim.x / warpSize, b = blockIdx.x * per / 32;  // its 32 outputs
         if (!last_to_finish(sw.counters + i * (n_out / 32) + b, static_cast<unsigned>(2 * (32 / per)), done)) return;
         const int k = static_cast<int>(threadIdx.x % 32);
-        swiglu_q_value(out_of(0), out_of(1), out_of(0), k, threadIdx.x < 32, sw.a, i, b);
+        swiglu_q_value(ids_out(y, y2, ex, i, 0), ids_out(y, y2, ex, i, 1), ids_out(y, y2, ex, i, 0), k,
+                       threadIdx.x < 32, sw.a, i, b);
     }
+}
+
+// matmul_ids_combine_add_rms_norm_q's: the combine of the launch's rows (c.routed: y, a
+// token's k rows; c.shared: the shared expert's rows, ex.y) into out, then h += out and
+// rms_norm(h) * w into y with its digits q.
+struct IdsCombine {
+    MoeCombine c;
+    Rows out;
+    AddNorm an;  // counters: one per token
+};
+static_assert(sizeof(IdsCombine) == sizeof(MoeCombine) + sizeof(Rows) + sizeof(AddNorm),
+              "no padding in kernel arguments");
+
+// matmul_ids_q_k's product (one table, blocks of rows::kNormThreads threads), then the
+// last of a token's blocks (its k routed rows' and its shared row's) runs
+// moe_combine_add_rms_norm_q's block for the token (norm_q_row: the same sums).
+template <GgmlType T>
+__global__ void matmul_ids_combine_k(const uint8_t* const* w, int64_t n_in, int64_t n_out, size_t stride,
+                                     const int32_t* ids, ActQ x, Rows y, IqTables tab, IdsExtra ex, IdsCombine cb) {
+    __shared__ unsigned done;
+    __shared__ float red[32];
+    ids_product<T, true>(w, nullptr, n_in, n_out, stride, ids, 1, x, y, nullptr, tab, ex);
+    const int64_t i = blockIdx.y;
+    const bool routed = ex.n_ids < 0 || i < ex.n_ids;
+    const int64_t t = routed ? i / cb.c.k : i - ex.n_ids;
+    const auto blocks = static_cast<unsigned>((cb.c.k + (ex.n_ids >= 0 ? 1 : 0)) * gridDim.x);
+    if (!last_to_finish(cb.an.counters + t, blocks, done)) return;
+    norm_q_row<Addend::Combine>(cb.an.h, Rows{}, cb.c, cb.out, cb.an.w, cb.an.eps, cb.an.out, cb.an.q, t, red);
 }
 
 // The rows of ids by expert: rows offsets[e] .. offsets[e + 1] - 1 of order are the i with
@@ -514,6 +555,32 @@ ActQ matmul_ids_swiglu_q(GgmlType type, const uint8_t* const* w, const uint8_t* 
     const ActQ a = act_q_at(scratch, n_out, y.rows);
     ids_launch(type, w, n_in, n_out, stride, ids, div, x, y, tab, s, w2, y2, extra, IdsSwiglu{a, counters});
     return a;
+}
+
+ActQ matmul_ids_combine_add_rms_norm_q(GgmlType type, const uint8_t* const* w, int64_t n_in, int64_t n_out,
+                                       size_t stride, const int32_t* ids, const ActQ& x, Rows y,
+                                       const IdsExtra& extra, const MoeCombine& c, Rows out, Rows h, const float* nw,
+                                       float eps, Rows norm_out, void* scratch, unsigned* counters,
+                                       const IqTables& tab, Stream s) {
+    const int64_t T = h.rows;
+    const bool shared = extra.n_ids >= 0;
+    STRATA_CHECK(n_out % 32 == 0 && n_in == x.n && stride % 2 == 0 && c.k > 0 && y.rows == T * c.k + (shared ? T : 0) &&
+                     (!shared || extra.n_ids == T * c.k) && c.routed.p == y.p && c.routed.ld == y.ld &&
+                     c.shared.p == (shared ? extra.y : nullptr) && out.cols == n_out && out.rows == T &&
+                     h.cols == n_out && norm_out.cols == n_out && norm_out.rows == T && c.h.rows == T && counters,
+                 "matmul_ids_combine_add_rms_norm_q: {} rows of {} outputs for {} tokens of {} experts", y.rows, n_out,
+                 T, c.k);
+    const ActQ q = act_q_at(scratch, n_out, T);
+    if (T == 0) return q;
+    const dim3 grid(out_blocks(n_out, 1, rows::kNormThreads), static_cast<unsigned>(y.rows));
+    const IdsCombine cb{c, out, AddNorm{h, nw, eps, 0, norm_out, q, counters}};
+    const bool ok = dispatch_quant(type, [&]<GgmlType T_>() {
+        launch(matmul_ids_combine_k<T_>, grid, dim3(rows::kNormThreads), st(s), w, n_in, n_out, stride, ids, x, y, tab,
+               extra, cb);
+    });
+    if (!ok) fail("moe_experts: weight type {} has no integer GPU kernel", type_info(type).name);
+    check_launch("matmul_ids_combine_add_rms_norm_q");
+    return q;
 }
 
 size_t expert_groups_ints(int64_t n_expert, int64_t n) { return static_cast<size_t>(2 * n_expert + 1 + n); }

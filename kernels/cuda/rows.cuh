@@ -39,12 +39,15 @@ STRATA_DEV float shared_gate_part(const MoeCombine& c, int64_t t) {
     return dot;
 }
 // Unrolled so that the k rows' loads go out together: one at a time, each waits on memory
-// (a thread's k dependent rounds were most of the kernel's time on an H200).
+// (a thread's k dependent rounds were most of the kernel's time on an H200). The rows are
+// read through volatile loads: the down product's launch that wrote them may be this one
+// (gpu::matmul_ids_combine_add_rms_norm_q).
 STRATA_DEV float combined(const MoeCombine& c, int64_t t, int64_t i, float gate) {
     float y = 0.0f;
     STRATA_UNROLL(8)
-    for (int64_t s = 0; s < c.k; ++s) y += c.wt[t * c.k + s] * row(c.routed, t * c.k + s)[i];
-    if (c.shared.p) y += gate * row(c.shared, t)[i];
+    for (int64_t s = 0; s < c.k; ++s)
+        y += c.wt[t * c.k + s] * static_cast<const volatile float*>(row(c.routed, t * c.k + s))[i];
+    if (c.shared.p) y += gate * static_cast<const volatile float*>(row(c.shared, t))[i];
     return y;
 }
 

@@ -355,6 +355,72 @@ TEST_CASE("matmul_ids_swiglu_q writes what matmul_ids_q of gate and up and swigl
     stream_destroy(s);
 }
 
+TEST_CASE("matmul_ids_combine_add_rms_norm_q writes what matmul_ids_q and moe_combine_add_rms_norm_q write", "[gpu]") {
+    if (!start_device()) return;
+    const Stream s = stream_create();
+    const IqTables tab = upload_iq_tables();
+    constexpr int64_t n_in = 64, X = 5, k = 3;
+    for (GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_K})
+        for (const int64_t E : {int64_t{256}, int64_t{1056}})  // one round of the norm's threads, three
+            for (const int64_t T : {int64_t{1}, int64_t{3}})
+                for (const bool shared : {true, false}) {
+                    INFO(type_info(type).name << " outputs " << E << " tokens " << T << (shared ? " with" : " without")
+                                              << " a shared expert");
+                    const int64_t in_w = type == GgmlType::Q4_K ? 256 : n_in;  // a whole super-block
+                    const size_t rb = row_bytes(type, in_w);
+                    std::vector<std::unique_ptr<Mem>> experts;
+                    std::vector<const uint8_t*> table;
+                    for (int e = 0; e <= X; ++e) {  // the last: the shared expert
+                        const std::vector<float> f = test::gaussian(static_cast<size_t>(in_w * E), 80 + e);
+                        std::vector<float> q((rb * static_cast<size_t>(E) + 3) / 4);
+                        for (int64_t o = 0; o < E; ++o)
+                            quantize_row(type, f.data() + o * in_w, reinterpret_cast<uint8_t*>(q.data()) + o * rb, in_w);
+                        experts.push_back(std::make_unique<Mem>(q));
+                        table.push_back(static_cast<const uint8_t*>(experts.back()->p));
+                    }
+                    const Mem tbl(table.size() * sizeof(void*));
+                    GPU_REQUIRE(gpuMemcpyAsync(tbl.p, table.data(), tbl.bytes, gpuMemcpyDefault, 0));
+                    std::vector<int32_t> id_v;
+                    for (int64_t i = 0; i < T * k; ++i) id_v.push_back(static_cast<int32_t>((2 * i + 1) % X));
+                    const Mem ids(id_v.size() * sizeof(int32_t));
+                    GPU_REQUIRE(gpuMemcpyAsync(ids.p, id_v.data(), ids.bytes, gpuMemcpyDefault, 0));
+                    GPU_REQUIRE(gpuStreamSynchronize(0));
+                    const int64_t n = T * k, rows = n + (shared ? T : 0);
+                    const Mem x(test::gaussian(static_cast<size_t>(in_w * rows), 90)), xs(act_q_bytes(in_w, rows));
+                    const ActQ xq = quantize_act(rows_of(x, in_w, rows), xs.p, s);
+                    const Mem wt(test::gaussian(static_cast<size_t>(T * k), 91)), sg(test::gaussian(static_cast<size_t>(E), 92, 0.1f)),
+                        hin(test::gaussian(static_cast<size_t>(E * T), 93)), nw(test::gaussian(static_cast<size_t>(E), 94));
+                    const std::vector<float> res = values(E, T, 95);
+                    const size_t yb = static_cast<size_t>(rows * E) * sizeof(float), tb = static_cast<size_t>(T * E) * sizeof(float);
+                    const auto* const* w = static_cast<const uint8_t* const*>(tbl.p);
+                    const auto* idp = static_cast<const int32_t*>(ids.p);
+                    const Mem y0(yb), o0(tb), h0(res), n0(tb), q0(act_q_bytes(E, T)), counters(static_cast<size_t>(T) * 4);
+                    const IdsExtra ex0 = shared ? IdsExtra{n, X, n, y0.f() + n * E, nullptr} : IdsExtra{};
+                    const auto combine = [&](const Mem& y) {
+                        return MoeCombine{rows_of(y, E, n), wt.f(), k, shared ? Rows{y.f() + n * E, E, T, E} : Rows{},
+                                          shared ? sg.f() : nullptr, rows_of(hin, E, T)};
+                    };
+                    matmul_ids_q(type, w, in_w, E, rb, idp, 1, xq, rows_of(y0, E, rows), tab, s, nullptr, nullptr, ex0);
+                    moe_combine_add_rms_norm_q(combine(y0), rows_of(o0, E, T), rows_of(h0, E, T), nw.f(), 1e-6f,
+                                               rows_of(n0, E, T), q0.p, s);
+                    for (int rep = 0; rep < 2; ++rep) {  // the counters as the first call left them
+                        const Mem y1(yb), o1(tb), h1(res), n1(tb), q1(act_q_bytes(E, T));
+                        const IdsExtra ex1 = shared ? IdsExtra{n, X, n, y1.f() + n * E, nullptr} : IdsExtra{};
+                        matmul_ids_combine_add_rms_norm_q(type, w, in_w, E, rb, idp, xq, rows_of(y1, E, rows), ex1,
+                                                          combine(y1), rows_of(o1, E, T), rows_of(h1, E, T), nw.f(),
+                                                          1e-6f, rows_of(n1, E, T), q1.p,
+                                                          static_cast<unsigned*>(counters.p), tab, s);
+                        CHECK_SAME(y1.host(s), y0.host(s));
+                        CHECK_SAME(o1.host(s), o0.host(s));
+                        CHECK_SAME(h1.host(s), h0.host(s));
+                        CHECK_SAME(n1.host(s), n0.host(s));
+                        CHECK_SAME(q1.host(s), q0.host(s));
+                        CHECK_SAME(counters.host(s), std::vector<uint8_t>(counters.bytes, 0));
+                    }
+                }
+    stream_destroy(s);
+}
+
 TEST_CASE("matmul_add_rms_norm_q writes what matmul_q, add_rms_norm_q write, and leaves its counters at 0", "[gpu]") {
     if (!start_device()) return;
     const Stream s = stream_create();
