@@ -349,25 +349,22 @@ void GpuOps::moe_combine(Tensor routed, const float* wt, int64_t k, Tensor share
                          Tensor out) {
     const gpu::MoeCombine c{rows(routed), wt, k, shared.data ? rows(shared) : gpu::Rows{}, shared_gate, rows(h)};
     const gpu::Rows o = rows(out);
+    // Held for the residual add and the norm after it (a layer's end, the next layer's
+    // start): their kernel computes it, one launch for three.
+    const bool hold = fuses(o) && c.h.rows == o.rows && clear_of(c, gpu::Rows{}, o, false);
     // The held down product of these rows (its routed rows c.routed, its shared rows
-    // c.shared's) goes along where the combine is held.
+    // c.shared's, or none) goes along.
     std::optional<PendingDown> down;
     if (const PendingDown* d = held<PendingDown>();
-        d && d->out.p == c.routed.p && d->out.ld == c.routed.ld && c.routed.rows == c.h.rows * k &&
-        d->out.rows == c.routed.rows + (d->ex.n_ids >= 0 ? c.h.rows : 0) && d->ex.n_ids == (c.shared.p ? c.routed.rows : -1) &&
-        c.shared.p == (d->ex.n_ids >= 0 ? d->ex.y : nullptr) && c.shared.ld == (c.shared.p ? c.routed.ld : c.shared.ld) &&
-        !overlaps(o, d->out) && fuses(o) && c.h.rows == o.rows && clear_of(c, gpu::Rows{}, o, false)) {
+        hold && d && d->out.p == c.routed.p && d->out.ld == c.routed.ld && c.routed.rows == c.h.rows * k &&
+        d->ex.n_ids == (c.shared.p ? c.routed.rows : -1) && d->out.rows == c.routed.rows + (c.shared.p ? c.h.rows : 0) &&
+        (!c.shared.p || (c.shared.p == d->ex.y && c.shared.ld == c.routed.ld)) &&
+        !overlaps(o, d->out)) {
         down = take<PendingDown>();
     }
     bind();
-    // Held for the residual add and the norm after it (a layer's end, the next layer's
-    // start): their kernel computes it, one launch for three.
-    if (fuses(o) && c.h.rows == o.rows && clear_of(c, gpu::Rows{}, o, false)) {
-        held_ = PendingCombine{c, o, down};
-    } else {
-        if (down) issue(*down);
-        gpu::moe_combine(c, o, stream_);
-    }
+    if (hold) held_ = PendingCombine{c, o, down};  // down: taken only where held
+    else gpu::moe_combine(c, o, stream_);
 }
 
 static_assert(Handoff::kAbort == gpu::kHandoffAbort && Handoff::kTimeout == 1 && Handoff::kAborted == 2,

@@ -437,6 +437,15 @@ void matmul_q(const Weight& w, const ActQ& x, Rows y, const IqTables& tab, Strea
 
 namespace {
 
+// go<A16>() with A16: whether w's rows take decode16a's aligned loads (aligned16).
+template <GgmlType T, typename F>
+void by_alignment(const Weight& w, F&& go) {
+    if constexpr (kAligned<T>) {
+        if (rows16(w.data, w.stride)) return go.template operator()<true>();
+    }
+    go.template operator()<false>();
+}
+
 // The launch arguments of ws against x; returns the grid's blocks along x (0: no work).
 unsigned multi_q(std::span<const Weight> ws, std::span<const Rows> ys, const ActQ& x, int outs, int threads,
                  MultiQ& m) {
@@ -480,10 +489,7 @@ void matmul_q_multi(std::span<const Weight> ws, std::span<const Rows> ys, const 
             else if (x.rows == 1) launch(matmul_q_k<T, 1, 1, A16>, grid, dim3(kThreads), st(s), m, x, tab);
             else launch(matmul_q_k<T, kRows, 1, A16>, grid, dim3(kThreads), st(s), m, x, tab);
         };
-        if constexpr (kAligned<T>) {
-            if (rows16(w.data, w.stride)) return go.template operator()<true>();
-        }
-        go.template operator()<false>();
+        by_alignment<T>(w, go);
     });
     if (!ok) fail("matmul: weight type {} has no integer GPU kernel", type_info(w.type).name);
     check_launch("matmul_q");
@@ -505,10 +511,7 @@ ActQ matmul_add_rms_norm_q(const Weight& w, const ActQ& x, Rows y, Rows h, const
         const auto go = [&]<bool A16>() {
             launch(matmul_q_norm_k<T, A16>, grid, dim3(rows::kNormThreads), st(s), m, x, tab, an);
         };
-        if constexpr (kAligned<T>) {
-            if (rows16(w.data, w.stride)) return go.template operator()<true>();
-        }
-        go.template operator()<false>();
+        by_alignment<T>(w, go);
     });
     if (!ok) fail("matmul: weight type {} has no integer GPU kernel", type_info(w.type).name);
     check_launch("matmul_add_rms_norm_q");
@@ -566,7 +569,7 @@ ActQ matmul_ids_combine_add_rms_norm_q(GgmlType type, const uint8_t* const* w, i
     const bool shared = extra.n_ids >= 0;
     STRATA_CHECK(n_out % 32 == 0 && n_in == x.n && stride % 2 == 0 && c.k > 0 && y.rows == T * c.k + (shared ? T : 0) &&
                      (!shared || extra.n_ids == T * c.k) && c.routed.p == y.p && c.routed.ld == y.ld &&
-                     c.shared.p == (shared ? extra.y : nullptr) && out.cols == n_out && out.rows == T &&
+                     c.shared.p == (shared ? extra.y : nullptr) && (!shared || c.shared.ld == y.ld) && out.cols == n_out && out.rows == T &&
                      h.cols == n_out && norm_out.cols == n_out && norm_out.rows == T && c.h.rows == T && counters,
                  "matmul_ids_combine_add_rms_norm_q: {} rows of {} outputs for {} tokens of {} experts", y.rows, n_out,
                  T, c.k);
