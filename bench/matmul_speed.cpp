@@ -1,13 +1,15 @@
-// Decode-shaped products (one token) of quantized weights (packed where the type has a
-// packed layout), one thread: how fast the integer
+// Decode-shaped products (one token, or a verify window's few with --tokens) of quantized
+// weights (packed where the type has a packed layout), one thread: how fast the integer
 // kernel of each type runs from the cache and from memory, beside a read-only loop over
 // the same memory. The cache figure is the kernel's compute ceiling; when it is well
 // above the memory figure, a decode below the read bandwidth is a matter of the memory
 // access (prefetch, streams in flight), not of the arithmetic.
 //
-// Usage: matmul_speed [--isa NAME] [--mib N] [-t THREADS] [--piece P] [TYPE...]   (default
-// types: q8_0 q4_K q6_K q4_0 iq4_xs iq3_xxs; N: MiB of the memory-resident matrix, default
-// 256; THREADS: the products' threads, default 1 (the read loop stays one thread); P > 0:
+// Usage: matmul_speed [--isa NAME] [--mib N] [-t THREADS] [--tokens T] [--piece P] [TYPE...]
+// (default types: q8_0 q4_K q6_K q4_0 iq4_xs iq3_xxs; N: MiB of the memory-resident matrix,
+// default 256; THREADS: the products' threads, default 1 (the read loop stays one thread);
+// T: the activation's rows, default 1 (a verify window's 1 + K: GB/s still counts the
+// weights' bytes once per product, so T rows at the same GB/s cost what one row does); P > 0:
 // also the memory figure over the same bytes as matrices of P MiB taken in turn, as a
 // decode step's products are: what each product's start and end cost)
 #include <algorithm>
@@ -74,8 +76,9 @@ size_t bytes_read(const MatView& w) {
 
 // GB/s of the weights' bytes: the best of `reps` timings of `iters` products over `mats`
 // (consecutive products read different matrices when there are several).
-double product_gbs(ThreadPool& pool, const std::vector<const MatView*>& mats, size_t bytes_each, int iters, int reps) {
-    std::vector<float> x(static_cast<size_t>(kIn)), y(static_cast<size_t>(mats[0]->n_out));
+double product_gbs(ThreadPool& pool, const std::vector<const MatView*>& mats, size_t bytes_each, int iters, int reps,
+                   int64_t tokens) {
+    std::vector<float> x(static_cast<size_t>(kIn * tokens)), y(static_cast<size_t>(mats[0]->n_out * tokens));
     std::mt19937 rng(2);
     std::normal_distribution<float> nd(0.0f, 1.0f);
     for (float& v : x) v = nd(rng);
@@ -84,7 +87,7 @@ double product_gbs(ThreadPool& pool, const std::vector<const MatView*>& mats, si
         const auto t0 = Clock::now();
         for (int i = 0; i < iters; ++i) {
             const MatView& w = *mats[static_cast<size_t>(i) % mats.size()];
-            matmul(pool, w, x.data(), kIn, 1, y.data(), w.n_out);
+            matmul(pool, w, x.data(), kIn, tokens, y.data(), w.n_out);
         }
         best = std::max(best, static_cast<double>(bytes_each) * iters / seconds_since(t0) / 1e9);
     }
@@ -118,22 +121,25 @@ int main(int argc, char** argv) {
     std::vector<std::string> types;
     double mib = 256, piece_mib = 0;
     int threads = 1;
+    int64_t tokens = 1;
     try {
         for (int i = 1; i < argc; ++i) {
             const std::string a = argv[i];
             if (a == "--isa" && i + 1 < argc) force_int_path(argv[++i]);
             else if (a == "--mib" && i + 1 < argc) mib = std::atof(argv[++i]);
             else if (a == "--piece" && i + 1 < argc) piece_mib = std::atof(argv[++i]);
+            else if (a == "--tokens" && i + 1 < argc) tokens = std::max(1, std::atoi(argv[++i]));
             else if ((a == "-t" || a == "--threads") && i + 1 < argc) threads = std::max(1, std::atoi(argv[++i]));
             else if (a == "-h" || a == "--help") {
-                std::printf("usage: matmul_speed [--isa NAME] [--mib N] [-t THREADS] [--piece P] [TYPE...]\n");
+                std::printf("usage: matmul_speed [--isa NAME] [--mib N] [-t THREADS] [--tokens N] [--piece P] [TYPE...]\n");
                 return 0;
             } else types.push_back(a);
         }
         if (types.empty()) types = {"q8_0", "q4_K", "q6_K", "q4_0", "iq4_xs", "iq3_xxs"};
         const bool avx512 = __builtin_cpu_supports("avx512f");
         ThreadPool pool(threads);
-        std::printf("%d thread(s) for the products, one token, n_in %lld, integer path %s\n\n", threads, static_cast<long long>(kIn), int_path_name());
+        std::printf("%d thread(s) for the products, %lld token(s), n_in %lld, integer path %s\n\n", threads,
+                    static_cast<long long>(tokens), static_cast<long long>(kIn), int_path_name());
         std::printf("| type | decode path | cache GB/s (%lld rows) | memory GB/s (%.0f MiB) | read GB/s (same memory) | memory / read | memory / cache |\n",
                     static_cast<long long>(kSeedRows), mib);
         std::printf("|---|---|---:|---:|---:|---:|---:|\n");
@@ -146,12 +152,12 @@ int main(int argc, char** argv) {
             // Cache: one small matrix (a few hundred KB), read over and over.
             const Packed small = make(*type, kSeedRows);
             const size_t small_bytes = bytes_read(small.w);
-            const double cache = product_gbs(pool, {&small.w}, small_bytes, 2000, 5);
+            const double cache = product_gbs(pool, {&small.w}, small_bytes, 2000, 5, tokens);
             // Memory: one matrix of `mib` MiB, far beyond the last-level cache.
             const int64_t rows = std::max<int64_t>(kSeedRows, static_cast<int64_t>(mib * 1048576.0 / static_cast<double>(small_bytes) * kSeedRows) / 16 * 16);
             const Packed big = make(*type, rows);
             const size_t big_bytes = bytes_read(big.w);
-            const double mem = product_gbs(pool, {&big.w}, big_bytes, 3, 5);
+            const double mem = product_gbs(pool, {&big.w}, big_bytes, 3, 5, tokens);
             const auto* bytes = static_cast<const uint8_t*>(big.w.packed ? big.w.packed : big.w.data);
             const double rd = avx512 ? read_gbs(bytes, big_bytes, 5) : 0.0;
             std::printf("| %s | %s | %.1f | %.1f | %.1f | %.0f%% | %.0f%% |\n", name.c_str(), int_decode_path_name(*type), cache, mem, rd,
@@ -163,7 +169,7 @@ int main(int argc, char** argv) {
                 std::vector<const MatView*> views;
                 for (int64_t r = 0; r < rows; r += prow) pieces.push_back(make(*type, prow));
                 for (const Packed& p : pieces) views.push_back(&p.w);
-                const double gbs = product_gbs(pool, views, bytes_read(pieces[0].w), static_cast<int>(pieces.size()) * 3, 5);
+                const double gbs = product_gbs(pool, views, bytes_read(pieces[0].w), static_cast<int>(pieces.size()) * 3, 5, tokens);
                 std::printf("|  | %zu matrices of %lld rows in turn | | %.1f | | | |\n", pieces.size(),
                             static_cast<long long>(prow), gbs);
             }

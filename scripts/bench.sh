@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
 # One command: build Release, make the 1b llama presets at q8_0, q4_K, q6_K, q4_0, iq4_xs
 # and iq3_xxs once (in ~/.cache/strata/models), run bench/decode on each with 2 threads,
-# and write docs/benchmarks.md (tables, machine info from lscpu, the exact commands); then the
-# split and speculation comparison (scripts/bench-spec.sh: one device vs two stages,
-# serial and overlap, speculation off / serial / pipelined at MTP acceptance 0.3, 0.6,
-# 0.9, on the MoE preset and then on the dense hybrid at 0.98, 0.6, 0.3; SKIP_SPEC=1 skips
-# them) and the plot docs/benchmarks.png; then layer streaming
-# under a budget (scripts/bench-streaming.sh: depth 0 vs 1 against the copies alone and
-# the compute alone; SKIP_STREAM=1 skips it), and structured output against free decoding
-# at a 150k vocabulary (scripts/bench-constrained.sh; SKIP_CONSTRAINED=1 skips it). Whatever
-# follows the line "<!-- end of the generated part -->" in docs/benchmarks.md (notes
-# written by hand) is kept.
+# and write docs/benchmarks.md (tables, machine info from lscpu, the exact commands); then
+# decode as bench/decode, `strata run` and the server measure it on the q4_K file
+# (scripts/bench-frontends.sh; SKIP_FRONTENDS=1 skips it); then the split and speculation
+# comparison (scripts/bench-spec.sh: one device vs two stages, serial and overlap,
+# speculation off / serial / pipelined at MTP acceptance 0.3, 0.6, 0.9, on the MoE preset
+# and then on the dense hybrid at 0.98, 0.6, 0.3; SKIP_SPEC=1 skips them) and the plot
+# docs/benchmarks.png; then layer streaming under a budget (scripts/bench-streaming.sh:
+# depth 0 vs 1 against the copies alone and the compute alone; SKIP_STREAM=1 skips it),
+# and structured output against free decoding at a 150k vocabulary
+# (scripts/bench-constrained.sh; SKIP_CONSTRAINED=1 skips it). Whatever follows the line
+# "<!-- end of the generated part -->" in docs/benchmarks.md (notes written by hand) is kept.
 #
 # The machine should be quiet: the script prints the load average and the busiest
 # processes before the runs (other compiles on the same cores halve the figures).
@@ -37,7 +38,7 @@ if [[ -f "$out" ]] && grep -qF "$marker" "$out"; then
 fi
 
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DSTRATA_CUDA=OFF >/dev/null
-cmake --build "$build" -j"$(nproc)" --target strata decode
+cmake --build "$build" -j"$(nproc)" --target strata strata-server decode
 
 mkdir -p "$models"
 load_before="$(cut -d' ' -f1-3 /proc/loadavg)"
@@ -59,6 +60,13 @@ for type in $types; do
     echo "$text"
     results+=("### llama 1b ${type}"$'\n\n'"\`${cmd[*]/#$HOME/~}\`"$'\n\n'"$text"$'\n')
 done
+
+frontends_table=""
+if [[ "${SKIP_FRONTENDS:-0}" != 1 ]]; then
+    frontends_table="$(BUILD_DIR="$build" NO_BUILD=1 MODELS_DIR="$models" THREADS="$threads" ROUNDS="$reps" \
+        "$root/scripts/bench-frontends.sh")"
+    echo "$frontends_table"
+fi
 
 spec_json="${SPEC_JSON:-$build/bench-spec.json}"
 spec_table=""
@@ -116,6 +124,14 @@ if git -C "$root" diff --quiet HEAD -- . ':!docs/benchmarks.md' ':!docs/benchmar
     echo "bandwidth measured before the model loads."
     echo
     for r in "${results[@]}"; do echo "$r"; done
+    if [[ -n "$frontends_table" ]]; then
+        echo "### Decode through \`strata run\` and the server"
+        echo
+        echo "\`BUILD_DIR=${build/#$root\//} NO_BUILD=1 ROUNDS=$reps scripts/bench-frontends.sh\` (the same file, the three ways in alternated; the client writes the answer to a file, so it takes no core during the request)."
+        echo
+        echo "$frontends_table"
+        echo
+    fi
     if [[ -n "$spec_table" ]]; then
         echo "### Split and speculative decoding"
         echo
