@@ -13,6 +13,7 @@
 #include "engine/speculative/accept.h"
 #include "engine/speculative/mtp_drafter.h"
 #include "engine/speculative/speculative.h"
+#include "engine/split/snapshot.h"
 #include "engine/split/split_runner.h"
 #include "tests/model_helpers.h"
 
@@ -225,6 +226,104 @@ TEST_CASE("spec: snapshot, restore and replay give the straight path's logits bi
         r->free_sequence(a);
         r->free_sequence(b);
         CHECK(r->snapshot_bytes() == 0);
+    }
+}
+
+TEST_CASE("spec: a lent snapshot's state is read from its buffer until each layer is written", "[spec][rollback]") {
+    ThreadPool pool(2);
+    CpuOps ops(pool);
+    REQUIRE(ops.state_reads_elsewhere());
+    SeqState s;
+    s.gdn = std::make_unique<GdnState>(ops.allocator(), 3, 4, 8, 2, 4, 4);
+    GdnState& g = *s.gdn;
+    const int64_t per = g.all_ssm_rows() / g.n_layers() * g.ssm_row(), conv = g.conv_rows() * g.conv_dim();
+    auto fill = [&](float base) {
+        for (int64_t l = 0; l < 3; ++l) {
+            for (int64_t i = 0; i < per; ++i) g.ssm(l)[i] = base + static_cast<float>(100 * l + i);
+            for (int64_t i = 0; i < conv; ++i) g.conv(l)[i] = base - static_cast<float>(100 * l + i);
+        }
+    };
+    auto holds = [&](int64_t l, const float* p, float base) {
+        for (int64_t i = 0; i < per; ++i)
+            if (p[i] != base + static_cast<float>(100 * l + i)) return false;
+        return true;
+    };
+    fill(0.5f);
+    StateSnapshot snap;
+    snap.save(ops, s, /*lend=*/true);
+    CHECK(g.reads_elsewhere());
+    for (int64_t l = 0; l < 3; ++l) {
+        CHECK(g.ssm_in(l) != g.ssm(l));  // no copy: the state before is the snapshot's
+        CHECK(holds(l, g.ssm_in(l), 0.5f));
+        CHECK(g.conv(l)[1] == 0.5f - static_cast<float>(100 * l + 1));  // the conv history was copied
+    }
+    // Layer 1 written (as the delta rule does: from ssm_in into ssm), the others not yet.
+    for (int64_t i = 0; i < per; ++i) g.ssm(1)[i] = 7.0f + static_cast<float>(100 + i);
+    g.wrote(1);
+    CHECK(g.ssm_in(1) == g.ssm(1));
+    CHECK(g.reads_elsewhere());
+    StateSnapshot::settle(ops, g);  // before a whole-buffer read: the unread layers come home
+    CHECK_FALSE(g.reads_elsewhere());
+    CHECK(holds(0, g.ssm(0), 0.5f));
+    CHECK(holds(1, g.ssm(1), 7.0f));
+    CHECK(holds(2, g.ssm(2), 0.5f));
+    snap.load(ops, s);  // back to the state the snapshot holds
+    for (int64_t l = 0; l < 3; ++l) CHECK(holds(l, g.ssm(l), 0.5f));
+    // Every layer written ends the reading from elsewhere; a snapshot that copies never starts it.
+    snap.save(ops, s, true);
+    for (int64_t l = 0; l < 3; ++l) g.wrote(l);
+    CHECK_FALSE(g.reads_elsewhere());
+    StateSnapshot copied;
+    copied.save(ops, s);
+    CHECK_FALSE(g.reads_elsewhere());
+}
+
+TEST_CASE("spec: a snapshot that lends its buffer gives the copies' states and logits", "[spec][rollback]") {
+    // On the CPU a snapshot exchanges buffers with the sequence instead of copying the
+    // delta-rule states (snapshot.h): each state is read from the snapshot's buffer until
+    // its layer is written. Checked against the straight path: two snapshots in a row
+    // (the second while the first is still read), a window and a restore, a copy of the
+    // state to the host while it is read from elsewhere, and restoring one snapshot twice.
+    auto m = mtp_model();
+    const int64_t V = m->hp().n_vocab;
+    const std::vector<int32_t> prompt = {5, 9, 2, 77, 31, 8};
+    const std::vector<int32_t> window = {40, 41, 42, 43};
+    const int32_t after = 99;
+    for (int mode = 0; mode < 3; ++mode) {
+        std::unique_ptr<Runner> r = mode == 0 ? make_local_runner(m, 2, 128, GgmlType::F16) : split2(m, mode == 2);
+        INFO(r->describe());
+        auto eval = [&](int seq, std::span<const int32_t> toks, bool all, float* out) {
+            const Runner::Item it{seq, toks, all};
+            r->eval(std::span<const Runner::Item>(&it, 1), out);
+        };
+        std::vector<float> scratch(prompt.size() * V), want(V), got(V);
+        const int a = r->new_sequence();
+        std::vector<uint8_t> rec_a(r->recurrent_bytes()), rec_b(r->recurrent_bytes());
+        REQUIRE(!rec_a.empty());
+        eval(a, prompt, false, scratch.data());
+        for (int i = 0; i < 2; ++i) eval(a, std::span<const int32_t>(&window[i], 1), false, scratch.data());
+        r->save_state(a, {}, rec_a.data());
+        eval(a, std::span<const int32_t>(&after, 1), false, want.data());
+
+        const int b = r->new_sequence();
+        eval(b, prompt, false, scratch.data());
+        r->snapshot(b);
+        r->snapshot(b);  // the state still reads from the first one's buffer
+        std::vector<float> win(window.size() * V);
+        eval(b, window, true, win.data());
+        r->restore(b);
+        eval(b, std::span<const int32_t>(window.data(), 2), true, win.data());
+        r->snapshot(b);
+        r->save_state(b, {}, rec_b.data());  // read from the snapshot's buffer
+        CHECK(rec_b == rec_a);
+        for (int twice = 0; twice < 2; ++twice) {
+            eval(b, std::span<const int32_t>(&after, 1), false, got.data());
+            CHECK(got == want);
+            r->restore(b);
+        }
+        std::fill(rec_b.begin(), rec_b.end(), 0);
+        r->save_state(b, {}, rec_b.data());
+        CHECK(rec_b == rec_a);
     }
 }
 

@@ -266,6 +266,13 @@ void CpuOps::gdn_recurrent(const GdnDims& d, Tensor u, Tensor g, Tensor beta, fl
     ops::gdn_recurrent(pool_, heads(d), u.f(), g.f(), beta.f(), u.ne1, state, o.f());
 }
 
+void CpuOps::gdn_recurrent_from(const GdnDims& d, Tensor u, Tensor g, Tensor beta, const float* state_in, float* state,
+                                Tensor o) {
+    STRATA_CHECK(u.contiguous() && g.contiguous() && beta.contiguous() && o.contiguous(),
+                 "gdn_recurrent: strided views are not supported");
+    ops::gdn_recurrent(pool_, heads(d), u.f(), g.f(), beta.f(), u.ne1, state, o.f(), state_in);
+}
+
 void CpuOps::gdn_chunked(const GdnDims& d, Tensor u, Tensor g, Tensor beta, float* state, Tensor o, int64_t chunk) {
     STRATA_CHECK(u.contiguous() && g.contiguous() && beta.contiguous() && o.contiguous(),
                  "gdn_chunked: strided views are not supported");

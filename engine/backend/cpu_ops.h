@@ -61,6 +61,9 @@ public:
     void gdn_gates(const GdnDims& d, Tensor ba, const float* a, const float* dt_bias, Tensor beta, Tensor g) override;
     void conv1d_silu(const GdnDims& d, Tensor x, const float* w, float* conv_state, Tensor u) override;
     void gdn_recurrent(const GdnDims& d, Tensor u, Tensor g, Tensor beta, float* state, Tensor o) override;
+    void gdn_recurrent_from(const GdnDims& d, Tensor u, Tensor g, Tensor beta, const float* state_in, float* state,
+                            Tensor o) override;
+    bool state_reads_elsewhere() const override { return true; }
     void gdn_chunked(const GdnDims& d, Tensor u, Tensor g, Tensor beta, float* state, Tensor o,
                      int64_t chunk) override;
 

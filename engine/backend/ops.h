@@ -227,6 +227,20 @@ public:
     virtual void gdn_recurrent(const GdnDims& d, Tensor u, Tensor g, Tensor beta, float* state, Tensor o) = 0;
     virtual void gdn_chunked(const GdnDims& d, Tensor u, Tensor g, Tensor beta, float* state, Tensor o,
                              int64_t chunk) = 0;
+    // gdn_recurrent from a state held in another buffer of the same shape (state_in, a
+    // snapshot's: GdnState::read_from), the state after the rows going to `state`;
+    // state_in is not written. The default copies it over, then runs in place.
+    virtual void gdn_recurrent_from(const GdnDims& d, Tensor u, Tensor g, Tensor beta, const float* state_in,
+                                    float* state, Tensor o) {
+        const int64_t rows = d.nv * d.dv;
+        copy(Tensor::f32(state, d.dk, rows), Tensor::f32(state_in, d.dk, rows));
+        gdn_recurrent(d, u, g, beta, state, o);
+    }
+    // Whether gdn_recurrent_from costs what gdn_recurrent does (each head's state copied
+    // as its task takes it up, so the copy is the in-place pass's own read), so that a
+    // verify window's snapshot lends its buffer instead of taking a copy
+    // (StateSnapshot::save). Not on a GPU, whose captured graphs keep their buffers.
+    virtual bool state_reads_elsewhere() const { return false; }
 
     // --- mixture of experts ---
     // Per row of router logits [T, n_expert] (softmaxed in place): the k largest

@@ -43,8 +43,18 @@ void deinterleave(Ops& ops, const GdnDims& d, Tensor mixed, Tensor qkv, Tensor z
 void advance(Ops& ops, const GdnDims& d, const float* conv_w, GdnState& g, int64_t slot, Tensor qkv, Tensor gate,
              Tensor beta, Tensor u, Tensor o, GdnForm form) {
     ops.gdn_conv(d, qkv, conv_w, g.conv(slot), u);
-    if (form == GdnForm::Chunked) ops.gdn_chunked(d, u, gate, beta, g.ssm(slot), o, 64);
-    else ops.gdn_recurrent(d, u, gate, beta, g.ssm(slot), o);
+    const float* in = g.ssm_in(slot);  // a snapshot's buffer right after one (GdnState::read_from)
+    if (form == GdnForm::Recurrent && in != g.ssm(slot)) {
+        ops.gdn_recurrent_from(d, u, gate, beta, in, g.ssm(slot), o);
+    } else {
+        if (in != g.ssm(slot)) {
+            const int64_t rows = d.nv * d.dv;
+            ops.copy(Tensor::f32(g.ssm(slot), d.dk, rows), Tensor::f32(in, d.dk, rows));
+        }
+        if (form == GdnForm::Chunked) ops.gdn_chunked(d, u, gate, beta, g.ssm(slot), o, 64);
+        else ops.gdn_recurrent(d, u, gate, beta, g.ssm(slot), o);
+    }
+    g.wrote(slot);
 }
 
 }  // namespace

@@ -4,6 +4,14 @@
 // (MODEL_SPEC 4.10, option (b): keep the state from before the window, replay the
 // accepted tokens). The copy is memory of the stage's device and save / load are copies
 // on that device: call them from an op queued on it (Device::submit).
+//
+// Lending (save(..., lend), where the device's delta rule reads its state from another
+// buffer at no cost: Ops::state_reads_elsewhere): the delta-rule states are not copied.
+// The conv histories are (a few rows per layer); then the sequence and the snapshot
+// exchange buffers, so the snapshot holds the state as it was, and the sequence reads
+// each layer's delta-rule state from the snapshot's buffer until its next write
+// (GdnState::read_from): the window's recurrence copies each head as it takes it up,
+// a read it does anyway. For a 48-layer Qwen3-Next that is ~72 MiB not copied per window.
 #pragma once
 #include <cstddef>
 #include <memory>
@@ -16,19 +24,33 @@ namespace strata {
 
 class StateSnapshot {
 public:
-    // The first save allocates (one GdnState's worth); later saves copy into it.
-    void save(Ops& ops, const SeqState& s) {
+    // The first save allocates (one GdnState's worth); later saves copy into it, or lend
+    // (above) when `lend` and the device reads states elsewhere at no cost.
+    void save(Ops& ops, SeqState& s, bool lend = false) {
         n_past_ = s.n_past;
         if (s.gdn) {
             if (!gdn_) gdn_ = std::make_unique<GdnState>(s.gdn->like(ops.allocator()));
-            copy(ops, *gdn_, *s.gdn);
+            if (lend && ops.state_reads_elsewhere()) {
+                settle(ops, *s.gdn);  // layers still read from this buffer: copied home first
+                if (const int64_t cr = s.gdn->all_conv_rows(); cr > 0)
+                    ops.copy(Tensor::f32(gdn_->conv(0), s.gdn->conv_dim(), cr),
+                             Tensor::f32(s.gdn->conv(0), s.gdn->conv_dim(), cr));
+                s.gdn->swap_buffer(*gdn_);
+                s.gdn->read_from(*gdn_);
+            } else {
+                settle(ops, *s.gdn);
+                copy(ops, *gdn_, *s.gdn);
+            }
         }
         valid_ = true;
     }
     void load(Ops& ops, SeqState& s) const {
         STRATA_CHECK(valid_, "restore without a snapshot");
         s.n_past = n_past_;
-        if (s.gdn) copy(ops, *s.gdn, *gdn_);
+        if (s.gdn) {
+            copy(ops, *s.gdn, *gdn_);
+            s.gdn->read_here();  // every layer's state is now in its own buffer
+        }
     }
     // The buffer, without a copy: what a sequence's pipelined windows take up front.
     void reserve(Ops& ops, const SeqState& s) {
@@ -38,6 +60,18 @@ public:
     int64_t n_past() const { return n_past_; }
     void invalidate() { valid_ = false; }  // the sequence was reset: keep the buffer, not the data
     size_t bytes() const { return gdn_ ? gdn_->bytes() : 0; }
+
+    // The layers a state still reads from a snapshot's buffer (GdnState::read_from),
+    // copied into its own, so that its buffer holds all of it: before anything reads or
+    // copies the buffer whole.
+    static void settle(Ops& ops, GdnState& g) {
+        if (!g.reads_elsewhere()) return;
+        const int64_t rows = g.all_ssm_rows() / g.n_layers();  // a layer's [nv * dv, dk]
+        for (int64_t l = 0; l < g.n_layers(); ++l)
+            if (g.ssm_in(l) != g.ssm(l))
+                ops.copy(Tensor::f32(g.ssm(l), g.ssm_row(), rows), Tensor::f32(g.ssm_in(l), g.ssm_row(), rows));
+        g.read_here();
+    }
 
 private:
     static void copy(Ops& ops, const GdnState& dst, const GdnState& src) {

@@ -243,12 +243,13 @@ public:
     int64_t draft_vocab() const override { return cfg_.draft_vocab; }
 
     // Copies on each stage's device, queued there (the devices are idle between windows,
-    // so the host only waits for them).
+    // so the host only waits for them); a CPU stage's snapshot lends its buffer instead of
+    // copying the delta-rule states (snapshot.h).
     void snapshot(int seq, int64_t window_rows) override {
         Sequence& q = sequence(seq);
         q.snaps.resize(q.states.size());
         on_every_stage([this, &q, window_rows](size_t s) {
-            q.snaps[s].save(stages_[s].dev->ops(), q.states[s]);
+            q.snaps[s].save(stages_[s].dev->ops(), q.states[s], /*lend=*/true);
             arm_log(stages_[s].dev->ops(), q.states[s], window_rows);
         });
     }

@@ -107,7 +107,7 @@ void Pipe::snapshot(size_t stage, int seq, int slot, int64_t rows) {
     STRATA_CHECK(stage < q.pipe_snaps.size() && slot >= 0 && slot < kSnapSlots, "no snapshot slot {}:{}", stage, slot);
     Ops& ops = r_.stages_[stage].dev->ops();
     SeqState& state = q.states[stage];
-    q.pipe_snaps[stage][static_cast<size_t>(slot)].save(ops, state);
+    q.pipe_snaps[stage][static_cast<size_t>(slot)].save(ops, state, /*lend=*/true);
     // The window after this snapshot fills the state's log (gdn_block); the other slot's
     // window, still undecided (the early window starts before the verdict on the one
     // before it), keeps its rows in the parked log. A parked log of this slot is stale.

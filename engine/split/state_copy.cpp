@@ -48,11 +48,15 @@ void load_kv(Ops& ops, SeqState& s, const Runner::KvRange& r) {
 }
 
 void save_recurrent(Ops& ops, const SeqState& s, uint8_t* dst) {
-    if (s.gdn) ops.to_host(dst, s.gdn->conv(0), s.gdn->bytes());
+    if (!s.gdn) return;
+    StateSnapshot::settle(ops, *s.gdn);  // the whole state in its own buffer
+    ops.to_host(dst, s.gdn->conv(0), s.gdn->bytes());
 }
 
 void load_recurrent(Ops& ops, SeqState& s, const uint8_t* src) {
-    if (s.gdn) ops.to_device(s.gdn->conv(0), src, s.gdn->bytes());
+    if (!s.gdn) return;
+    ops.to_device(s.gdn->conv(0), src, s.gdn->bytes());
+    s.gdn->read_here();
 }
 
 }  // namespace strata::split_detail
@@ -128,7 +132,11 @@ void SplitRunnerImpl::load_state(int seq, std::span<const KvRange> kv, const uin
         if (p0 <= covered) covered = std::max(covered, p1);
     STRATA_CHECK(covered >= n_past, "load_state: the copies cover positions up to {}, not {}", covered, n_past);
     const StageOffsets o = offsets(q.states);
-    q.snaps.clear();  // a snapshot of an earlier history means nothing now
+    // A snapshot of an earlier history means nothing now; a state still reading from one's
+    // buffer (snapshot.h) is written whole below, so it forgets that buffer first.
+    for (SeqState& st : q.states)
+        if (st.gdn) st.gdn->read_here();
+    q.snaps.clear();
     try {
         on_every_stage([&](size_t s) {
             Ops& ops = stages_[s].dev->ops();

@@ -14,11 +14,12 @@
 namespace strata::ops {
 
 void gdn_recurrent(ThreadPool& pool, const GdnHeads& d, const float* u, const float* g, const float* beta, int64_t T,
-                   float* state, float* o) {
+                   float* state, float* o, const float* state_in) {
     const int64_t cd = d.conv_dim(), dk = d.dk, dv = d.dv;
     pool.run(d.nv, [&](int64_t h) {
         const int64_t kh = d.key_head(h);  // grouped or tiled (MODEL_SPEC 4.4, 8.1 item 5; docs/qwen35.md 2.3)
         float* M = state + h * dv * dk;
+        if (state_in) std::memcpy(M, state_in + h * dv * dk, sizeof(float) * static_cast<size_t>(dv * dk));
         for (int64_t t = 0; t < T; ++t) {
             const float* q = u + t * cd + kh * dk;
             const float* k = u + t * cd + d.key_dim() + kh * dk;
