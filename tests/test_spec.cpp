@@ -35,6 +35,18 @@ std::unique_ptr<Runner> split2(std::shared_ptr<const Model> m, bool overlap) {
     return make_split_runner(std::move(m), plan, 1, 128, GgmlType::F16, cfg);
 }
 
+// The runners the rollback tests compare: one device (mode 0), two stages serial (1) and
+// with overlap (2).
+std::unique_ptr<Runner> runner_of(std::shared_ptr<const Model> m, int mode) {
+    return mode == 0 ? make_local_runner(std::move(m), 2, 128, GgmlType::F16) : split2(std::move(m), mode == 2);
+}
+
+// One sequence's tokens through the runner (all: logits of every row, else the last).
+void eval_one(Runner& r, int seq, std::span<const int32_t> toks, bool all, float* out) {
+    const Runner::Item it{seq, toks, all};
+    r.eval(std::span<const Runner::Item>(&it, 1), out);
+}
+
 // Pearson chi-square of observed counts against probabilities p (cells with p > 0).
 double chi_square(const std::vector<int64_t>& count, const std::vector<double>& p, int64_t n) {
     double chi = 0;
@@ -188,12 +200,9 @@ TEST_CASE("spec: snapshot, restore and replay give the straight path's logits bi
     const std::vector<int32_t> prompt = {5, 9, 2, 77, 31, 8};
     const std::vector<int32_t> window = {40, 41, 42, 43};
     for (int mode = 0; mode < 3; ++mode) {
-        std::unique_ptr<Runner> r = mode == 0 ? make_local_runner(m, 2, 128, GgmlType::F16) : split2(m, mode == 2);
+        std::unique_ptr<Runner> r = runner_of(m, mode);
         INFO(r->describe());
-        auto eval = [&](int seq, std::span<const int32_t> toks, bool all, float* out) {
-            const Runner::Item it{seq, toks, all};
-            r->eval(std::span<const Runner::Item>(&it, 1), out);
-        };
+        auto eval = [&](int seq, std::span<const int32_t> toks, bool all, float* out) { eval_one(*r, seq, toks, all, out); };
         std::vector<float> scratch(prompt.size() * V);
         // Straight: prompt, then 40, 41, then 99 one by one.
         const int a = r->new_sequence();
@@ -290,12 +299,9 @@ TEST_CASE("spec: a snapshot that lends its buffer gives the copies' states and l
     const std::vector<int32_t> window = {40, 41, 42, 43};
     const int32_t after = 99;
     for (int mode = 0; mode < 3; ++mode) {
-        std::unique_ptr<Runner> r = mode == 0 ? make_local_runner(m, 2, 128, GgmlType::F16) : split2(m, mode == 2);
+        std::unique_ptr<Runner> r = runner_of(m, mode);
         INFO(r->describe());
-        auto eval = [&](int seq, std::span<const int32_t> toks, bool all, float* out) {
-            const Runner::Item it{seq, toks, all};
-            r->eval(std::span<const Runner::Item>(&it, 1), out);
-        };
+        auto eval = [&](int seq, std::span<const int32_t> toks, bool all, float* out) { eval_one(*r, seq, toks, all, out); };
         std::vector<float> scratch(prompt.size() * V), want(V), got(V);
         const int a = r->new_sequence();
         std::vector<uint8_t> rec_a(r->recurrent_bytes()), rec_b(r->recurrent_bytes());
