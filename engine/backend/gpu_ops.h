@@ -142,9 +142,6 @@ private:
     // A residual add of a window of up to kFuseRows rows, held until the next op (or the
     // queue item's end) issues it: an RMS norm of its sum takes it into its own kernel
     // (gpu::add_rms_norm_q), as a layer's two adds are followed by norms.
-    // A MoE layer's combine (decode and verify windows), held likewise: the residual add
-    // of its output takes it along, and the norm after that issues all three in one
-    // kernel (gpu::moe_combine_add_rms_norm_q).
     // A MoE layer's down product of such a window (by id, the shared expert's rows with
     // it), held for the combine of its rows, which takes it along: the norm after the add
     // then issues all four in one kernel (gpu::matmul_ids_combine_add_rms_norm_q).
@@ -158,6 +155,9 @@ private:
         gpu::Rows out;  // the routed rows, then the shared ones' (ex.y)
         gpu::IdsExtra ex;
     };
+    // A MoE layer's combine (decode and verify windows), held likewise: the residual add
+    // of its output takes it along, and the norm after that issues all three in one
+    // kernel (gpu::moe_combine_add_rms_norm_q).
     struct PendingCombine {
         gpu::MoeCombine c;
         gpu::Rows out;
@@ -211,7 +211,6 @@ private:
     };
     // The work held (one item at most: each op that holds work first issues what was held,
     // bar the item it takes along), and each item's own launch where nothing took it.
-    // the seven kinds above and PendingDown
     using Held = std::variant<std::monostate, PendingCombine, PendingProduct, PendingAdd, PendingGates,
                               PendingRecurrent, PendingRouter, PendingRope, PendingDown>;
     Held held_;

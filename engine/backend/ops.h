@@ -232,8 +232,7 @@ public:
     // state_in is not written. The default copies it over, then runs in place.
     virtual void gdn_recurrent_from(const GdnDims& d, Tensor u, Tensor g, Tensor beta, const float* state_in,
                                     float* state, Tensor o) {
-        const int64_t rows = d.nv * d.dv;
-        copy(Tensor::f32(state, d.dk, rows), Tensor::f32(state_in, d.dk, rows));
+        copy(Tensor::f32(state, d.dk, d.nv * d.dv), Tensor::f32(state_in, d.dk, d.nv * d.dv));
         gdn_recurrent(d, u, g, beta, state, o);
     }
     // Whether gdn_recurrent_from costs what gdn_recurrent does (each head's state copied

@@ -43,21 +43,24 @@ void deinterleave(Ops& ops, const GdnDims& d, Tensor mixed, Tensor qkv, Tensor z
 void advance(Ops& ops, const GdnDims& d, const float* conv_w, GdnState& g, int64_t slot, Tensor qkv, Tensor gate,
              Tensor beta, Tensor u, Tensor o, GdnForm form) {
     ops.gdn_conv(d, qkv, conv_w, g.conv(slot), u);
-    const float* in = g.ssm_in(slot);  // a snapshot's buffer right after one (GdnState::read_from)
-    if (form == GdnForm::Recurrent && in != g.ssm(slot)) {
-        ops.gdn_recurrent_from(d, u, gate, beta, in, g.ssm(slot), o);
+    float* state = g.ssm(slot);
+    if (form == GdnForm::Chunked) {
+        gdn_state_home(ops, g, slot);
+        ops.gdn_chunked(d, u, gate, beta, state, o, 64);
+    } else if (const float* in = g.ssm_in(slot); in != state) {  // right after a lent snapshot
+        ops.gdn_recurrent_from(d, u, gate, beta, in, state, o);
     } else {
-        if (in != g.ssm(slot)) {
-            const int64_t rows = d.nv * d.dv;
-            ops.copy(Tensor::f32(g.ssm(slot), d.dk, rows), Tensor::f32(in, d.dk, rows));
-        }
-        if (form == GdnForm::Chunked) ops.gdn_chunked(d, u, gate, beta, g.ssm(slot), o, 64);
-        else ops.gdn_recurrent(d, u, gate, beta, g.ssm(slot), o);
+        ops.gdn_recurrent(d, u, gate, beta, state, o);
     }
     g.wrote(slot);
 }
 
 }  // namespace
+
+void gdn_state_home(Ops& ops, GdnState& g, int64_t l) {
+    if (const float* in = g.ssm_in(l); in != g.ssm(l))
+        ops.copy(Tensor::f32(g.ssm(l), g.ssm_row(), g.ssm_rows()), Tensor::f32(in, g.ssm_row(), g.ssm_rows()));
+}
 
 void prepare(WeightPlacer& ops, GdnWeights& w) {
     for (MatView* m : {&w.qkv, &w.gate, &w.in, &w.ba, &w.beta, &w.alpha, &w.out})

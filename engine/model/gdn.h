@@ -42,5 +42,8 @@ void gdn_block(ForwardCtx& ctx, const GdnDims& d, const GdnWeights& w, const Bat
 // Layer il of sequence s advanced by the first n rows of its GdnLog (state restored to
 // the log's window start): bit for bit the state gdn_block leaves after those n rows.
 void gdn_replay(ForwardCtx& ctx, const GdnDims& d, const GdnWeights& w, SeqState& s, int64_t il, int64_t n);
+// Layer l's delta-rule state copied into the state's own buffer from a lent snapshot's
+// (GdnState::read_from), where it is still read from there; nothing otherwise.
+void gdn_state_home(Ops& ops, GdnState& g, int64_t l);
 
 }  // namespace strata

@@ -18,6 +18,7 @@
 
 #include "engine/backend/ops.h"
 #include "engine/core/error.h"
+#include "engine/model/gdn.h"
 #include "engine/state/seq_state.h"
 
 namespace strata {
@@ -30,15 +31,14 @@ public:
         n_past_ = s.n_past;
         if (s.gdn) {
             if (!gdn_) gdn_ = std::make_unique<GdnState>(s.gdn->like(ops.allocator()));
+            settle(ops, *s.gdn);  // layers still read from a snapshot's buffer (this one's): copied home first
             if (lend && ops.state_reads_elsewhere()) {
-                settle(ops, *s.gdn);  // layers still read from this buffer: copied home first
                 if (const int64_t cr = s.gdn->all_conv_rows(); cr > 0)
                     ops.copy(Tensor::f32(gdn_->conv(0), s.gdn->conv_dim(), cr),
                              Tensor::f32(s.gdn->conv(0), s.gdn->conv_dim(), cr));
                 s.gdn->swap_buffer(*gdn_);
                 s.gdn->read_from(*gdn_);
             } else {
-                settle(ops, *s.gdn);
                 copy(ops, *gdn_, *s.gdn);
             }
         }
@@ -66,10 +66,7 @@ public:
     // copies the buffer whole.
     static void settle(Ops& ops, GdnState& g) {
         if (!g.reads_elsewhere()) return;
-        const int64_t rows = g.all_ssm_rows() / g.n_layers();  // a layer's [nv * dv, dk]
-        for (int64_t l = 0; l < g.n_layers(); ++l)
-            if (g.ssm_in(l) != g.ssm(l))
-                ops.copy(Tensor::f32(g.ssm(l), g.ssm_row(), rows), Tensor::f32(g.ssm_in(l), g.ssm_row(), rows));
+        for (int64_t l = 0; l < g.n_layers(); ++l) gdn_state_home(ops, g, l);
         g.read_here();
     }
 

@@ -55,8 +55,7 @@ void save_recurrent(Ops& ops, const SeqState& s, uint8_t* dst) {
 
 void load_recurrent(Ops& ops, SeqState& s, const uint8_t* src) {
     if (!s.gdn) return;
-    ops.to_device(s.gdn->conv(0), src, s.gdn->bytes());
-    s.gdn->read_here();
+    ops.to_device(s.gdn->conv(0), src, s.gdn->bytes());  // load_state made it forget any other buffer
 }
 
 }  // namespace strata::split_detail

@@ -42,6 +42,7 @@ public:
     int64_t all_conv_rows() const { return n_layers_ * conv_rows_; }
     int64_t all_ssm_rows() const { return n_layers_ * nv_ * dv_; }
     int64_t ssm_row() const { return dk_; }
+    int64_t ssm_rows() const { return nv_ * dv_; }  // one layer's rows of ssm_row() floats
 
     // A state read from elsewhere (StateSnapshot::save on a device whose delta rule can
     // read its state from another buffer at no cost, Ops::gdn_recurrent_from): until layer
