@@ -441,6 +441,80 @@ TEST_CASE("matmul: Q6_K at the int32 bound of its per-block sum", "[matmul][dete
     }
 }
 
+// The AVX2 path sums vpmaddubsw's pairs of unsigned weights in int16 over runs of columns
+// (dot_cols_u: 8 columns of nibbles, 4 of five-bit values per run of the high digit) before
+// widening: every weight at its largest and every digit at its bound (x constant: q = +-127;
+// x at 126.5 / 127 of the block's largest: r = 64) is where a run too long would wrap. On
+// every instruction set, packed or not, equal to the scalar path.
+namespace {
+void set_weights_max(GgmlType type, uint8_t* bytes, size_t n_blocks) {
+    for (size_t i = 0; i < n_blocks; ++i) {
+        switch (type) {
+        case GgmlType::Q4_0: std::memset(reinterpret_cast<block_q4_0*>(bytes)[i].qs, 0xFF, 16); break;
+        case GgmlType::Q4_1: std::memset(reinterpret_cast<block_q4_1*>(bytes)[i].qs, 0xFF, 16); break;
+        case GgmlType::Q5_0: {
+            auto& b = reinterpret_cast<block_q5_0*>(bytes)[i];
+            std::memset(b.qh, 0xFF, sizeof b.qh), std::memset(b.qs, 0xFF, sizeof b.qs);
+            break;
+        }
+        case GgmlType::Q5_1: {
+            auto& b = reinterpret_cast<block_q5_1*>(bytes)[i];
+            std::memset(b.qh, 0xFF, sizeof b.qh), std::memset(b.qs, 0xFF, sizeof b.qs);
+            break;
+        }
+        case GgmlType::Q2_K: std::memset(reinterpret_cast<block_q2_K*>(bytes)[i].qs, 0xFF, 64); break;
+        case GgmlType::Q3_K: {
+            auto& b = reinterpret_cast<block_q3_K*>(bytes)[i];
+            std::memset(b.hmask, 0xFF, sizeof b.hmask), std::memset(b.qs, 0xFF, sizeof b.qs);
+            break;
+        }
+        case GgmlType::Q4_K: std::memset(reinterpret_cast<block_q4_K*>(bytes)[i].qs, 0xFF, 128); break;
+        case GgmlType::Q5_K: {
+            auto& b = reinterpret_cast<block_q5_K*>(bytes)[i];
+            std::memset(b.qh, 0xFF, sizeof b.qh), std::memset(b.qs, 0xFF, sizeof b.qs);
+            break;
+        }
+        default: FAIL("no case for " << type_info(type).name);
+        }
+    }
+}
+}  // namespace
+
+TEST_CASE("matmul: unsigned weights at their largest against digits at their bounds", "[matmul][determinism]") {
+    const int64_t n_in = 512, n_out = 21, T = 3;
+    std::vector<float> x(static_cast<size_t>(T * n_in));
+    for (int64_t i = 0; i < n_in; ++i) {
+        x[static_cast<size_t>(i)] = 1.0f;                                            // q = 127, r = 0
+        x[static_cast<size_t>(n_in + i)] = -1.0f;                                    // q = -127
+        x[static_cast<size_t>(2 * n_in + i)] = i % 32 == 0 ? 1.0f : 126.5f / 127.0f;  // q = 126, r = 64
+    }
+    ThreadPool pool(2);
+    for (const GgmlType type : {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q2_K,
+                                GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K}) {
+        Weights w = make_weights(type, n_in, n_out, 41);
+        set_weights_max(type, w.bytes.data(), w.bytes.size() / type_info(type).type_size);
+        const PackedCopy packed = packed_copy(w.view);
+        // each token alone (the decode tile), then the three as a window
+        for (const auto& [t0, t] : {std::pair<int64_t, int64_t>{0, 1}, {1, 1}, {2, 1}, {0, T}}) {
+            std::vector<float> ref(static_cast<size_t>(t * n_out));
+            {
+                ForceIsa f(kq::Isa::Scalar);
+                matmul(pool, w.view, x.data() + t0 * n_in, n_in, t, ref.data(), n_out);
+            }
+            for (int isa = 1; isa < kq::kIsaCount; ++isa) {
+                if (!kq::available(static_cast<kq::Isa>(isa))) continue;
+                ForceIsa f(static_cast<kq::Isa>(isa));
+                for (const MatView& v : {w.view, packed.view}) {
+                    std::vector<float> y(ref.size(), -1.0f);
+                    matmul(pool, v, x.data() + t0 * n_in, n_in, t, y.data(), n_out);
+                    INFO(type_info(type).name << " tokens " << t0 << " + " << t << " on " << kq::name(static_cast<kq::Isa>(isa)) << (v.packed ? " packed" : ""));
+                    CHECK(y == ref);
+                }
+            }
+        }
+    }
+}
+
 // The activation quantizer's AVX-512 version (used where the CPU has it) writes the same
 // bytes as the scalar one, on ordinary values and on the edge cases: zeros, a whole zero
 // block, NaN, infinities, ties of the rounding, subnormals, huge values.

@@ -30,7 +30,7 @@ inline int round_even(float v) { return static_cast<int>((v + 12582912.0f) - 125
 inline float clamp(float v, float lim) { return v > lim ? lim : (v < -lim ? -lim : v); }
 
 // The per-block scale: amax over the block's values (a NaN never wins).
-inline float block_step(float amax) { return amax / 127.0f; }
+inline float block_step(float amax) { return amax / static_cast<float>(ActQ::kMaxQ); }
 
 #if defined(__x86_64__)
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) void quantize_avx512(const float* x, int64_t t, int64_t b0,
@@ -38,7 +38,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) void quantize_avx5
     int8_t* q = a.q.data() + t * a.n;
     int8_t* r = a.r.data() + t * a.n;
     int32_t* c = a.c.data() + t * a.nb * 8;
-    const __m512 lim_q = _mm512_set1_ps(127.0f), lim_r = _mm512_set1_ps(64.0f), magic = _mm512_set1_ps(12582912.0f);
+    const __m512 lim_q = _mm512_set1_ps(ActQ::kMaxQ), lim_r = _mm512_set1_ps(ActQ::kMaxR), magic = _mm512_set1_ps(12582912.0f);
     const __m512i gidx = _mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 28, 24, 20, 16, 12, 8, 4, 0);
     for (int64_t b = b0; b < b1; ++b) {
         const float* xb = x + 32 * b;
@@ -115,9 +115,9 @@ void quantize_scalar(const float* x, int64_t t, int64_t b0, int64_t b1, ActQ& a)
             for (int i = 4 * l; i < 4 * l + 4; ++i) {
                 // The clamps keep rounding slop in range; a NaN input becomes 0.
                 const float v = xb[i] * id;
-                const int qi = v == v ? round_even(clamp(v, 127.0f)) : 0;
+                const int qi = v == v ? round_even(clamp(v, static_cast<float>(ActQ::kMaxQ))) : 0;
                 const float rem = (v - static_cast<float>(qi)) * 128.0f;
-                const int ri = rem == rem ? round_even(clamp(rem, 64.0f)) : 0;
+                const int ri = rem == rem ? round_even(clamp(rem, static_cast<float>(ActQ::kMaxR))) : 0;
                 q[32 * b + i] = static_cast<int8_t>(qi);
                 r[32 * b + i] = static_cast<int8_t>(ri);
                 g += 128 * qi + ri;

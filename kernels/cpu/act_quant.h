@@ -21,6 +21,8 @@ struct ActQ {
     // Arrays of per-block values are padded by this many entries so that a kernel may
     // load a whole group of 8 blocks at the end of a token (the extra lanes are unused).
     static constexpr int64_t kPad = 8;
+    // The digits' bounds: |q| <= kMaxQ, |r| <= kMaxR (the kernels' int16 sums rely on them).
+    static constexpr int kMaxQ = 127, kMaxR = 64;
 
     int64_t n = 0;   // values per token (a multiple of 32)
     int64_t nb = 0;  // blocks per token
