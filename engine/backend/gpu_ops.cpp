@@ -566,8 +566,9 @@ void GpuOps::matmul(const MatView& w, Tensor x, Tensor y) {
     const gpu::Rows xr = rows(x), yr = rows(y);
     if (gpu::int_dot(w.type)) {
         const gpu::ActQ xq = quantized(xr, kActSlot);
-        // A decode step's out projection or down product, perhaps: see add and rms_norm.
-        if (xr.rows == 1 && fuses(yr) && !overlaps(xr, yr)) held_ = PendingProduct{weight(w), xq, yr};
+        // A decode step's or a verify window's out projection or down product, perhaps:
+        // see add and rms_norm.
+        if (xr.rows <= gpu::kNormProductRows && fuses(yr) && !overlaps(xr, yr)) held_ = PendingProduct{weight(w), xq, yr};
         else gpu::matmul_q(weight(w), xq, yr, tab_, stream_);
     } else if (gpu::float_weight(w.type) && xr.rows <= kFuseRows && w.n_out <= gpu::kTopkMaxExperts &&
                !overlaps(xr, yr)) {

@@ -163,9 +163,10 @@ private:
         gpu::Rows out;
         std::optional<PendingDown> down;  // c's rows, not yet computed
     };
-    // A one-row integer product (a decode step's out projection or down product), held
-    // likewise: the residual add of its output takes it along, and the norm after that
-    // issues the three in one kernel (gpu::matmul_add_rms_norm_q).
+    // An integer product of up to gpu::kNormProductRows rows (a decode step's or a verify
+    // window's out projection or down product), held likewise: the residual add of its
+    // output takes it along, and the norm after that issues the three in one kernel
+    // (gpu::matmul_add_rms_norm_q).
     struct PendingProduct {
         gpu::Weight w;
         gpu::ActQ x;

@@ -198,11 +198,12 @@ ActQ swiglu_q(Rows g, Rows u, Rows y, void* scratch, Stream s);
 // the call.
 void matmul_q(const Weight& w, const ActQ& x, Rows y, const IqTables& tab, Stream s);
 // matmul_q (y = w x), then add_rms_norm_q(h, y, nw, eps, out) in the same launch: the
-// last of a row's blocks to finish adds the row of y into h and writes its norm into out
+// last of the blocks to finish adds each row of y into h and writes its norm into out
 // with the digits (scratch: act_q_bytes(w.n_out, x.rows)), the bytes of the three ops (a
-// decode step's out projection, the residual add and the next norm). w.n_out a multiple
-// of 32; counters: x.rows device unsigneds, 0 between calls (each call leaves them so).
-// Returns the norm's digits.
+// decode step's or a verify window's out projection, the residual add and the next norm).
+// x.rows <= kNormProductRows, w.n_out a multiple of 32; counters: x.rows device unsigneds,
+// 0 between calls (each call leaves them so). Returns the norm's digits.
+inline constexpr int64_t kNormProductRows = 8;
 ActQ matmul_add_rms_norm_q(const Weight& w, const ActQ& x, Rows y, Rows h, const float* nw, float eps, Rows out,
                            void* scratch, unsigned* counters, const IqTables& tab, Stream s);
 // matmul_q of up to kMultiMax weights against the same x in one launch (a layer's q, k and

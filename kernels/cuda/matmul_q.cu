@@ -228,17 +228,21 @@ struct AddNorm {
 };
 static_assert(sizeof(AddNorm) == 2 * sizeof(Rows) + sizeof(ActQ) + 24, "no padding in kernel arguments");
 
-// The one-row product of m's one weight for each row of x (blockIdx.y), then the last of
-// a row's blocks to finish runs add_rms_norm_q's block for the row (norm_q_row, in a
-// block of rows::kNormThreads threads: the same sums).
-template <GgmlType T, bool A16>
+// m's one weight times R rows of x per block row (blockIdx.y), as matmul_q_k takes them
+// (one row: a decode step; kRows: a verify window, its weights read once for all its
+// rows), then the last of a block row's blocks to finish runs add_rms_norm_q's block for
+// each of its rows in turn (norm_q_row, in a block of rows::kNormThreads threads: the same
+// sums).
+template <GgmlType T, int R, bool A16>
 __global__ void matmul_q_norm_k(MultiQ m, ActQ x, IqTables tab, AddNorm an) {
     __shared__ unsigned done;
     __shared__ float red[32];
-    product_rows<T, 1, 1, A16, true>(m, x, tab);
+    product_rows<T, R, 1, A16, true>(m, x, tab);
     if (!last_to_finish(an.counters + blockIdx.y, gridDim.x, done)) return;
     const Rows y{m.y[0], m.n_out[0], x.rows, m.ld[0]};
-    norm_q_row<Addend::Rows>(an.h, y, MoeCombine{}, Rows{}, an.w, an.eps, an.out, an.q, blockIdx.y, red);
+    const int64_t t0 = static_cast<int64_t>(blockIdx.y) * R;
+    for (int64_t t = t0; t < t0 + R && t < x.rows; ++t)
+        norm_q_row<Addend::Rows>(an.h, y, MoeCombine{}, Rows{}, an.w, an.eps, an.out, an.q, t, red);
 }
 
 static_assert(sizeof(IdsExtra) == 5 * 8, "no padding in kernel arguments");
@@ -500,16 +504,19 @@ ActQ matmul_add_rms_norm_q(const Weight& w, const ActQ& x, Rows y, Rows h, const
     STRATA_CHECK(w.n_out % 32 == 0 && y.cols == w.n_out && y.rows == x.rows && h.cols == w.n_out &&
                      h.rows == x.rows && out.cols == w.n_out && out.rows == x.rows && counters,
                  "matmul_add_rms_norm_q: rows of {} values for a product of {} outputs", h.cols, w.n_out);
+    STRATA_CHECK(x.rows <= kNormProductRows, "matmul_add_rms_norm_q: {} rows, at most {}", x.rows, kNormProductRows);
+    static_assert(kNormProductRows == kRows, "the rows of matmul_q_multi's window kernel");
     const ActQ q = act_q_at(scratch, w.n_out, x.rows);
     MultiQ m;
     const unsigned blocks = multi_q(std::span<const Weight>(&w, 1), std::span<const Rows>(&y, 1), x, 1,
                                     rows::kNormThreads, m);
     if (blocks == 0) return q;
-    const dim3 grid(blocks, static_cast<unsigned>(x.rows));
+    const dim3 grid(blocks, 1);
     const AddNorm an{h, nw, eps, 0, out, q, counters};
     const bool ok = dispatch_quant(w.type, [&]<GgmlType T>() {
         const auto go = [&]<bool A16>() {
-            launch(matmul_q_norm_k<T, A16>, grid, dim3(rows::kNormThreads), st(s), m, x, tab, an);
+            if (x.rows == 1) launch(matmul_q_norm_k<T, 1, A16>, grid, dim3(rows::kNormThreads), st(s), m, x, tab, an);
+            else launch(matmul_q_norm_k<T, kRows, A16>, grid, dim3(rows::kNormThreads), st(s), m, x, tab, an);
         };
         by_alignment<T>(w, go);
     });

@@ -428,9 +428,10 @@ TEST_CASE("matmul_add_rms_norm_q writes what matmul_q, add_rms_norm_q write, and
     constexpr int64_t n_in = 256;
     for (GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_K})
         // Outputs of one block and of several, a block's last warps past the outputs, a row
-        // wider than the norm's block (two rounds of its threads); one row and three.
+        // wider than the norm's block (two rounds of its threads); one row (a decode step),
+        // three and eight (verify windows: one block row).
         for (const int64_t n_out : {int64_t{32}, int64_t{96}, int64_t{1056}})
-            for (const int64_t T : {int64_t{1}, int64_t{3}}) {
+            for (const int64_t T : {int64_t{1}, int64_t{3}, kNormProductRows}) {
                 INFO(type_info(type).name << " outputs " << n_out << " rows " << T);
                 const size_t rb = row_bytes(type, n_in);
                 const std::vector<float> f = test::gaussian(static_cast<size_t>(n_in * n_out), 70);
