@@ -2,6 +2,8 @@
 # One command: build Release, make the 1b llama presets at q8_0, q4_K, q6_K, q4_0, iq4_xs
 # and iq3_xxs once (in ~/.cache/strata/models), run bench/decode on each with 2 threads,
 # and write docs/benchmarks.md (tables, machine info from lscpu, the exact commands); then
+# the integer paths narrower than this CPU's best, forced (scripts/bench-paths.sh: what an
+# AVX2-only CPU gets from the same kernels; SKIP_PATHS=1 skips it); then
 # decode as bench/decode, `strata run` and the server measure it on the q4_K file
 # (scripts/bench-frontends.sh; SKIP_FRONTENDS=1 skips it); then the split and speculation
 # comparison (scripts/bench-spec.sh: one device vs two stages, serial and overlap,
@@ -60,6 +62,13 @@ for type in $types; do
     echo "$text"
     results+=("### llama 1b ${type}"$'\n\n'"\`${cmd[*]/#$HOME/~}\`"$'\n\n'"$text"$'\n')
 done
+
+paths_table=""
+if [[ "${SKIP_PATHS:-0}" != 1 ]]; then
+    paths_table="$(BUILD_DIR="$build" NO_BUILD=1 MODELS_DIR="$models" THREADS="$threads" REPS="$reps" \
+        "$root/scripts/bench-paths.sh")"
+    echo "$paths_table"
+fi
 
 frontends_table=""
 if [[ "${SKIP_FRONTENDS:-0}" != 1 ]]; then
@@ -124,6 +133,14 @@ if git -C "$root" diff --quiet HEAD -- . ':!docs/benchmarks.md' ':!docs/benchmar
     echo "bandwidth measured before the model loads."
     echo
     for r in "${results[@]}"; do echo "$r"; done
+    if [[ -n "$paths_table" ]]; then
+        echo "### The narrower integer paths on this CPU"
+        echo
+        echo "\`BUILD_DIR=${build/#$root\//} NO_BUILD=1 REPS=$reps scripts/bench-paths.sh\` (each path forced with bench/decode --isa: what a CPU with only AVX2 or AVX-VNNI gets from the same kernels; the ratios are against the path this CPU picks, in the same run)."
+        echo
+        echo "$paths_table"
+        echo
+    fi
     if [[ -n "$frontends_table" ]]; then
         echo "### Decode through \`strata run\` and the server"
         echo
