@@ -28,8 +28,14 @@ for exe in strata decode; do
     [[ -x "$build/bin/$exe" ]] || { echo "bench-paths: no $build/bin/$exe (build it, or set BUILD_DIR)" >&2; exit 1; }
 done
 
-# The median column of bench/decode's row whose label starts with $2, from its output $1.
-median() { awk -F'|' -v k="$2" 'index($2, " " k) == 1 { gsub(/[ %]/, "", $3); print $3; exit }' <<<"$1"; }
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+# The medians of bench/decode's --json file $1: prompt tok/s, decode tok/s, decode % of read.
+medians() {
+    python3 -c 'import json, sys
+d = json.load(open(sys.argv[1]))
+print("%.1f %.2f %.1f" % (d["prompt_tok_s"]["median"], d["decode_tok_s"]["median"], 100 * d["decode_fraction"]["median"]))' "$1"
+}
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2fx", a / b; else print "-" }'; }
 
 echo "| type | path | prompt tok/s (pp$pp) | decode tok/s (tg$tg) | decode % of read | prompt / best path | decode / best path |"
@@ -42,13 +48,11 @@ for type in $types; do
     fi
     best_pp="" best_tg=""
     for path in $paths; do
-        cmd=("$build/bin/decode" "$file" --pp "$pp" --tg "$tg" -r "$reps" -t "$threads" --isa "$path")
+        cmd=("$build/bin/decode" "$file" --pp "$pp" --tg "$tg" -r "$reps" -t "$threads" --isa "$path" --json "$tmp/d.json")
         echo "+ ${cmd[*]}" >&2
-        if ! text="$("${cmd[@]}" 2>/dev/null)"; then continue; fi  # not on this CPU
-        p="$(median "$text" "prompt tok/s")"
-        d="$(median "$text" "decode tok/s")"
-        share="$(median "$text" "decode % of read")"
+        if ! "${cmd[@]}" >/dev/null 2>&1; then continue; fi  # not on this CPU
+        read -r p d share <<<"$(medians "$tmp/d.json")"
         if [[ -z "$best_pp" ]]; then best_pp="$p" best_tg="$d"; fi
-        echo "| $type | $path | $p | $d | ${share:+$share%} | $(ratio "$p" "$best_pp") | $(ratio "$d" "$best_tg") |"
+        echo "| $type | $path | $p | $d | $share% | $(ratio "$p" "$best_pp") | $(ratio "$d" "$best_tg") |"
     done
 done
