@@ -276,3 +276,30 @@ TEST_CASE("ops::gdn_step: the plain per-row loops, bit for bit", "[attention][de
         }
     }
 }
+
+// Many tokens with the state's rows outermost (in registers for dk of 32, 64 and 128, in
+// memory otherwise), from another buffer or in place: the floats of one gdn_step per token.
+TEST_CASE("ops::gdn_steps: one gdn_step per token, bit for bit", "[attention][determinism]") {
+    for (const int64_t dk : {int64_t{128}, int64_t{64}, int64_t{32}, int64_t{20}, int64_t{7}})
+        for (const int64_t T : {int64_t{1}, int64_t{2}, int64_t{4}, int64_t{17}, int64_t{40}})
+            for (const bool elsewhere : {false, true}) {
+                const int64_t dv = 9, ld = 2 * dk + dv + 3, ldo = dv + 5;  // token rows: q | k | v | padding
+                const auto x = test::gaussian(static_cast<size_t>(T * ld), 11);
+                std::vector<float> e(static_cast<size_t>(T)), b(e.size());
+                for (int64_t t = 0; t < T; ++t) {
+                    e[static_cast<size_t>(t)] = 0.9f + 0.005f * static_cast<float>(t % 7);
+                    b[static_cast<size_t>(t)] = 0.3f + 0.01f * static_cast<float>(t % 5);
+                }
+                const auto M0 = test::gaussian(static_cast<size_t>(dv * dk), 12);
+                std::vector<float> R = M0, ref(static_cast<size_t>(T * ldo), -1.0f);
+                for (int64_t t = 0; t < T; ++t)
+                    ops::gdn_step(R.data(), dv, dk, x.data() + t * ld, x.data() + t * ld + dk, x.data() + t * ld + 2 * dk,
+                                  e[static_cast<size_t>(t)], b[static_cast<size_t>(t)], ref.data() + t * ldo);
+                std::vector<float> M = elsewhere ? std::vector<float>(M0.size(), 7.0f) : M0, out(ref.size(), -1.0f);
+                ops::gdn_steps(elsewhere ? M0.data() : M.data(), M.data(), dv, dk, T, x.data(), x.data() + dk,
+                               x.data() + 2 * dk, ld, e.data(), b.data(), out.data(), ldo);
+                INFO("dk " << dk << " T " << T << (elsewhere ? " from another buffer" : " in place"));
+                CHECK(out == ref);
+                CHECK(M == R);
+            }
+}

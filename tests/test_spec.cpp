@@ -276,7 +276,17 @@ TEST_CASE("spec: a lent snapshot's state is read from its buffer until each laye
     CHECK(holds(0, g.ssm(0), 0.5f));
     CHECK(holds(1, g.ssm(1), 7.0f));
     CHECK(holds(2, g.ssm(2), 0.5f));
-    snap.load(ops, s);  // back to the state the snapshot holds
+    // Back to the state the snapshot holds, again without a copy of the delta-rule states:
+    // read from the snapshot's buffer until each layer is written (or settled).
+    for (int64_t i = 0; i < conv; ++i) g.conv(2)[i] = 3.0f;
+    snap.load(ops, s);
+    CHECK(g.reads_elsewhere());
+    for (int64_t l = 0; l < 3; ++l) {
+        CHECK(g.ssm_in(l) != g.ssm(l));
+        CHECK(holds(l, g.ssm_in(l), 0.5f));
+        CHECK(g.conv(l)[1] == 0.5f - static_cast<float>(100 * l + 1));  // the conv histories were copied back
+    }
+    StateSnapshot::settle(ops, g);
     for (int64_t l = 0; l < 3; ++l) CHECK(holds(l, g.ssm(l), 0.5f));
     // Every layer written ends the reading from elsewhere; a snapshot that copies never starts it.
     snap.save(ops, s, true);

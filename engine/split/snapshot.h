@@ -10,8 +10,9 @@
 // The conv histories are (a few rows per layer); then the sequence and the snapshot
 // exchange buffers, so the snapshot holds the state as it was, and the sequence reads
 // each layer's delta-rule state from the snapshot's buffer until its next write
-// (GdnState::read_from): the window's recurrence copies each head as it takes it up,
-// a read it does anyway. For a 48-layer Qwen3-Next that is ~72 MiB not copied per window.
+// (GdnState::read_from): the window's recurrence reads each row from there as it takes
+// it up, a read it does anyway. For a 48-layer Qwen3-Next that is ~72 MiB not copied per
+// window, and as much again per rollback (load).
 #pragma once
 #include <cstddef>
 #include <memory>
@@ -44,12 +45,23 @@ public:
         }
         valid_ = true;
     }
+    // Where the device reads states elsewhere at no cost, the delta-rule states are not
+    // copied back either: the sequence reads each layer's from the snapshot's buffer until
+    // its next write (a rollback's replay writes every layer at once, reading them from
+    // here), and whatever writes this buffer (save) settles the sequence first.
     void load(Ops& ops, SeqState& s) const {
         STRATA_CHECK(valid_, "restore without a snapshot");
         s.n_past = n_past_;
         if (s.gdn) {
-            copy(ops, *s.gdn, *gdn_);
-            s.gdn->read_here();  // every layer's state is now in its own buffer
+            if (ops.state_reads_elsewhere()) {
+                if (const int64_t cr = s.gdn->all_conv_rows(); cr > 0)
+                    ops.copy(Tensor::f32(s.gdn->conv(0), s.gdn->conv_dim(), cr),
+                             Tensor::f32(gdn_->conv(0), s.gdn->conv_dim(), cr));
+                s.gdn->read_from(*gdn_);  // whatever it read from before is forgotten with its state
+            } else {
+                copy(ops, *s.gdn, *gdn_);
+                s.gdn->read_here();  // every layer's state is now in its own buffer
+            }
         }
     }
     // The buffer, without a copy: what a sequence's pipelined windows take up front.

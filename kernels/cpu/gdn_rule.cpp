@@ -19,16 +19,15 @@ void gdn_recurrent(ThreadPool& pool, const GdnHeads& d, const float* u, const fl
     pool.run(d.nv, [&](int64_t h) {
         const int64_t kh = d.key_head(h);  // grouped or tiled (MODEL_SPEC 4.4, 8.1 item 5; docs/qwen35.md 2.3)
         float* M = state + h * dv * dk;
-        if (state_in) std::memcpy(M, state_in + h * dv * dk, sizeof(float) * static_cast<size_t>(dv * dk));
+        thread_local std::vector<float> eb;  // grow-only: e then b of every token
+        if (eb.size() < static_cast<size_t>(2 * T)) eb.resize(static_cast<size_t>(2 * T));
         for (int64_t t = 0; t < T; ++t) {
-            const float* q = u + t * cd + kh * dk;
-            const float* k = u + t * cd + d.key_dim() + kh * dk;
-            const float* v = u + t * cd + 2 * d.key_dim() + h * dv;
-            const float e = std::exp(g[t * d.nv + h]), b = beta[t * d.nv + h];
-            float* out = o + t * d.value_dim() + h * dv;
-            // decay -> m = S^T k -> delta -> S += k delta^T -> o = S^T q, row by row
-            gdn_step(M, dv, dk, q, k, v, e, b, out);
+            eb[static_cast<size_t>(t)] = std::exp(g[t * d.nv + h]);
+            eb[static_cast<size_t>(T + t)] = beta[t * d.nv + h];
         }
+        // decay -> m = S^T k -> delta -> S += k delta^T -> o = S^T q, row by row, token by token
+        gdn_steps(state_in ? state_in + h * dv * dk : M, M, dv, dk, T, u + kh * dk, u + d.key_dim() + kh * dk,
+                  u + 2 * d.key_dim() + h * dv, cd, eb.data(), eb.data() + T, o + h * dv, d.value_dim());
     });
 }
 

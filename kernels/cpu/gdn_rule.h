@@ -23,7 +23,8 @@ struct GdnHeads {
 // Token by token (gdn_step.h): each token's result depends only on the state and itself,
 // so any split of a sequence into windows gives bit-identical results. state_in (not
 // null): the state before the rows is there, not in `state` (which gets the state after
-// them); each head's part is copied as its task starts, while it is read anyway.
+// them); each row of it is read from there as the recurrence takes it up (gdn_steps), so
+// the other buffer costs no copy.
 void gdn_recurrent(ThreadPool& pool, const GdnHeads& d, const float* u, const float* g, const float* beta, int64_t T,
                    float* state, float* o, const float* state_in = nullptr);
 // The chunked WY form with chunks of `chunk` tokens; agrees with gdn_recurrent to f32
