@@ -889,4 +889,14 @@ TEST_CASE("quant: an F16 row dequantizes every fp16 pattern exactly (the F16C pa
     size_t bad = 0;
     for (size_t i = 0; i < h.size(); ++i) bad += f32_to_bits(y[i]) != f32_to_bits(fp16_to_f32(h[i]));
     CHECK(bad == 0);
+    // Every path this CPU runs, whole vectors, groups with an inf or NaN and tails alike.
+    for (const int width : {1, 8, 16}) {
+        if (width > quant_detail::dequant_f16_widest()) continue;
+        std::fill(y.begin(), y.end(), 0.0f);
+        quant_detail::dequant_f16_width(width, h.data(), y.data(), static_cast<int64_t>(h.size()));
+        bad = 0;
+        for (size_t i = 0; i < h.size(); ++i) bad += f32_to_bits(y[i]) != f32_to_bits(fp16_to_f32(h[i]));
+        INFO(width << " values at a time");
+        CHECK(bad == 0);
+    }
 }

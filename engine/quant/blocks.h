@@ -137,6 +137,11 @@ namespace quant_detail {
 // quant_iq.cpp.
 void dequant_f32(const void* src, float* dst, int64_t nb);
 void dequant_f16(const void* src, float* dst, int64_t nb);
+// dequant_f16 on the path that converts `width` values at a time (16: AVX-512, 8: F16C,
+// 1: the table), at most dequant_f16_widest(), the one this CPU takes: the same bits on
+// every path (tests run each).
+int dequant_f16_widest();
+void dequant_f16_width(int width, const void* src, float* dst, int64_t nb);
 void dequant_bf16(const void* src, float* dst, int64_t nb);
 void dequant_q4_0(const void* src, float* dst, int64_t nb);
 void dequant_q4_1(const void* src, float* dst, int64_t nb);
