@@ -85,74 +85,78 @@ TEST_CASE("simd::hsum is the fixed pairwise tree", "[attention][determinism]") {
 }
 
 TEST_CASE("ops::attend: the canonical order, the reference, any row layout", "[attention][determinism]") {
-    const int64_t n_heads = 8;
-    // 160: the weighted sum's four-vector steps (two) and then single vectors (two)
-    for (const auto& [hd, hdv] : {std::pair<int64_t, int64_t>{64, 64}, {96, 160}})
-        for (GgmlType type : {GgmlType::F32, GgmlType::F16, GgmlType::Q8_0, GgmlType::Q4_0})
-            for (int64_t n_pos : {1, 5, 31, 32, 33, 100}) {
-                CAPTURE(type_info(type).name, n_pos, hd, hdv);
-                const int64_t q_stride = 2 * hd;  // as a gated model's [query | gate] rows
-                const std::vector<float> q = test::gaussian(static_cast<size_t>(n_heads * q_stride), 1);
-                const std::vector<float> kf = test::gaussian(static_cast<size_t>(n_pos * hd), 2);
-                const std::vector<float> vf = test::gaussian(static_cast<size_t>(n_pos * hdv), 3);
-                const size_t rk = row_bytes(type, hd), rv = row_bytes(type, hdv);
-                const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    // 8 heads: eight heads' dot products at a time; 2: eight positions' at a time; 11: both
+    for (const int64_t n_heads : {int64_t{8}, int64_t{2}, int64_t{11}})
+        // 160: the weighted sum's four-vector steps (two) and then single vectors (two)
+        for (const auto& [hd, hdv] : {std::pair<int64_t, int64_t>{64, 64}, {96, 160}})
+            for (GgmlType type : {GgmlType::F32, GgmlType::F16, GgmlType::Q8_0, GgmlType::Q4_0})
+                for (int64_t n_pos : {1, 5, 31, 32, 33, 100}) {
+                    CAPTURE(type_info(type).name, n_pos, hd, hdv, n_heads);
+                    const int64_t q_stride = 2 * hd;  // as a gated model's [query | gate] rows
+                    const std::vector<float> q = test::gaussian(static_cast<size_t>(n_heads * q_stride), 1);
+                    const std::vector<float> kf = test::gaussian(static_cast<size_t>(n_pos * hd), 2);
+                    const std::vector<float> vf = test::gaussian(static_cast<size_t>(n_pos * hdv), 3);
+                    const size_t rk = row_bytes(type, hd), rv = row_bytes(type, hdv);
+                    const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
 
-                // back to back, and interleaved with three other heads (the old position-major cache)
-                const auto kb = rows(type, kf, n_pos, hd, rk), vb = rows(type, vf, n_pos, hdv, rv);
-                const auto ks = rows(type, kf, n_pos, hd, 4 * rk), vs = rows(type, vf, n_pos, hdv, 4 * rv);
-                std::vector<float> out(static_cast<size_t>(n_heads * hdv)), out_s(out.size());
-                ops::attend(q.data(), q_stride, n_heads, hd, hdv, scale, {type, kb.data(), rk}, {type, vb.data(), rv}, n_pos,
-                            out.data(), hdv);
-                ops::attend(q.data(), q_stride, n_heads, hd, hdv, scale, {type, ks.data(), 4 * rk}, {type, vs.data(), 4 * rv},
-                            n_pos, out_s.data(), hdv);
-                REQUIRE(same_bits(out, out_s));
+                    // back to back, and interleaved with three other heads (the old position-major cache)
+                    const auto kb = rows(type, kf, n_pos, hd, rk), vb = rows(type, vf, n_pos, hdv, rv);
+                    const auto ks = rows(type, kf, n_pos, hd, 4 * rk), vs = rows(type, vf, n_pos, hdv, 4 * rv);
+                    std::vector<float> out(static_cast<size_t>(n_heads * hdv)), out_s(out.size());
+                    ops::attend(q.data(), q_stride, n_heads, hd, hdv, scale, {type, kb.data(), rk},
+                                {type, vb.data(), rv}, n_pos, out.data(), hdv);
+                    ops::attend(q.data(), q_stride, n_heads, hd, hdv, scale, {type, ks.data(), 4 * rk},
+                                {type, vs.data(), 4 * rv}, n_pos, out_s.data(), hdv);
+                    REQUIRE(same_bits(out, out_s));
 
-                // the canonical order, written plainly (compiled for the baseline instruction set,
-                // while the kernel runs its best clone)
-                const std::vector<float> k = dequant(type, kb, n_pos, hd, rk), v = dequant(type, vb, n_pos, hdv, rv);
-                std::vector<float> canon(out.size(), 0.0f);
-                const int64_t ld = (n_pos + 15) / 16 * 16;
-                for (int64_t j = 0; j < n_heads; ++j) {
-                    std::vector<float> s(static_cast<size_t>(ld), -INFINITY);
-                    for (int64_t u = 0; u < n_pos; ++u) s[u] = simd::dot(q.data() + j * q_stride, k.data() + u * hd, hd) * scale;
-                    float m[16];
-                    for (int l = 0; l < 16; ++l) {
-                        m[l] = -INFINITY;
-                        for (int64_t i = l; i < ld; i += 16) m[l] = s[i] > m[l] ? s[i] : m[l];
+                    // the canonical order, written plainly (compiled for the baseline instruction set,
+                    // while the kernel runs its best clone)
+                    const std::vector<float> k = dequant(type, kb, n_pos, hd, rk),
+                                             v = dequant(type, vb, n_pos, hdv, rv);
+                    std::vector<float> canon(out.size(), 0.0f);
+                    const int64_t ld = (n_pos + 15) / 16 * 16;
+                    for (int64_t j = 0; j < n_heads; ++j) {
+                        std::vector<float> s(static_cast<size_t>(ld), -INFINITY);
+                        for (int64_t u = 0; u < n_pos; ++u)
+                            s[u] = simd::dot(q.data() + j * q_stride, k.data() + u * hd, hd) * scale;
+                        float m[16];
+                        for (int l = 0; l < 16; ++l) {
+                            m[l] = -INFINITY;
+                            for (int64_t i = l; i < ld; i += 16) m[l] = s[i] > m[l] ? s[i] : m[l];
+                        }
+                        for (int w = 8; w >= 1; w /= 2)
+                            for (int i = 0; i < w; ++i) m[i] = m[i + w] > m[i] ? m[i + w] : m[i];
+                        simd::vf sum = simd::zero();
+                        for (int64_t i = 0; i < ld; i += 16) {
+                            const simd::vf e = simd::exp(simd::load(s.data() + i) - simd::splat(m[0]));
+                            simd::store(s.data() + i, e);
+                            sum += e;
+                        }
+                        const float inv = 1.0f / simd::hsum(sum);
+                        for (int64_t u = 0; u < n_pos; ++u)
+                            for (int64_t i = 0; i < hdv; ++i) canon[j * hdv + i] += (s[u] * inv) * v[u * hdv + i];
                     }
-                    for (int w = 8; w >= 1; w /= 2)
-                        for (int i = 0; i < w; ++i) m[i] = m[i + w] > m[i] ? m[i + w] : m[i];
-                    simd::vf sum = simd::zero();
-                    for (int64_t i = 0; i < ld; i += 16) {
-                        const simd::vf e = simd::exp(simd::load(s.data() + i) - simd::splat(m[0]));
-                        simd::store(s.data() + i, e);
-                        sum += e;
+                    REQUIRE(same_bits(out, canon));
+
+                    // the mathematical result, in double precision
+                    for (int64_t j = 0; j < n_heads; ++j) {
+                        std::vector<double> s(static_cast<size_t>(n_pos));
+                        double mx = -1e300, sum = 0;
+                        for (int64_t u = 0; u < n_pos; ++u) {
+                            double d = 0;
+                            for (int64_t i = 0; i < hd; ++i)
+                                d += static_cast<double>(q[j * q_stride + i]) * k[u * hd + i];
+                            s[u] = d * scale;
+                            mx = std::max(mx, s[u]);
+                        }
+                        for (auto& x : s) sum += (x = std::exp(x - mx));
+                        for (int64_t i = 0; i < hdv; ++i) {
+                            double o = 0;
+                            for (int64_t u = 0; u < n_pos; ++u) o += s[u] / sum * v[u * hdv + i];
+                            REQUIRE(std::abs(out[j * hdv + i] - o) < 1e-4 * (1.0 + std::abs(o)));
+                        }
                     }
-                    const float inv = 1.0f / simd::hsum(sum);
-                    for (int64_t u = 0; u < n_pos; ++u)
-                        for (int64_t i = 0; i < hdv; ++i) canon[j * hdv + i] += (s[u] * inv) * v[u * hdv + i];
                 }
-                REQUIRE(same_bits(out, canon));
-
-                // the mathematical result, in double precision
-                for (int64_t j = 0; j < n_heads; ++j) {
-                    std::vector<double> s(static_cast<size_t>(n_pos));
-                    double mx = -1e300, sum = 0;
-                    for (int64_t u = 0; u < n_pos; ++u) {
-                        double d = 0;
-                        for (int64_t i = 0; i < hd; ++i) d += static_cast<double>(q[j * q_stride + i]) * k[u * hd + i];
-                        s[u] = d * scale;
-                        mx = std::max(mx, s[u]);
-                    }
-                    for (auto& x : s) sum += (x = std::exp(x - mx));
-                    for (int64_t i = 0; i < hdv; ++i) {
-                        double o = 0;
-                        for (int64_t u = 0; u < n_pos; ++u) o += s[u] / sum * v[u * hdv + i];
-                        REQUIRE(std::abs(out[j * hdv + i] - o) < 1e-4 * (1.0 + std::abs(o)));
-                    }
-                }
-            }
 }
 
 TEST_CASE("simd::hsum8 is eight simd::hsum", "[attention][determinism]") {

@@ -58,22 +58,41 @@ void scores(const float* q, int64_t q_tok, int64_t q_stride, int64_t n_tok, int6
             const float* qt = q + tk * q_tok;
             float* st = s + tk * n_heads * ld;
             const int64_t nt = std::min(n, n_pos0 + tk - u0);  // this token's rows of the chunk
+            // Eight dot products at a time, simd::dot's lanes each and one joint hsum (the
+            // same tree as hsum): eight heads of one position, or, for the heads left over
+            // (a task takes 2-4 heads of a group in decode), eight positions of one head.
+            const int64_t j8 = hd % simd::kLanes == 0 ? n_heads / 8 * 8 : 0;
             for (int64_t r = 0; r < nt; ++r) {
                 const float* kr = kbuf + r * hd;
-                int64_t j = 0;
-                if (hd % simd::kLanes == 0)  // eight heads at a time: simd::dot's lanes, one joint hsum
-                    for (; j + 8 <= n_heads; j += 8) {
+                for (int64_t j = 0; j < j8; j += 8) {
+                    simd::vf acc[8];
+                    for (int h = 0; h < 8; ++h) acc[h] = simd::zero();
+                    for (int64_t i = 0; i < hd; i += simd::kLanes) {
+                        const simd::vf kv = simd::load(kr + i);
+                        for (int h = 0; h < 8; ++h) acc[h] += simd::load(qt + (j + h) * q_stride + i) * kv;
+                    }
+                    float d[8];
+                    simd::hsum8(acc, d);
+                    for (int h = 0; h < 8; ++h) st[(j + h) * ld + u0 + r] = d[h] * scale;
+                }
+            }
+            for (int64_t j = j8; j < n_heads; ++j) {
+                const float* qj = qt + j * q_stride;
+                float* sj = st + j * ld + u0;
+                int64_t r = 0;
+                if (hd % simd::kLanes == 0)
+                    for (; r + 8 <= nt; r += 8) {
                         simd::vf acc[8];
-                        for (int h = 0; h < 8; ++h) acc[h] = simd::zero();
+                        for (int p = 0; p < 8; ++p) acc[p] = simd::zero();
                         for (int64_t i = 0; i < hd; i += simd::kLanes) {
-                            const simd::vf kv = simd::load(kr + i);
-                            for (int h = 0; h < 8; ++h) acc[h] += simd::load(qt + (j + h) * q_stride + i) * kv;
+                            const simd::vf qv = simd::load(qj + i);
+                            for (int p = 0; p < 8; ++p) acc[p] += qv * simd::load(kbuf + (r + p) * hd + i);
                         }
                         float d[8];
                         simd::hsum8(acc, d);
-                        for (int h = 0; h < 8; ++h) st[(j + h) * ld + u0 + r] = d[h] * scale;
+                        for (int p = 0; p < 8; ++p) sj[r + p] = d[p] * scale;
                     }
-                for (; j < n_heads; ++j) st[j * ld + u0 + r] = simd::dot(qt + j * q_stride, kr, hd) * scale;
+                for (; r < nt; ++r) sj[r] = simd::dot(qj, kbuf + r * hd, hd) * scale;
             }
         }
     }
