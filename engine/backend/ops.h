@@ -235,10 +235,11 @@ public:
         copy(Tensor::f32(state, d.dk, d.nv * d.dv), Tensor::f32(state_in, d.dk, d.nv * d.dv));
         gdn_recurrent(d, u, g, beta, state, o);
     }
-    // Whether gdn_recurrent_from costs what gdn_recurrent does (each head's state copied
-    // as its task takes it up, so the copy is the in-place pass's own read), so that a
-    // verify window's snapshot lends its buffer instead of taking a copy
-    // (StateSnapshot::save). Not on a GPU, whose captured graphs keep their buffers.
+    // Whether gdn_recurrent_from costs what gdn_recurrent does (each row of the state read
+    // from state_in as the recurrence takes it up, the pass's own read), so that a verify
+    // window's snapshot lends its buffer instead of taking a copy, and a restore lends it
+    // back (StateSnapshot::save / load). Not on a GPU, whose captured graphs keep their
+    // buffers.
     virtual bool state_reads_elsewhere() const { return false; }
 
     // --- mixture of experts ---
