@@ -84,9 +84,10 @@ __attribute__((target("avx,f16c"))) void dequant_f16_f16c(const uint8_t* s, floa
     dequant_f16_table(s + 2 * i, dst + i, nb - i);
 }
 
-// The same, sixteen values at a time (half the instructions per value: the f16 KV cache's
-// conversion was 5-7% of a small hybrid model's decode at 2k positions); the tail, eight at
-// a time, then the table.
+// The same, sixteen values at a time, half the F16C path's instructions per value (the f16
+// KV cache's conversion was 5-7% of a small hybrid's decode at 2k positions; that decode
+// gained 0-10%, its rows mostly waiting on memory); the tail, eight at a time, then the
+// table.
 __attribute__((target("avx512f,avx512bw,avx512vl,avx,f16c"))) void dequant_f16_avx512(const uint8_t* s, float* dst,
                                                                                    int64_t nb) {
     const __m256i exp_mask = _mm256_set1_epi16(0x7C00);
@@ -111,14 +112,20 @@ int dequant_f16_widest() {
                                                                                             : 1;
     return w;
 }
-void dequant_f16_width(int width, const void* src, float* dst, int64_t nb) {
-    STRATA_CHECK(width <= dequant_f16_widest(), "dequant_f16: {} values at a time are not for this CPU", width);
-    const auto* s = static_cast<const uint8_t*>(src);
+namespace {
+void dequant_f16_on(int width, const uint8_t* s, float* dst, int64_t nb) {
     if (width >= 16) dequant_f16_avx512(s, dst, nb);
     else if (width >= 8) dequant_f16_f16c(s, dst, nb);
     else dequant_f16_table(s, dst, nb);
 }
-void dequant_f16(const void* src, float* dst, int64_t nb) { dequant_f16_width(dequant_f16_widest(), src, dst, nb); }
+}  // namespace
+void dequant_f16_width(int width, const void* src, float* dst, int64_t nb) {
+    STRATA_CHECK(width <= dequant_f16_widest(), "dequant_f16: {} values at a time are not for this CPU", width);
+    dequant_f16_on(width, static_cast<const uint8_t*>(src), dst, nb);
+}
+void dequant_f16(const void* src, float* dst, int64_t nb) {
+    dequant_f16_on(dequant_f16_widest(), static_cast<const uint8_t*>(src), dst, nb);
+}
 void quant_f16(const float* src, void* dst, int64_t nb) {
     auto* d = static_cast<uint8_t*>(dst);
     for (int64_t i = 0; i < nb; ++i) {
