@@ -11,7 +11,8 @@
 
 namespace strata::ops {
 
-// One token.
+// One token: the form the plain per-row loops check (tests/test_attention.cpp), and the
+// reference gdn_steps is checked against; the model runs gdn_steps.
 void gdn_step(float* M, int64_t dv, int64_t dk, const float* q, const float* k, const float* v, float e, float b,
               float* out);
 
