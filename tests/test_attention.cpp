@@ -226,6 +226,34 @@ TEST_CASE("ops::swiglu: silu(g) * u to 3 ulp, each element on its own", "[attent
     }
 }
 
+TEST_CASE("ops::conv_silu: the causal conv and silu to 4 ulp, each channel on its own", "[attention][determinism]") {
+    // K = 4 (the shuffled sixteen-channel path) and K = 3 (taps one by one), with channel
+    // counts that leave a tail of 5 and none.
+    for (const int64_t K : {int64_t{4}, int64_t{3}}) {
+        for (const int64_t cd : {int64_t{37}, int64_t{64}}) {
+            CAPTURE(K, cd);
+            const auto X = test::gaussian(static_cast<size_t>(K * cd), 31, 2.0f), w = test::gaussian(static_cast<size_t>(cd * K), 32);
+            std::vector<float> y(static_cast<size_t>(cd));
+            ops::conv_silu(X.data(), cd, K, w.data(), 0, cd, y.data());
+            for (int64_t c = 0; c < cd; ++c) {
+                double s = 0, mag = 0;
+                for (int64_t j = 0; j < K; ++j) s += double(w[c * K + j]) * X[j * cd + c], mag += std::abs(double(w[c * K + j]) * X[j * cd + c]);
+                const double want = s / (1.0 + std::exp(-s));
+                // the float sum's rounding (at most K ulp of the terms' magnitudes; silu's slope
+                // is under 1.1) and simd::exp's 2 ulp
+                REQUIRE(std::abs(y[c] - want) <= 5.97e-8 * (4 * std::abs(want) + 1.1 * double(K) * mag) + 1e-30);
+            }
+            // any split at whole vectors (the threads' chunks) gives the same bits
+            for (int64_t cut : {int64_t{16}, int64_t{32}}) {
+                std::vector<float> z(static_cast<size_t>(cd));
+                ops::conv_silu(X.data(), cd, K, w.data(), 0, cut, z.data());
+                ops::conv_silu(X.data(), cd, K, w.data(), cut, cd, z.data());
+                REQUIRE(same_bits(z, y));
+            }
+        }
+    }
+}
+
 TEST_CASE("KvCache: head-major rows, each the quantized head", "[attention]") {
     const int64_t n_layers = 2, n_ctx = 40, n_head_kv = 3, hdk = 64, hdv = 32;
     for (GgmlType type : {GgmlType::F16, GgmlType::Q8_0, GgmlType::Q4_0}) {

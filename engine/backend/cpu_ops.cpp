@@ -96,7 +96,7 @@ void CpuOps::rms_norm_gated(Tensor x, Tensor z, const float* w, int64_t head, fl
             float* oh = x.row(t) + hh * head;
             const float* zh = z.row(t) + hh * head;
             ops::rmsnorm(oh, w, eps, head, oh);
-            for (int64_t j = 0; j < head; ++j) oh[j] *= ops::silu(zh[j]);
+            ops::swiglu(zh, oh, head, oh);  // oh * silu(zh), sixteen at a time
         }
 }
 
@@ -250,14 +250,10 @@ void CpuOps::conv1d_silu(const GdnDims& d, Tensor x, const float* w, float* conv
     float* X = conv_in_.data();
     std::memcpy(X, conv_state, sizeof(float) * (K - 1) * cd);
     for (int64_t t = 0; t < n; ++t) std::memcpy(X + (K - 1 + t) * cd, x.row(t), sizeof(float) * cd);
-    pool_.parallel_for(cd, 64, [&](int64_t c0, int64_t c1) {
-        for (int64_t t = 0; t < n; ++t)
-            for (int64_t c = c0; c < c1; ++c) {
-                const float* wc = w + c * K;
-                float s = 0.0f;
-                for (int64_t j = 0; j < K; ++j) s += wc[j] * X[(t + j) * cd + c];
-                u.row(t)[c] = ops::silu(s);
-            }
+    // Chunks of whole 16-channel vectors, so a chunk boundary never splits one.
+    pool_.parallel_for((cd + simd::kLanes - 1) / simd::kLanes, 4, [&](int64_t v0, int64_t v1) {
+        const int64_t c0 = v0 * simd::kLanes, c1 = std::min(cd, v1 * simd::kLanes);
+        for (int64_t t = 0; t < n; ++t) ops::conv_silu(X + t * cd, cd, K, w, c0, c1, u.row(t));
     });
     std::memcpy(conv_state, X + n * cd, sizeof(float) * (K - 1) * cd);
 }

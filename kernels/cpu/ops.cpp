@@ -89,7 +89,6 @@ void softmax(float* x, int64_t n) {
 }
 
 float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
-float silu(float x) { return x / (1.0f + std::exp(-x)); }
 float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
 
 namespace {
@@ -111,6 +110,50 @@ void swiglu(const float* g, const float* u, int64_t n, float* y) {
         std::copy(u + i, u + n, b);
         simd::store(c, silu_mul(simd::load(a), simd::load(b)));
         std::copy(c, c + (n - i), y + i);
+    }
+}
+
+namespace {
+// Tap J of sixteen channels from their four-tap weights a[0..3] (channels 4i .. 4i + 3 in
+// a[i], taps side by side): two shuffles gather eight channels each, a third joins them.
+template <int J>
+[[gnu::always_inline]] inline simd::vf tap_of_4(const simd::vf* a) {
+    const simd::vf lo = __builtin_shufflevector(a[0], a[1], J, 4 + J, 8 + J, 12 + J, 16 + J, 20 + J, 24 + J, 28 + J, J, J, J, J, J, J, J, J);
+    const simd::vf hi = __builtin_shufflevector(a[2], a[3], J, 4 + J, 8 + J, 12 + J, 16 + J, 20 + J, 24 + J, 28 + J, J, J, J, J, J, J, J, J);
+    return __builtin_shufflevector(lo, hi, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23);
+}
+}  // namespace
+
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+void conv_silu(const float* X, int64_t cd, int64_t K, const float* w, int64_t c0, int64_t c1, float* y) {
+    constexpr int kL = simd::kLanes;
+    int64_t c = c0;
+    if (K == 4)  // the hybrid models' conv: sixteen channels' 64 weights in four loads
+        for (; c + kL <= c1; c += kL) {
+            simd::vf a[4];
+            for (int i = 0; i < 4; ++i) a[i] = simd::load(w + (c + 4 * i) * 4);
+            simd::vf s = simd::zero();
+            s += tap_of_4<0>(a) * simd::load(X + c);
+            s += tap_of_4<1>(a) * simd::load(X + cd + c);
+            s += tap_of_4<2>(a) * simd::load(X + 2 * cd + c);
+            s += tap_of_4<3>(a) * simd::load(X + 3 * cd + c);
+            simd::store(y + c, s / (simd::splat(1.0f) + simd::exp(-s)));
+        }
+    // Other widths and the last channels: the same operations per lane, the taps gathered
+    // one by one (a tail's missing channels get zeros and are not stored).
+    alignas(64) float wt[kL], xt[kL];
+    for (; c < c1; c += kL) {
+        const int64_t m = std::min<int64_t>(kL, c1 - c);
+        simd::vf s = simd::zero();
+        for (int64_t j = 0; j < K; ++j) {
+            for (int64_t l = 0; l < kL; ++l) {
+                wt[l] = l < m ? w[(c + l) * K + j] : 0.0f;
+                xt[l] = l < m ? X[j * cd + c + l] : 0.0f;
+            }
+            s += simd::load(wt) * simd::load(xt);
+        }
+        simd::store(xt, s / (simd::splat(1.0f) + simd::exp(-s)));
+        std::copy(xt, xt + m, y + c);
     }
 }
 

@@ -29,13 +29,18 @@ void rope_angles(int64_t n_rot, int64_t pos, float freq_base, float freq_scale, 
 void rope_apply(float* x, int64_t n_rot, bool neox, const float* cs);
 
 void softmax(float* x, int64_t n);  // in place, max-subtracted
-float silu(float x);
 float sigmoid(float x);
 float softplus(float x);
 
 // y[i] = g[i] / (1 + e^-g[i]) * u[i], e^x from simd::exp (so not bit-equal to silu(g[i]) * u[i]);
-// each element depends only on g[i] and u[i]. y may alias g.
+// each element depends only on g[i] and u[i]. y may alias g or u.
 void swiglu(const float* g, const float* u, int64_t n, float* y);
+// The causal conv of a GDN layer for one token, channels [c0, c1): y[c] = silu(s) with
+// s = 0 + w[c K] X[c] + w[c K + 1] X[cd + c] + ... (taps in order; X: the K rows of the
+// window ending at this token, each cd channels), silu(s) = s / (1 + e^-s) with simd::exp.
+// Each channel's result depends on its own weights and inputs only (the tail goes through
+// the same lanes), so any split of the channels gives the same bits.
+void conv_silu(const float* X, int64_t cd, int64_t K, const float* w, int64_t c0, int64_t c1, float* y);
 void add(float* y, const float* x, int64_t n);  // y += x
 
 }  // namespace strata::ops
