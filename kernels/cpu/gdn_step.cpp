@@ -52,37 +52,53 @@ using simd::vf;
 // state passes through them.
 constexpr int64_t kRun = 16;
 
-// dk = NV whole vectors: each row held in registers through a run of tokens.
-template <int NV>
+// dk = NV whole vectors: each row held in registers through a run of tokens, R rows at a
+// time. A row's tokens are one chain of dependent steps (its dot with k, the sum, the
+// update, the next token's dot), so one row at a time waited on that chain's latency;
+// R rows side by side are R independent chains (and share the loads of k and q). Each
+// row sees the same operations in the same order as alone.
+template <int NV, int R>
 [[gnu::always_inline]] inline void rows_in_registers(const float* M_in, float* M, int64_t dv, int64_t t0, int64_t n,
                                                      const float* q, const float* k, const float* v, int64_t ld,
                                                      const float* e, const float* b, float* out, int64_t ldo) {
     constexpr int64_t dk = NV * simd::kLanes;
-    for (int64_t j = 0; j < dv; ++j) {
-        vf r[NV];
-        const float* src = M_in + j * dk;
-        for (int c = 0; c < NV; ++c) r[c] = simd::load(src + c * simd::kLanes);
+    int64_t j = 0;
+    auto rows = [&]<int NR>(int64_t j0) __attribute__((always_inline)) {
+        vf r[NR][NV];
+        for (int i = 0; i < NR; ++i)
+            for (int c = 0; c < NV; ++c) r[i][c] = simd::load(M_in + (j0 + i) * dk + c * simd::kLanes);
         for (int64_t t = t0; t < t0 + n; ++t) {
             const float* kt = k + t * ld;
             const float* qt = q + t * ld;
             const vf ev = simd::splat(e[t]);
-            vf acc = simd::zero();
+            vf acc[NR];
+            for (int i = 0; i < NR; ++i) acc[i] = simd::zero();
             for (int c = 0; c < NV; ++c) {
-                r[c] = r[c] * ev;
-                acc += r[c] * simd::load(kt + c * simd::kLanes);
+                const vf kc = simd::load(kt + c * simd::kLanes);
+                for (int i = 0; i < NR; ++i) {
+                    r[i][c] = r[i][c] * ev;
+                    acc[i] += r[i][c] * kc;
+                }
             }
-            const float delta = b[t] * (v[t * ld + j] - simd::hsum(acc));
-            const vf dl = simd::splat(delta);
-            acc = simd::zero();
+            vf dl[NR];
+            for (int i = 0; i < NR; ++i) {
+                dl[i] = simd::splat(b[t] * (v[t * ld + j0 + i] - simd::hsum(acc[i])));
+                acc[i] = simd::zero();
+            }
             for (int c = 0; c < NV; ++c) {
-                r[c] = r[c] + simd::load(kt + c * simd::kLanes) * dl;
-                acc += r[c] * simd::load(qt + c * simd::kLanes);
+                const vf kc = simd::load(kt + c * simd::kLanes), qc = simd::load(qt + c * simd::kLanes);
+                for (int i = 0; i < NR; ++i) {
+                    r[i][c] = r[i][c] + kc * dl[i];
+                    acc[i] += r[i][c] * qc;
+                }
             }
-            out[t * ldo + j] = simd::hsum(acc);
+            for (int i = 0; i < NR; ++i) out[t * ldo + j0 + i] = simd::hsum(acc[i]);
         }
-        float* dst = M + j * dk;
-        for (int c = 0; c < NV; ++c) simd::store(dst + c * simd::kLanes, r[c]);
-    }
+        for (int i = 0; i < NR; ++i)
+            for (int c = 0; c < NV; ++c) simd::store(M + (j0 + i) * dk + c * simd::kLanes, r[i][c]);
+    };
+    for (; j + R <= dv; j += R) rows.template operator()<R>(j);
+    for (; j < dv; ++j) rows.template operator()<1>(j);
 }
 
 }  // namespace
@@ -100,9 +116,9 @@ void gdn_steps(const float* M_in, float* M, int64_t dv, int64_t dk, int64_t T, c
         const int64_t n = std::min(kRun, T - t0);
         const float* src = t0 == 0 ? M_in : M;  // after the first run the state is in M
         switch (dk) {
-        case 2 * simd::kLanes: rows_in_registers<2>(src, M, dv, t0, n, q, k, v, ld, e, b, out, ldo); continue;
-        case 4 * simd::kLanes: rows_in_registers<4>(src, M, dv, t0, n, q, k, v, ld, e, b, out, ldo); continue;
-        case 8 * simd::kLanes: rows_in_registers<8>(src, M, dv, t0, n, q, k, v, ld, e, b, out, ldo); continue;
+        case 2 * simd::kLanes: rows_in_registers<2, 8>(src, M, dv, t0, n, q, k, v, ld, e, b, out, ldo); continue;
+        case 4 * simd::kLanes: rows_in_registers<4, 4>(src, M, dv, t0, n, q, k, v, ld, e, b, out, ldo); continue;
+        case 8 * simd::kLanes: rows_in_registers<8, 4>(src, M, dv, t0, n, q, k, v, ld, e, b, out, ldo); continue;
         default: break;
         }
         for (int64_t j = 0; j < dv; ++j) {
