@@ -64,6 +64,10 @@ template <int NV, int R>
     constexpr int64_t dk = NV * simd::kLanes;
     int64_t j = 0;
     auto rows = [&]<int NR>(int64_t j0) __attribute__((always_inline)) {
+        // The next rows' state on its way meanwhile: a cold state (a layer's, between
+        // windows) otherwise arrives only when the loop reaches it.
+        if (NR > 1 && j0 + 2 * NR <= dv)
+            for (int64_t o = 0; o < NR * dk; o += 16) __builtin_prefetch(M_in + (j0 + NR) * dk + o);
         vf r[NR][NV];
         for (int i = 0; i < NR; ++i)
             for (int c = 0; c < NV; ++c) r[i][c] = simd::load(M_in + (j0 + i) * dk + c * simd::kLanes);
@@ -115,10 +119,16 @@ void gdn_steps(const float* M_in, float* M, int64_t dv, int64_t dk, int64_t T, c
     for (int64_t t0 = 0; t0 < T; t0 += kRun) {
         const int64_t n = std::min(kRun, T - t0);
         const float* src = t0 == 0 ? M_in : M;  // after the first run the state is in M
-        switch (dk) {
+        // One token (decode): one row at a time. Side by side, a one-token run was 0.96x
+        // with a cold state (a model's layer between two steps) and 1.1-1.5x with a warm
+        // one (a micro-benchmark, docs/benchmarks.md); decode's states are cold.
+        switch (n == 1 ? -dk : dk) {
         case 2 * simd::kLanes: rows_in_registers<2, 8>(src, M, dv, t0, n, q, k, v, ld, e, b, out, ldo); continue;
         case 4 * simd::kLanes: rows_in_registers<4, 4>(src, M, dv, t0, n, q, k, v, ld, e, b, out, ldo); continue;
         case 8 * simd::kLanes: rows_in_registers<8, 4>(src, M, dv, t0, n, q, k, v, ld, e, b, out, ldo); continue;
+        case -2 * simd::kLanes: rows_in_registers<2, 1>(src, M, dv, t0, n, q, k, v, ld, e, b, out, ldo); continue;
+        case -4 * simd::kLanes: rows_in_registers<4, 1>(src, M, dv, t0, n, q, k, v, ld, e, b, out, ldo); continue;
+        case -8 * simd::kLanes: rows_in_registers<8, 1>(src, M, dv, t0, n, q, k, v, ld, e, b, out, ldo); continue;
         default: break;
         }
         for (int64_t j = 0; j < dv; ++j) {
