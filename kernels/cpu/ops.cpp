@@ -6,8 +6,8 @@
 
 #include "kernels/cpu/simd.h"
 
-// The clones of swiglu must compute what the default one does: no a * b + c contracted
-// into an FMA (GCC does that by default where the target has FMA).
+// The clones of swiglu and conv_silu must compute what the default one does: no
+// a * b + c contracted into an FMA (GCC does that by default where the target has FMA).
 #pragma GCC optimize("fp-contract=off")
 
 namespace strata::ops {
