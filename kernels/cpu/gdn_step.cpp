@@ -122,13 +122,20 @@ void gdn_steps(const float* M_in, float* M, int64_t dv, int64_t dk, int64_t T, c
         // One token (decode): one row at a time. Side by side, a one-token run was 0.96x
         // with a cold state (a model's layer between two steps) and 1.1-1.5x with a warm
         // one (a micro-benchmark, docs/benchmarks.md); decode's states are cold.
-        switch (n == 1 ? -dk : dk) {
-        case 2 * simd::kLanes: rows_in_registers<2, 8>(src, M, dv, t0, n, q, k, v, ld, e, b, out, ldo); continue;
-        case 4 * simd::kLanes: rows_in_registers<4, 4>(src, M, dv, t0, n, q, k, v, ld, e, b, out, ldo); continue;
-        case 8 * simd::kLanes: rows_in_registers<8, 4>(src, M, dv, t0, n, q, k, v, ld, e, b, out, ldo); continue;
-        case -2 * simd::kLanes: rows_in_registers<2, 1>(src, M, dv, t0, n, q, k, v, ld, e, b, out, ldo); continue;
-        case -4 * simd::kLanes: rows_in_registers<4, 1>(src, M, dv, t0, n, q, k, v, ld, e, b, out, ldo); continue;
-        case -8 * simd::kLanes: rows_in_registers<8, 1>(src, M, dv, t0, n, q, k, v, ld, e, b, out, ldo); continue;
+        const bool one = n == 1;
+        switch (dk) {
+        case 2 * simd::kLanes:
+            one ? rows_in_registers<2, 1>(src, M, dv, t0, n, q, k, v, ld, e, b, out, ldo)
+                : rows_in_registers<2, 8>(src, M, dv, t0, n, q, k, v, ld, e, b, out, ldo);
+            continue;
+        case 4 * simd::kLanes:
+            one ? rows_in_registers<4, 1>(src, M, dv, t0, n, q, k, v, ld, e, b, out, ldo)
+                : rows_in_registers<4, 4>(src, M, dv, t0, n, q, k, v, ld, e, b, out, ldo);
+            continue;
+        case 8 * simd::kLanes:
+            one ? rows_in_registers<8, 1>(src, M, dv, t0, n, q, k, v, ld, e, b, out, ldo)
+                : rows_in_registers<8, 4>(src, M, dv, t0, n, q, k, v, ld, e, b, out, ldo);
+            continue;
         default: break;
         }
         for (int64_t j = 0; j < dv; ++j) {
