@@ -312,7 +312,7 @@ strata::Flags decode_flags() {
             {"--json", "FILE", "", "also write the results as JSON"},
             {"--llama-bench", "PATH", "", "run this llama-bench on the same file for a ratio (one on PATH is used too)"},
             {"--no-stream", "", "", "skip the bandwidth loops (no % of bandwidth)"},
-            {"--isa", "NAME", "", "integer-matmul path: scalar, avx2, avx-vnni, avx512-vnni or amx (default: the best this CPU runs)"},
+            {"--isa", "NAME", "", "instruction set of the integer matmul and the float kernels: scalar (SSE2), avx2, avx-vnni, avx512-vnni or amx (default: the best this CPU runs)"},
         });
 }
 

@@ -104,7 +104,7 @@ void CpuOps::l2_norm(Tensor x, int64_t col0, int64_t n_heads, int64_t head, floa
     for (int64_t t = 0; t < x.ne1; ++t)
         for (int64_t g = 0; g < n_heads; ++g) {
             float* v = x.row(t) + col0 + g * head;
-            const float inv = 1.0f / std::max(std::sqrt(simd::dot(v, v, head)), eps);
+            const float inv = 1.0f / std::max(std::sqrt(ops::dot(v, v, head)), eps);
             for (int64_t i = 0; i < head; ++i) v[i] = v[i] * inv * scale;
         }
 }
@@ -404,7 +404,7 @@ void CpuOps::moe_combine(Tensor routed, const float* wt, int64_t k, Tensor share
             for (int64_t i = 0; i < E; ++i) y[i] += ws * ys[i];
         }
         if (!shared.data) continue;
-        const float sg = ops::sigmoid(simd::dot(shared_gate, h.row(t), E));
+        const float sg = ops::sigmoid(ops::dot(shared_gate, h.row(t), E));
         const float* sh = shared.row(t);
         for (int64_t i = 0; i < E; ++i) y[i] += sg * sh[i];
     }

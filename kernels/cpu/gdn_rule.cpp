@@ -9,7 +9,7 @@
 
 #include "engine/core/error.h"
 #include "kernels/cpu/gdn_step.h"
-#include "kernels/cpu/simd.h"
+#include "kernels/cpu/ops.h"
 
 namespace strata::ops {
 
@@ -56,7 +56,7 @@ void gdn_chunked(ThreadPool& pool, const GdnHeads& d, const float* u, const floa
             // strictly lower part R of T = (I + L)^-1 by forward substitution, row by row.
             for (int64_t a = 0; a < n; ++a)
                 for (int64_t s = 0; s < a; ++s)
-                    L[a * C + s] = B(t0 + a) * simd::dot(K(t0 + a), K(t0 + s), dk) * std::exp(gam[a] - gam[s]);
+                    L[a * C + s] = B(t0 + a) * ops::dot(K(t0 + a), K(t0 + s), dk) * std::exp(gam[a] - gam[s]);
             for (int64_t a = 1; a < n; ++a)
                 for (int64_t s = 0; s < a; ++s) {
                     float x = -L[a * C + s];
@@ -75,16 +75,16 @@ void gdn_chunked(ThreadPool& pool, const GdnHeads& d, const float* u, const floa
                     for (int64_t j = 0; j < dv; ++j) ua[j] += c * bs * V(t0 + s)[j];
                     for (int64_t i = 0; i < dk; ++i) wa[i] += c * bes * K(t0 + s)[i];
                 }
-                for (int64_t j = 0; j < dv; ++j) ua[j] -= simd::dot(M + j * dk, wa, dk);
+                for (int64_t j = 0; j < dv; ++j) ua[j] -= ops::dot(M + j * dk, wa, dk);
             }
             // O = diag(exp(gam)) Q S + P V', P[a][s] = (q_a . k_s) exp(gam_a - gam_s), s <= a.
             for (int64_t a = 0; a < n; ++a) {
                 for (int64_t s = 0; s <= a; ++s)
-                    P[a * C + s] = simd::dot(Q(t0 + a), K(t0 + s), dk) * std::exp(gam[a] - gam[s]);
+                    P[a * C + s] = ops::dot(Q(t0 + a), K(t0 + s), dk) * std::exp(gam[a] - gam[s]);
                 float* out = o + (t0 + a) * d.value_dim() + h * dv;
                 const float ea = std::exp(gam[a]);
                 for (int64_t j = 0; j < dv; ++j) {
-                    float x = ea * simd::dot(M + j * dk, Q(t0 + a), dk);
+                    float x = ea * ops::dot(M + j * dk, Q(t0 + a), dk);
                     for (int64_t s = 0; s <= a; ++s) x += P[a * C + s] * U[s * dv + j];
                     out[j] = x;
                 }

@@ -3,28 +3,27 @@
 #include <algorithm>
 #include <cstring>
 
-#include "kernels/cpu/simd.h"
+#include "kernels/cpu/simd_forms.h"
 
-// The clones must compute what the default one does: no a * b + c contracted into an FMA.
+// Every form must compute what the SSE one does: no a * b + c contracted into an FMA.
 #pragma GCC optimize("fp-contract=off")
 
 namespace strata::ops {
 namespace {
 
-using simd::vf;
-
 // One row of the state through one token, in memory (any dk; the tail after the last
 // whole vector in order, as simd::dot sums it). Returns out[j].
+template <class V>
 [[gnu::always_inline]] inline float row_step(float* row, int64_t dk, const float* q, const float* k, float vj, float e,
                                              float b) {
     const int64_t nv = dk / simd::kLanes * simd::kLanes;
-    const vf ev = simd::splat(e);
+    const V ev = simd::splat_as<V>(e);
     // row *= e and m = dot(row, k), as simd::dot sums: lanes, then the tail in order
-    vf acc = simd::zero();
+    V acc = simd::zero_as<V>();
     for (int64_t i = 0; i < nv; i += simd::kLanes) {
-        const vf r = simd::load(row + i) * ev;
+        const V r = simd::load_as<V>(row + i) * ev;
         simd::store(row + i, r);
-        acc += r * simd::load(k + i);
+        acc += r * simd::load_as<V>(k + i);
     }
     float m = simd::hsum(acc);
     for (int64_t i = nv; i < dk; ++i) {
@@ -33,12 +32,12 @@ using simd::vf;
     }
     const float delta = b * (vj - m);
     // row += k * delta and out[j] = dot(row, q)
-    const vf dl = simd::splat(delta);
-    acc = simd::zero();
+    const V dl = simd::splat_as<V>(delta);
+    acc = simd::zero_as<V>();
     for (int64_t i = 0; i < nv; i += simd::kLanes) {
-        const vf r = simd::load(row + i) + simd::load(k + i) * dl;
+        const V r = simd::load_as<V>(row + i) + simd::load_as<V>(k + i) * dl;
         simd::store(row + i, r);
-        acc += r * simd::load(q + i);
+        acc += r * simd::load_as<V>(q + i);
     }
     float o = simd::hsum(acc);
     for (int64_t i = nv; i < dk; ++i) {
@@ -52,99 +51,163 @@ using simd::vf;
 // state passes through them.
 constexpr int64_t kRun = 16;
 
+// One run of tokens [t0, t0 + n) over every row of a head's state: the state comes from
+// src (M_in for the first run, M after it) and goes to M.
+struct Run {
+    const float* src;
+    float* M;
+    int64_t dv, t0, n;
+    const float *q, *k, *v;
+    int64_t ld;
+    const float *e, *b;
+    float* out;
+    int64_t ldo;
+};
+
 // dk = NV whole vectors: each row held in registers through a run of tokens, R rows at a
 // time. A row's tokens are one chain of dependent steps (its dot with k, the sum, the
 // update, the next token's dot), so one row at a time waited on that chain's latency;
 // R rows side by side are R independent chains (and share the loads of k and q). Each
 // row sees the same operations in the same order as alone.
-template <int NV, int R>
-[[gnu::always_inline]] inline void rows_in_registers(const float* M_in, float* M, int64_t dv, int64_t t0, int64_t n,
-                                                     const float* q, const float* k, const float* v, int64_t ld,
-                                                     const float* e, const float* b, float* out, int64_t ldo) {
+template <class V, int NV, int R>
+[[gnu::always_inline]] inline void rows_in_registers(const Run& a) {
     constexpr int64_t dk = NV * simd::kLanes;
     int64_t j = 0;
     auto rows = [&]<int NR>(int64_t j0) __attribute__((always_inline)) {
         // The next rows' state on its way meanwhile: a cold state (a layer's, between
         // windows) otherwise arrives only when the loop reaches it.
-        if (NR > 1 && j0 + 2 * NR <= dv)
-            for (int64_t o = 0; o < NR * dk; o += 16) __builtin_prefetch(M_in + (j0 + NR) * dk + o);
-        vf r[NR][NV];
+        if (NR > 1 && j0 + 2 * NR <= a.dv)
+            for (int64_t o = 0; o < NR * dk; o += 16) __builtin_prefetch(a.src + (j0 + NR) * dk + o);
+        V r[NR][NV];
         for (int i = 0; i < NR; ++i)
-            for (int c = 0; c < NV; ++c) r[i][c] = simd::load(M_in + (j0 + i) * dk + c * simd::kLanes);
-        for (int64_t t = t0; t < t0 + n; ++t) {
-            const float* kt = k + t * ld;
-            const float* qt = q + t * ld;
-            const vf ev = simd::splat(e[t]);
-            vf acc[NR];
-            for (int i = 0; i < NR; ++i) acc[i] = simd::zero();
+            for (int c = 0; c < NV; ++c) r[i][c] = simd::load_as<V>(a.src + (j0 + i) * dk + c * simd::kLanes);
+        for (int64_t t = a.t0; t < a.t0 + a.n; ++t) {
+            const float* kt = a.k + t * a.ld;
+            const float* qt = a.q + t * a.ld;
+            const V ev = simd::splat_as<V>(a.e[t]);
+            V acc[NR];
+            for (int i = 0; i < NR; ++i) acc[i] = simd::zero_as<V>();
             for (int c = 0; c < NV; ++c) {
-                const vf kc = simd::load(kt + c * simd::kLanes);
+                const V kc = simd::load_as<V>(kt + c * simd::kLanes);
                 for (int i = 0; i < NR; ++i) {
                     r[i][c] = r[i][c] * ev;
                     acc[i] += r[i][c] * kc;
                 }
             }
-            vf dl[NR];
+            V dl[NR];
             for (int i = 0; i < NR; ++i) {
-                dl[i] = simd::splat(b[t] * (v[t * ld + j0 + i] - simd::hsum(acc[i])));
-                acc[i] = simd::zero();
+                dl[i] = simd::splat_as<V>(a.b[t] * (a.v[t * a.ld + j0 + i] - simd::hsum(acc[i])));
+                acc[i] = simd::zero_as<V>();
             }
             for (int c = 0; c < NV; ++c) {
-                const vf kc = simd::load(kt + c * simd::kLanes), qc = simd::load(qt + c * simd::kLanes);
+                const V kc = simd::load_as<V>(kt + c * simd::kLanes), qc = simd::load_as<V>(qt + c * simd::kLanes);
                 for (int i = 0; i < NR; ++i) {
                     r[i][c] = r[i][c] + kc * dl[i];
                     acc[i] += r[i][c] * qc;
                 }
             }
-            for (int i = 0; i < NR; ++i) out[t * ldo + j0 + i] = simd::hsum(acc[i]);
+            for (int i = 0; i < NR; ++i) a.out[t * a.ldo + j0 + i] = simd::hsum(acc[i]);
         }
         for (int i = 0; i < NR; ++i)
-            for (int c = 0; c < NV; ++c) simd::store(M + (j0 + i) * dk + c * simd::kLanes, r[i][c]);
+            for (int c = 0; c < NV; ++c) simd::store(a.M + (j0 + i) * dk + c * simd::kLanes, r[i][c]);
     };
-    for (; j + R <= dv; j += R) rows.template operator()<R>(j);
-    for (; j < dv; ++j) rows.template operator()<1>(j);
+    for (; j + R <= a.dv; j += R) rows.template operator()<R>(j);
+    for (; j < a.dv; ++j) rows.template operator()<1>(j);
+}
+
+// The same steps with the R rows left in M (in L1 through the run), read and written at
+// each use: for a row of more registers than the form has (dk 128 is 16 of AVX2's 16).
+template <class V, int NV, int R>
+[[gnu::always_inline]] inline void rows_in_cache(const Run& a) {
+    constexpr int64_t dk = NV * simd::kLanes;
+    int64_t j = 0;
+    auto rows = [&]<int NR>(int64_t j0) __attribute__((always_inline)) {
+        float* r[NR];
+        for (int i = 0; i < NR; ++i) {
+            r[i] = a.M + (j0 + i) * dk;
+            if (a.src != a.M) std::memcpy(r[i], a.src + (j0 + i) * dk, sizeof(float) * dk);
+        }
+        for (int64_t t = a.t0; t < a.t0 + a.n; ++t) {
+            const float* kt = a.k + t * a.ld;
+            const float* qt = a.q + t * a.ld;
+            const V ev = simd::splat_as<V>(a.e[t]);
+            V acc[NR];
+            for (int i = 0; i < NR; ++i) acc[i] = simd::zero_as<V>();
+            for (int c = 0; c < NV; ++c) {
+                const V kc = simd::load_as<V>(kt + c * simd::kLanes);
+                for (int i = 0; i < NR; ++i) {
+                    const V x = simd::load_as<V>(r[i] + c * simd::kLanes) * ev;
+                    simd::store(r[i] + c * simd::kLanes, x);
+                    acc[i] += x * kc;
+                }
+            }
+            V dl[NR];
+            for (int i = 0; i < NR; ++i) {
+                dl[i] = simd::splat_as<V>(a.b[t] * (a.v[t * a.ld + j0 + i] - simd::hsum(acc[i])));
+                acc[i] = simd::zero_as<V>();
+            }
+            for (int c = 0; c < NV; ++c) {
+                const V kc = simd::load_as<V>(kt + c * simd::kLanes), qc = simd::load_as<V>(qt + c * simd::kLanes);
+                for (int i = 0; i < NR; ++i) {
+                    const V x = simd::load_as<V>(r[i] + c * simd::kLanes) + kc * dl[i];
+                    simd::store(r[i] + c * simd::kLanes, x);
+                    acc[i] += x * qc;
+                }
+            }
+            for (int i = 0; i < NR; ++i) a.out[t * a.ldo + j0 + i] = simd::hsum(acc[i]);
+        }
+    };
+    for (; j + R <= a.dv; j += R) rows.template operator()<R>(j);
+    for (; j < a.dv; ++j) rows.template operator()<1>(j);
+}
+
+// dk = NV whole vectors in the form of V (a vf takes W registers: 1 of AVX-512's 32, 2 of
+// AVX2's 16, 4 of SSE's 16). One token (decode) takes one row at a time: side by side,
+// a one-token run was 0.96x with a cold state (a model's layer between two steps) and
+// 1.1-1.5x with a warm one (a micro-benchmark, docs/benchmarks.md); decode's states are
+// cold. With 16 registers a row of more than 4 of them runs faster from L1 than from
+// the compiler's spills (AVX2, dk 64 and 128, runs of 4 tokens: 1.5x and 2.0x).
+template <class V, int NV>
+[[gnu::always_inline]] inline void rows_of(const Run& a) {
+    constexpr int W = simd::registers_of<V>();
+    const bool one = a.n == 1;
+    if constexpr (W == 1)
+        one ? rows_in_registers<V, NV, 1>(a) : rows_in_registers<V, NV, NV == 2 ? 8 : 4>(a);
+    else if constexpr (NV * W <= 4)
+        one ? rows_in_registers<V, NV, 1>(a) : rows_in_registers<V, NV, 2>(a);
+    else
+        one ? rows_in_cache<V, NV, 1>(a) : rows_in_cache<V, NV, 4>(a);
 }
 
 }  // namespace
 
-__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 void gdn_step(float* M, int64_t dv, int64_t dk, const float* q, const float* k, const float* v, float e, float b,
               float* out) {
-    for (int64_t j = 0; j < dv; ++j) out[j] = row_step(M + j * dk, dk, q, k, v[j], e, b);
+    simd::forms([&]<class V>(simd::Form<V>) __attribute__((always_inline)) {
+        for (int64_t j = 0; j < dv; ++j) out[j] = row_step<V>(M + j * dk, dk, q, k, v[j], e, b);
+    });
 }
 
-__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 void gdn_steps(const float* M_in, float* M, int64_t dv, int64_t dk, int64_t T, const float* q, const float* k,
                const float* v, int64_t ld, const float* e, const float* b, float* out, int64_t ldo) {
-    for (int64_t t0 = 0; t0 < T; t0 += kRun) {
-        const int64_t n = std::min(kRun, T - t0);
-        const float* src = t0 == 0 ? M_in : M;  // after the first run the state is in M
-        // One token (decode): one row at a time. Side by side, a one-token run was 0.96x
-        // with a cold state (a model's layer between two steps) and 1.1-1.5x with a warm
-        // one (a micro-benchmark, docs/benchmarks.md); decode's states are cold.
-        const bool one = n == 1;
-        switch (dk) {
-        case 2 * simd::kLanes:
-            one ? rows_in_registers<2, 1>(src, M, dv, t0, n, q, k, v, ld, e, b, out, ldo)
-                : rows_in_registers<2, 8>(src, M, dv, t0, n, q, k, v, ld, e, b, out, ldo);
-            continue;
-        case 4 * simd::kLanes:
-            one ? rows_in_registers<4, 1>(src, M, dv, t0, n, q, k, v, ld, e, b, out, ldo)
-                : rows_in_registers<4, 4>(src, M, dv, t0, n, q, k, v, ld, e, b, out, ldo);
-            continue;
-        case 8 * simd::kLanes:
-            one ? rows_in_registers<8, 1>(src, M, dv, t0, n, q, k, v, ld, e, b, out, ldo)
-                : rows_in_registers<8, 4>(src, M, dv, t0, n, q, k, v, ld, e, b, out, ldo);
-            continue;
-        default: break;
+    simd::forms([&]<class V>(simd::Form<V>) __attribute__((always_inline)) {
+        for (int64_t t0 = 0; t0 < T; t0 += kRun) {
+            const int64_t n = std::min(kRun, T - t0);
+            const Run a{t0 == 0 ? M_in : M, M, dv, t0, n, q, k, v, ld, e, b, out, ldo};
+            switch (dk) {
+            case 2 * simd::kLanes: rows_of<V, 2>(a); continue;
+            case 4 * simd::kLanes: rows_of<V, 4>(a); continue;
+            case 8 * simd::kLanes: rows_of<V, 8>(a); continue;
+            default: break;
+            }
+            for (int64_t j = 0; j < dv; ++j) {
+                float* row = M + j * dk;
+                if (a.src != M) std::memcpy(row, a.src + j * dk, sizeof(float) * static_cast<size_t>(dk));
+                for (int64_t t = t0; t < t0 + n; ++t)
+                    out[t * ldo + j] = row_step<V>(row, dk, q + t * ld, k + t * ld, v[t * ld + j], e[t], b[t]);
+            }
         }
-        for (int64_t j = 0; j < dv; ++j) {
-            float* row = M + j * dk;
-            if (src != M) std::memcpy(row, src + j * dk, sizeof(float) * static_cast<size_t>(dk));
-            for (int64_t t = t0; t < t0 + n; ++t)
-                out[t * ldo + j] = row_step(row, dk, q + t * ld, k + t * ld, v[t * ld + j], e[t], b[t]);
-        }
-    }
+    });
 }
 
 }  // namespace strata::ops

@@ -9,11 +9,11 @@
 #include "engine/quant/quant.h"
 #include "kernels/cpu/act_quant.h"
 #include "kernels/cpu/matmul_q.h"
-#include "kernels/cpu/simd.h"
+#include "kernels/cpu/simd_forms.h"
 
 // GCC contracts a * b + c into an FMA by default in C++ (-ffp-contract=fast, even with
-// -std=c++20) in the x86-64-v3/v4 clones below but cannot in the default one: keep every
-// clone to separate multiplies and adds so the f32 path agrees across instruction sets.
+// -std=c++20) in the AVX2 and AVX-512 forms below but cannot in the SSE one: keep every
+// form to separate multiplies and adds so the f32 path agrees across instruction sets.
 #pragma GCC optimize("fp-contract=off")
 
 namespace strata {
@@ -25,28 +25,28 @@ constexpr int64_t kRowsPerTask = 16;
 
 // rows[r] (n floats each) times x[t] for a tile of up to kRowTile rows and kTokTile
 // tokens. The per-element computation is the same whatever the tile sizes.
-__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 void tile_dot(const float* rows, int nr, int64_t n, const float* x, int64_t ldx, int nt, float* out,
               int64_t ldo) {
-    using simd::vf;
-    const int64_t nv = n / simd::kLanes * simd::kLanes;
-    vf acc[kRowTile][kTokTile];
-    for (int r = 0; r < kRowTile; ++r)
-        for (int t = 0; t < kTokTile; ++t) acc[r][t] = simd::zero();
-    for (int64_t i = 0; i < nv; i += simd::kLanes) {
-        vf xv[kTokTile];
-        for (int t = 0; t < nt; ++t) xv[t] = simd::load(x + t * ldx + i);
-        for (int r = 0; r < nr; ++r) {
-            const vf wv = simd::load(rows + r * n + i);
-            for (int t = 0; t < nt; ++t) acc[r][t] += wv * xv[t];
+    simd::forms([&]<class V>(simd::Form<V>) __attribute__((always_inline)) {
+        const int64_t nv = n / simd::kLanes * simd::kLanes;
+        V acc[kRowTile][kTokTile];
+        for (int r = 0; r < kRowTile; ++r)
+            for (int t = 0; t < kTokTile; ++t) acc[r][t] = simd::zero_as<V>();
+        for (int64_t i = 0; i < nv; i += simd::kLanes) {
+            V xv[kTokTile];
+            for (int t = 0; t < nt; ++t) xv[t] = simd::load_as<V>(x + t * ldx + i);
+            for (int r = 0; r < nr; ++r) {
+                const V wv = simd::load_as<V>(rows + r * n + i);
+                for (int t = 0; t < nt; ++t) acc[r][t] += wv * xv[t];
+            }
         }
-    }
-    for (int r = 0; r < nr; ++r)
-        for (int t = 0; t < nt; ++t) {
-            float s = simd::hsum(acc[r][t]);
-            for (int64_t i = nv; i < n; ++i) s += rows[r * n + i] * x[t * ldx + i];
-            out[t * ldo + r] = s;
-        }
+        for (int r = 0; r < nr; ++r)
+            for (int t = 0; t < nt; ++t) {
+                float s = simd::hsum(acc[r][t]);
+                for (int64_t i = nv; i < n; ++i) s += rows[r * n + i] * x[t * ldx + i];
+                out[t * ldo + r] = s;
+            }
+    });
 }
 
 // Integer-dot path (matmul_q.h): quantize each token of x on its own, once for all the

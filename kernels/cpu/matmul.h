@@ -45,8 +45,10 @@ void pack_weights(const MatView& w, void* dst);
 
 // The integer path's instruction set: the name of the one in use ("scalar", "avx2",
 // "avx-vnni", "avx512-vnni" or "amx"), and a way to choose a lower one (benchmarks; the results are
-// the same bits on every path). force_int_path throws strata::Error for an unknown name
-// or one this CPU does not run; "" goes back to the best the CPU runs.
+// the same bits on every path). Forcing one also narrows the float kernels' vectors to
+// what a CPU with only that instruction set runs (simd::force_vector_bits: 128 bits for
+// "scalar", 256 for "avx2" and "avx-vnni"). force_int_path throws strata::Error for an
+// unknown name or one this CPU does not run; "" goes back to the best the CPU runs.
 const char* int_path_name();
 void force_int_path(std::string_view name);
 // The path a decode step (one token) of packed weights of `type` runs: int_path_name(),

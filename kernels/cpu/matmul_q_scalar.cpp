@@ -7,6 +7,7 @@
 #include "engine/quant/blocks.h"
 #include "engine/quant/iq_grids.h"
 #include "kernels/cpu/matmul_q.h"
+#include "kernels/cpu/simd_forms.h"
 
 // No FMA contraction (GCC's C++ default is to contract where the target has FMA, e.g.
 // under -march=native): the canonical order is a multiply then an add.
@@ -575,11 +576,20 @@ namespace strata {
 const char* int_path_name() { return kq::name(kq::active()); }
 
 void force_int_path(std::string_view name) {
-    if (name.empty()) return kq::force(-1);
+    if (name.empty()) {
+        simd::force_vector_bits(0);
+        return kq::force(-1);
+    }
     for (int isa = 0; isa < kq::kIsaCount; ++isa)
         if (name == kq::name(static_cast<kq::Isa>(isa))) {
-            STRATA_CHECK(kq::available(static_cast<kq::Isa>(isa)), "integer path '{}' is not available on this CPU (best: {})",
-                         name, kq::name(kq::detected()));
+            const auto path = static_cast<kq::Isa>(isa);
+            STRATA_CHECK(kq::available(path), "integer path '{}' is not available on this CPU (best: {})", name,
+                         kq::name(kq::detected()));
+            // The float kernels as a CPU with only this instruction set runs them.
+            const bool narrow = path == kq::Isa::Avx2 || path == kq::Isa::AvxVnni;
+            simd::force_vector_bits(path == kq::Isa::Scalar || (narrow && !simd::runs_vector_bits(256)) ? 128
+                                    : narrow                                                        ? 256
+                                                                                                    : 0);
             return kq::force(isa);
         }
     fail("unknown integer path '{}' (expected scalar, avx2, avx-vnni, avx512-vnni or amx)", name);

@@ -4,16 +4,22 @@
 #include <cmath>
 #include <vector>
 
-#include "kernels/cpu/simd.h"
+#include "kernels/cpu/simd_forms.h"
 
-// The clones of swiglu and conv_silu must compute what the default one does: no
-// a * b + c contracted into an FMA (GCC does that by default where the target has FMA).
+// Every form of swiglu and conv_silu must compute what the SSE one does: no a * b + c
+// contracted into an FMA (GCC does that by default where the target has FMA).
 #pragma GCC optimize("fp-contract=off")
 
 namespace strata::ops {
 
+float dot(const float* a, const float* b, int64_t n) {
+    float r;
+    simd::forms([&]<class V>(simd::Form<V>) __attribute__((always_inline)) { r = simd::dot_as<V>(a, b, n); });
+    return r;
+}
+
 void rmsnorm(const float* x, const float* w, float eps, int64_t n, float* y) {
-    const float ss = simd::dot(x, x, n);
+    const float ss = dot(x, x, n);
     const float scale = 1.0f / std::sqrt(ss / static_cast<float>(n) + eps);
     if (w)
         for (int64_t i = 0; i < n; ++i) y[i] = x[i] * scale * w[i];
@@ -95,22 +101,25 @@ namespace {
 // silu(g) * u = g / (1 + e^-g) * u in 16 lanes with simd::exp: an element's result
 // depends on its own g and u only (the tail goes through the same lanes), so any split
 // of a row across threads gives the same bits.
-[[gnu::always_inline]] inline simd::vf silu_mul(simd::vf g, simd::vf u) {
-    return g / (simd::splat(1.0f) + simd::exp(-g)) * u;
+template <class V>
+[[gnu::always_inline]] inline V silu_mul(const V& g, const V& u) {
+    return g / (simd::splat_as<V>(1.0f) + simd::exp(-g)) * u;
 }
 }  // namespace
 
-__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 void swiglu(const float* g, const float* u, int64_t n, float* y) {
-    int64_t i = 0;
-    for (; i + simd::kLanes <= n; i += simd::kLanes) simd::store(y + i, silu_mul(simd::load(g + i), simd::load(u + i)));
-    if (i < n) {
-        float a[simd::kLanes] = {}, b[simd::kLanes] = {}, c[simd::kLanes];
-        std::copy(g + i, g + n, a);
-        std::copy(u + i, u + n, b);
-        simd::store(c, silu_mul(simd::load(a), simd::load(b)));
-        std::copy(c, c + (n - i), y + i);
-    }
+    simd::forms([&]<class V>(simd::Form<V>) __attribute__((always_inline)) {
+        int64_t i = 0;
+        for (; i + simd::kLanes <= n; i += simd::kLanes)
+            simd::store(y + i, silu_mul(simd::load_as<V>(g + i), simd::load_as<V>(u + i)));
+        if (i < n) {
+            float a[simd::kLanes] = {}, b[simd::kLanes] = {}, c[simd::kLanes];
+            std::copy(g + i, g + n, a);
+            std::copy(u + i, u + n, b);
+            simd::store(c, silu_mul(simd::load_as<V>(a), simd::load_as<V>(b)));
+            std::copy(c, c + (n - i), y + i);
+        }
+    });
 }
 
 namespace {
@@ -124,37 +133,41 @@ template <int J>
 }
 }  // namespace
 
-__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 void conv_silu(const float* X, int64_t cd, int64_t K, const float* w, int64_t c0, int64_t c1, float* y) {
-    constexpr int kL = simd::kLanes;
-    int64_t c = c0;
-    if (K == 4)  // the hybrid models' conv: sixteen channels' 64 weights in four loads
-        for (; c + kL <= c1; c += kL) {
-            simd::vf a[4];
-            for (int i = 0; i < 4; ++i) a[i] = simd::load(w + (c + 4 * i) * 4);
-            simd::vf s = simd::zero();
-            s += tap_of_4<0>(a) * simd::load(X + c);
-            s += tap_of_4<1>(a) * simd::load(X + cd + c);
-            s += tap_of_4<2>(a) * simd::load(X + 2 * cd + c);
-            s += tap_of_4<3>(a) * simd::load(X + 3 * cd + c);
-            simd::store(y + c, s / (simd::splat(1.0f) + simd::exp(-s)));
-        }
-    // Other widths and the last channels: the same operations per lane, the taps gathered
-    // one by one (a tail's missing channels get zeros and are not stored).
-    alignas(64) float wt[kL], xt[kL];
-    for (; c < c1; c += kL) {
-        const int64_t m = std::min<int64_t>(kL, c1 - c);
-        simd::vf s = simd::zero();
-        for (int64_t j = 0; j < K; ++j) {
-            for (int64_t l = 0; l < kL; ++l) {
-                wt[l] = l < m ? w[(c + l) * K + j] : 0.0f;
-                xt[l] = l < m ? X[j * cd + c + l] : 0.0f;
+    simd::forms([&]<class V>(simd::Form<V>) __attribute__((always_inline)) {
+        constexpr int kL = simd::kLanes;
+        int64_t c = c0;
+        // The hybrid models' conv: sixteen channels' 64 weights in four loads, the taps
+        // by shuffles of the 16-lane vector (the narrower forms gather them below).
+        if constexpr (!simd::is_wide<V>)
+            if (K == 4)
+                for (; c + kL <= c1; c += kL) {
+                    simd::vf a[4];
+                    for (int i = 0; i < 4; ++i) a[i] = simd::load(w + (c + 4 * i) * 4);
+                    simd::vf s = simd::zero();
+                    s += tap_of_4<0>(a) * simd::load(X + c);
+                    s += tap_of_4<1>(a) * simd::load(X + cd + c);
+                    s += tap_of_4<2>(a) * simd::load(X + 2 * cd + c);
+                    s += tap_of_4<3>(a) * simd::load(X + 3 * cd + c);
+                    simd::store(y + c, s / (simd::splat(1.0f) + simd::exp(-s)));
+                }
+        // Other widths and the last channels: the same operations per lane, the taps
+        // gathered one by one (a tail's missing channels get zeros and are not stored).
+        alignas(64) float wt[kL], xt[kL];
+        for (; c < c1; c += kL) {
+            const int64_t m = std::min<int64_t>(kL, c1 - c);
+            V s = simd::zero_as<V>();
+            for (int64_t j = 0; j < K; ++j) {
+                for (int64_t l = 0; l < kL; ++l) {
+                    wt[l] = l < m ? w[(c + l) * K + j] : 0.0f;
+                    xt[l] = l < m ? X[j * cd + c + l] : 0.0f;
+                }
+                s += simd::load_as<V>(wt) * simd::load_as<V>(xt);
             }
-            s += simd::load(wt) * simd::load(xt);
+            simd::store(xt, s / (simd::splat_as<V>(1.0f) + simd::exp(-s)));
+            std::copy(xt, xt + m, y + c);
         }
-        simd::store(xt, s / (simd::splat(1.0f) + simd::exp(-s)));
-        std::copy(xt, xt + m, y + c);
-    }
+    });
 }
 
 void add(float* y, const float* x, int64_t n) {

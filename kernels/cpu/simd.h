@@ -18,7 +18,13 @@ typedef float vf __attribute__((vector_size(kLanes * sizeof(float))));
     std::memcpy(&v, p, sizeof v);
     return v;
 }
-[[gnu::always_inline]] inline void store(float* p, vf v) { std::memcpy(p, &v, sizeof v); }
+// Lane by lane, which GCC turns into one 512-bit store, two 256-bit or four 128-bit ones
+// as the target has them. A memcpy of the whole vector (or a store through a vf pointer)
+// went through the stack in 16-byte pieces wherever vf is wider than the registers (the
+// AVX2 and SSE clones): most of those clones' instructions in the GDN recurrence.
+[[gnu::always_inline]] inline void store(float* p, vf v) {
+    for (int i = 0; i < kLanes; ++i) p[i] = v[i];
+}
 [[gnu::always_inline]] inline vf zero() { return vf{}; }
 [[gnu::always_inline]] inline vf splat(float x) { return vf{} + x; }
 
@@ -63,42 +69,41 @@ typedef float vf4 __attribute__((vector_size(4 * sizeof(float))));
 // x = n ln2 + r with |r| <= ln2 / 2 (ln2 in two parts, Cody and Waite), e^r from Cephes'
 // polynomial (about 2 ulp), times 2^n built in the exponent bits. Lanes below
 // -87.33 give 0 (no subnormals), above 88.72 give +inf, NaN stays NaN.
-typedef int32_t vi __attribute__((vector_size(kLanes * sizeof(int32_t))));
-[[gnu::always_inline]] inline vf exp(vf x) {
-    const vf hi = splat(88.72283935546875f), lo = splat(-87.33654022216796875f);
-    const vi over = x > hi, under = x < lo;
-    vf xc = x;
+// For any GCC float vector F (vf, or the narrower pieces of simd_forms.h's Wide). A cast
+// between GCC vectors of one size keeps the bits.
+template <class F>
+[[gnu::always_inline]] inline F exp_lanes(F x) {
+    using I = decltype(x > x);  // the int32 vector of F's lanes
+    const F hi = F{} + 88.72283935546875f, lo = F{} - 87.33654022216796875f;
+    const I over = x > hi, under = x < lo;
+    F xc = x;
     xc = over ? hi : xc;
     xc = under ? lo : xc;
     // n = round(x / ln2): adding 1.5 * 2^23 rounds to an integer in the low mantissa bits
-    const vf magic = splat(12582912.0f);
-    const vf t = xc * splat(1.44269504088896341f) + magic;
-    const vf n = t - magic;
-    vf r = xc - n * splat(0.693359375f);
-    r = r - n * splat(-2.12194440e-4f);
-    const vf r2 = r * r;
-    vf p = splat(1.9875691500e-4f);
-    p = p * r + splat(1.3981999507e-3f);
-    p = p * r + splat(8.3334519073e-3f);
-    p = p * r + splat(4.1665795894e-2f);
-    p = p * r + splat(1.6666665459e-1f);
-    p = p * r + splat(5.0000001201e-1f);
-    p = p * r2 + r + splat(1.0f);
+    const F magic = F{} + 12582912.0f;
+    const F t = xc * 1.44269504088896341f + magic;
+    const F n = t - magic;
+    F r = xc - n * 0.693359375f;
+    r = r - n * -2.12194440e-4f;
+    const F r2 = r * r;
+    F p = F{} + 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * r2 + r + 1.0f;
     // 2^n as two factors 2^(n/2) and 2^(n - n/2), each a normal float for n in [-126, 128]
-    vi bits;
-    std::memcpy(&bits, &t, sizeof bits);
-    const vi ni = bits - 0x4B400000;  // t's bits minus magic's: n
-    const vi n1 = ni >> 1, n2 = ni - n1;
-    const vi b1 = (n1 + 127) << 23, b2 = (n2 + 127) << 23;
-    vf s1, s2;
-    std::memcpy(&s1, &b1, sizeof s1);
-    std::memcpy(&s2, &b2, sizeof s2);
-    vf y = p * s1 * s2;
-    y = over ? splat(__builtin_inff()) : y;
-    y = under ? zero() : y;
+    const I ni = (I)t - 0x4B400000;  // t's bits minus magic's: n
+    const I n1 = ni >> 1, n2 = ni - n1;
+    const I b1 = (n1 + 127) << 23, b2 = (n2 + 127) << 23;
+    F y = p * (F)b1 * (F)b2;
+    y = over ? F{} + __builtin_inff() : y;
+    y = under ? F{} : y;
     y = x != x ? x : y;  // NaN
     return y;
 }
+[[gnu::always_inline]] inline vf exp(vf x) { return exp_lanes(x); }
 
 // dot(a, b) over n values: lanes over the multiple-of-kLanes part, then a scalar tail
 // added in index order. The result depends only on (a, b, n).

@@ -1,0 +1,180 @@
+// A float kernel compiled once per vector width, with the same floats in each.
+//
+// simd::vf is a GCC vector of 16 floats. On AVX-512 it is one register; in code compiled
+// for AVX2 or SSE (the x86-64-v3 and default clones, and every function without a target)
+// GCC gives it no machine mode and keeps every vf that lives across a loop iteration (an
+// accumulator, a state row carried through tokens) on the stack, moved in 16-byte pieces
+// through general registers: the AVX2 clone of the GDN recurrence ran 4-8x slower than
+// the AVX-512 one on the same CPU, most of its instructions stack traffic.
+//
+// Wide<N> is the same 16 lanes as native vectors N side by side (vf8 on AVX2, vf4 on
+// SSE); GCC keeps those in registers. A kernel is written once as a generic lambda over
+// its vector type V (vf or Wide<N>) and run through simd::forms(), which compiles it for
+// each width with that width's target and calls the one vector_bits() names. Each lane
+// sees the same operations in the same order in every form, and the reductions (hsum)
+// keep vf's tree, so the forms compute the same floats (tests/test_simd_forms.cpp).
+#pragma once
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "kernels/cpu/simd.h"
+
+namespace strata::simd {
+
+// The widest vectors this CPU runs (512, 256 or 128 bits), or the width forced by
+// force_vector_bits (benchmarks measure what a CPU without AVX-512 gets; tests compare the
+// forms). The 512-bit form needs x86-64-v4 (AVX-512 F/BW/CD/DQ/VL), the 256-bit one v3.
+int vector_bits();
+// 0 goes back to the CPU's widest; a width this CPU cannot run throws strata::Error.
+void force_vector_bits(int bits);
+// Whether this CPU runs the form of `bits`.
+bool runs_vector_bits(int bits);
+
+template <class N>
+struct Wide {
+    using Piece = N;
+    static constexpr int kPieces = static_cast<int>(sizeof(vf) / sizeof(N));
+    static constexpr int kPieceLanes = kLanes / kPieces;
+    N p[kPieces];
+
+#define STRATA_WIDE_OP(op)                                                                   \
+    [[gnu::always_inline]] friend Wide operator op(Wide a, const Wide& b) {                 \
+        for (int i = 0; i < kPieces; ++i) a.p[i] = a.p[i] op b.p[i];                         \
+        return a;                                                                            \
+    }                                                                                        \
+    [[gnu::always_inline]] Wide& operator op##=(const Wide& b) {                             \
+        for (int i = 0; i < kPieces; ++i) p[i] = p[i] op b.p[i];                             \
+        return *this;                                                                        \
+    }
+    STRATA_WIDE_OP(+)
+    STRATA_WIDE_OP(-)
+    STRATA_WIDE_OP(*)
+    STRATA_WIDE_OP(/)
+#undef STRATA_WIDE_OP
+    [[gnu::always_inline]] friend Wide operator-(Wide a) {
+        for (int i = 0; i < kPieces; ++i) a.p[i] = -a.p[i];
+        return a;
+    }
+};
+
+template <class V>
+inline constexpr bool is_wide = !std::is_same_v<V, vf>;
+// Registers of one vector of V: 1 for vf (AVX-512), 2 for Wide<vf8>, 4 for Wide<vf4>.
+template <class V>
+constexpr int registers_of() {
+    if constexpr (is_wide<V>) return V::kPieces;
+    else return 1;
+}
+
+template <class V>
+[[gnu::always_inline]] inline V load_as(const float* p) {
+    if constexpr (!is_wide<V>) {
+        return load(p);
+    } else {
+        V v;
+        for (int i = 0; i < V::kPieces; ++i) std::memcpy(&v.p[i], p + i * V::kPieceLanes, sizeof v.p[i]);
+        return v;
+    }
+}
+template <class N>
+[[gnu::always_inline]] inline void store(float* p, const Wide<N>& v) {
+    for (int i = 0; i < Wide<N>::kPieces; ++i) std::memcpy(p + i * Wide<N>::kPieceLanes, &v.p[i], sizeof v.p[i]);
+}
+template <class V>
+[[gnu::always_inline]] inline V splat_as(float x) {
+    if constexpr (!is_wide<V>) {
+        return splat(x);
+    } else {
+        V v;
+        for (int i = 0; i < V::kPieces; ++i) v.p[i] = typename V::Piece{} + x;
+        return v;
+    }
+}
+template <class V>
+[[gnu::always_inline]] inline V zero_as() {
+    return splat_as<V>(0.0f);
+}
+
+// vf's tree (simd.h): lanes i + i + 8, then i + i + 4, then (0 + 2) + (1 + 3).
+template <class N>
+[[gnu::always_inline]] inline float hsum(const Wide<N>& v) {
+    vf4 b;
+    if constexpr (Wide<N>::kPieces == 2) {  // vf8 pieces: lanes 0-7 and 8-15
+        const vf8 a = v.p[0] + v.p[1];
+        b = __builtin_shufflevector(a, a, 0, 1, 2, 3) + __builtin_shufflevector(a, a, 4, 5, 6, 7);
+    } else {  // vf4 pieces: lanes 0-3, 4-7, 8-11, 12-15
+        static_assert(Wide<N>::kPieces == 4);
+        b = (v.p[0] + v.p[2]) + (v.p[1] + v.p[3]);
+    }
+    return (b[0] + b[2]) + (b[1] + b[3]);
+}
+// out[j] = hsum(a[j]) for eight vectors (vf's packed hsum8 has the same tree).
+template <class N>
+[[gnu::always_inline]] inline void hsum8(const Wide<N>* a, float* out) {
+    for (int j = 0; j < 8; ++j) out[j] = hsum(a[j]);
+}
+
+// Lane by lane max (x > m ? x : m, as vf's kernels write it).
+template <class V>
+[[gnu::always_inline]] inline V max_lanes(const V& x, const V& m) {
+    if constexpr (!is_wide<V>) {
+        return x > m ? x : m;
+    } else {
+        V r;
+        for (int i = 0; i < V::kPieces; ++i) r.p[i] = x.p[i] > m.p[i] ? x.p[i] : m.p[i];
+        return r;
+    }
+}
+
+template <class N>
+[[gnu::always_inline]] inline Wide<N> exp(const Wide<N>& x) {
+    Wide<N> r;
+    for (int i = 0; i < Wide<N>::kPieces; ++i) r.p[i] = exp_lanes(x.p[i]);
+    return r;
+}
+
+// dot(a, b, n) in the form's vectors: simd::dot's floats.
+template <class V>
+[[gnu::always_inline]] inline float dot_as(const float* a, const float* b, int64_t n) {
+    V acc = zero_as<V>();
+    int64_t i = 0;
+    for (; i + kLanes <= n; i += kLanes) acc += load_as<V>(a + i) * load_as<V>(b + i);
+    float s = hsum(acc);
+    for (; i < n; ++i) s += a[i] * b[i];
+    return s;
+}
+
+template <class V>
+struct Form {
+    using type = V;
+};
+
+// f(Form<V>{}) compiled for one width: the lambda (always_inline) is inlined here and takes
+// this function's target. fp-contract stays off so that no form fuses a * b + c into an
+// FMA the SSE form cannot have.
+template <class F>
+[[gnu::target("arch=x86-64-v4"), gnu::optimize("fp-contract=off")]] inline void run_512(const F& f) {
+    f(Form<vf>{});
+}
+template <class F>
+[[gnu::target("arch=x86-64-v3"), gnu::optimize("fp-contract=off")]] inline void run_256(const F& f) {
+    f(Form<Wide<vf8>>{});
+}
+template <class F>
+[[gnu::optimize("fp-contract=off")]] inline void run_128(const F& f) {
+    f(Form<Wide<vf4>>{});
+}
+
+// Runs the kernel f, a generic lambda [&]<class V>(Form<V>) __attribute__((always_inline))
+// { ... }, in the form of vector_bits().
+template <class F>
+[[gnu::always_inline]] inline void forms(const F& f) {
+    switch (vector_bits()) {
+    case 512: return run_512(f);
+    case 256: return run_256(f);
+    default: return run_128(f);
+    }
+}
+
+}  // namespace strata::simd
