@@ -131,26 +131,47 @@ template <int J>
     const simd::vf hi = __builtin_shufflevector(a[2], a[3], J, 4 + J, 8 + J, 12 + J, 16 + J, 20 + J, 24 + J, 28 + J, J, J, J, J, J, J, J, J);
     return __builtin_shufflevector(lo, hi, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23);
 }
+// The same from 256-bit pieces (two channels' taps in each): lanes 0-7 from a[0] and a[1],
+// 8-15 from a[2] and a[3].
+template <int J>
+[[gnu::always_inline]] inline simd::Wide<simd::vf8> tap_of_4(const simd::Wide<simd::vf8>* a) {
+    simd::Wide<simd::vf8> r;
+    for (int h = 0; h < 2; ++h) {
+        const simd::vf4 lo = __builtin_shufflevector(a[2 * h].p[0], a[2 * h].p[1], J, 4 + J, 8 + J, 12 + J);
+        const simd::vf4 hi = __builtin_shufflevector(a[2 * h + 1].p[0], a[2 * h + 1].p[1], J, 4 + J, 8 + J, 12 + J);
+        r.p[h] = __builtin_shufflevector(lo, hi, 0, 1, 2, 3, 4, 5, 6, 7);
+    }
+    return r;
+}
+// And from 128-bit pieces (one channel's taps in each): a 4 x 4 transpose per a[i].
+template <int J>
+[[gnu::always_inline]] inline simd::Wide<simd::vf4> tap_of_4(const simd::Wide<simd::vf4>* a) {
+    typedef float vf2 __attribute__((vector_size(2 * sizeof(float))));
+    simd::Wide<simd::vf4> r;
+    for (int i = 0; i < 4; ++i) {
+        const vf2 lo = __builtin_shufflevector(a[i].p[0], a[i].p[1], J, 4 + J);
+        const vf2 hi = __builtin_shufflevector(a[i].p[2], a[i].p[3], J, 4 + J);
+        r.p[i] = __builtin_shufflevector(lo, hi, 0, 1, 2, 3);
+    }
+    return r;
+}
 }  // namespace
 
 void conv_silu(const float* X, int64_t cd, int64_t K, const float* w, int64_t c0, int64_t c1, float* y) {
     simd::forms([&]<class V>(simd::Form<V>) __attribute__((always_inline)) {
         constexpr int kL = simd::kLanes;
         int64_t c = c0;
-        // The hybrid models' conv: sixteen channels' 64 weights in four loads, the taps
-        // by shuffles of the 16-lane vector (the narrower forms gather them below).
-        if constexpr (!simd::is_wide<V>)
-            if (K == 4)
-                for (; c + kL <= c1; c += kL) {
-                    simd::vf a[4];
-                    for (int i = 0; i < 4; ++i) a[i] = simd::load(w + (c + 4 * i) * 4);
-                    simd::vf s = simd::zero();
-                    s += tap_of_4<0>(a) * simd::load(X + c);
-                    s += tap_of_4<1>(a) * simd::load(X + cd + c);
-                    s += tap_of_4<2>(a) * simd::load(X + 2 * cd + c);
-                    s += tap_of_4<3>(a) * simd::load(X + 3 * cd + c);
-                    simd::store(y + c, s / (simd::splat(1.0f) + simd::exp(-s)));
-                }
+        if (K == 4)  // the hybrid models' conv: sixteen channels' 64 weights in four loads
+            for (; c + kL <= c1; c += kL) {
+                V a[4];
+                for (int i = 0; i < 4; ++i) a[i] = simd::load_as<V>(w + (c + 4 * i) * 4);
+                V s = simd::zero_as<V>();
+                s += tap_of_4<0>(a) * simd::load_as<V>(X + c);
+                s += tap_of_4<1>(a) * simd::load_as<V>(X + cd + c);
+                s += tap_of_4<2>(a) * simd::load_as<V>(X + 2 * cd + c);
+                s += tap_of_4<3>(a) * simd::load_as<V>(X + 3 * cd + c);
+                simd::store(y + c, s / (simd::splat_as<V>(1.0f) + simd::exp(-s)));
+            }
         // Other widths and the last channels: the same operations per lane, the taps
         // gathered one by one (a tail's missing channels get zeros and are not stored).
         alignas(64) float wt[kL], xt[kL];

@@ -109,10 +109,27 @@ template <class N>
     }
     return (b[0] + b[2]) + (b[1] + b[3]);
 }
-// out[j] = hsum(a[j]) for eight vectors (vf's packed hsum8 has the same tree).
+// out[j] = hsum(a[j]) for eight vectors, the same tree: in 256-bit pieces packed as vf's
+// hsum8 packs them (lanes of several vectors side by side at each step).
 template <class N>
 [[gnu::always_inline]] inline void hsum8(const Wide<N>* a, float* out) {
-    for (int j = 0; j < 8; ++j) out[j] = hsum(a[j]);
+    if constexpr (Wide<N>::kPieces == 2) {
+        vf8 h[8];  // lanes i + i + 8
+        for (int j = 0; j < 8; ++j) h[j] = a[j].p[0] + a[j].p[1];
+        vf8 b[4];  // i + i + 4: four lanes of h[2p], four of h[2p + 1]
+        for (int p = 0; p < 4; ++p)
+            b[p] = __builtin_shufflevector(h[2 * p], h[2 * p + 1], 0, 1, 2, 3, 8, 9, 10, 11) +
+                   __builtin_shufflevector(h[2 * p], h[2 * p + 1], 4, 5, 6, 7, 12, 13, 14, 15);
+        vf8 c[2];  // 0 + 2 and 1 + 3: two lanes of each of h[4q .. 4q + 3]
+        for (int q = 0; q < 2; ++q)
+            c[q] = __builtin_shufflevector(b[2 * q], b[2 * q + 1], 0, 1, 4, 5, 8, 9, 12, 13) +
+                   __builtin_shufflevector(b[2 * q], b[2 * q + 1], 2, 3, 6, 7, 10, 11, 14, 15);
+        const vf8 e = __builtin_shufflevector(c[0], c[1], 0, 2, 4, 6, 8, 10, 12, 14) +
+                      __builtin_shufflevector(c[0], c[1], 1, 3, 5, 7, 9, 11, 13, 15);
+        std::memcpy(out, &e, sizeof e);
+    } else {
+        for (int j = 0; j < 8; ++j) out[j] = hsum(a[j]);
+    }
 }
 
 // Lane by lane max (x > m ? x : m, as vf's kernels write it).
