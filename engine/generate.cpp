@@ -38,7 +38,15 @@ GenerateStats generate(Runner& runner, const Tokenizer& tok, std::span<const int
 
     SpecOptions spec_opt;
     const SpecChoice choice = choose_spec(opt.spec_draft, -1, runner.has_mtp(), opt.sampling);
-    spec_opt.k = choice.k;
+    // The default K of a timed (greedy) request with serial windows moves within
+    // 1 .. kAdaptiveMaxSpecK (SpecPolicy, "K"): its decoder is built for the largest.
+    // Pipelined windows keep their K: a step's time there is not its window's cost (the
+    // window ran early, beside the one before).
+    SpecPolicyParams policy_params = opt.spec_policy ? *opt.spec_policy : SpecPolicyParams{};
+    if (choice.adaptive && choice.k > 0 && policy_params.timed && opt.sampling.greedy() && policy_params.k_max == 0 &&
+        !stage_pipe_of(runner))
+        policy_params.k_max = std::max(kAdaptiveMaxSpecK, choice.k);
+    spec_opt.k = std::max(choice.k, policy_params.k_max);
     spec_opt.draft_min_p = opt.spec_draft_min_p;
     spec_opt.edit_draft = opt.spec_edit_draft;
     if (choice.off == SpecOff::NoMtp) spdlog::info("speculative decoding is off: the model has no MTP head");
@@ -95,8 +103,7 @@ GenerateStats generate(Runner& runner, const Tokenizer& tok, std::span<const int
     std::vector<float> hidden_row(spec ? static_cast<size_t>(hp.n_embd) : 0);
     // Greedy requests weigh a window's measured cost (SpecPolicy, "Cost"): their text
     // cannot depend on it; a sampled request's draws would.
-    SpecPolicy policy(std::max(spec_opt.k, 1), choice.adaptive, opt.spec_policy ? *opt.spec_policy : SpecPolicyParams{},
-                      opt.sampling.greedy());
+    SpecPolicy policy(std::max(choice.k, 1), choice.adaptive, policy_params, opt.sampling.greedy());
     auto log_pause = [&](int64_t windows) {  // the first pause of a request at info, later ones at debug
         spdlog::log(policy.pauses() == 1 ? spdlog::level::info : spdlog::level::debug,
                     "speculative decoding paused for {} tokens: the default's drafts were not kept ({} windows, "
@@ -142,13 +149,15 @@ GenerateStats generate(Runner& runner, const Tokenizer& tok, std::span<const int
             }
         }
         st.spec = dec.stats();
+        st.spec_k_last = policy.k();
+        st.spec_k_moves = policy.k_moves();
         st.spec_pauses = policy.pauses();
         st.spec_plain_steps = policy.plain_steps();
     };
     if (!spec && stage_pipe_of(runner))
         spdlog::info("pipelined windows are off for this request: it decodes without speculation");
     if (spec && limit > 0) {
-        st.spec_draft = spec_opt.k;
+        st.spec_draft = choice.k;
         if (stage_pipe_of(runner)) {
             PipelinedDecoder dec(runner, seq, sampler, spec_opt,
                                  opt.pipeline ? *opt.pipeline : PipelineOptions::process());

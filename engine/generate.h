@@ -40,7 +40,9 @@ struct GenerateStats {
     int64_t n_prompt = 0, n_generated = 0;
     double prompt_seconds = 0, decode_seconds = 0;
     bool stopped_by_eog = false;
-    int spec_draft = 0;  // drafts per window actually used (0: plain decoding)
+    int spec_draft = 0;  // drafts per window (the default: its first K; 0: plain decoding)
+    int spec_k_last = 0;        // the default's K at the end (SpecPolicy, "K")
+    int64_t spec_k_moves = 0;   // times the default's K moved
     SpecStats spec;      // windows, drafts, acceptance (spec_draft > 0)
     int64_t spec_pauses = 0;       // times the default paused drafting (SpecPolicy)
     int64_t spec_plain_steps = 0;  // plain steps taken while paused

@@ -245,3 +245,51 @@ TEST_CASE("spec policy: a greedy request weighs a window's measured cost against
     mean.on_plain(0.004);
     CHECK(mean.plain_seconds() == Approx(0.003));
 }
+
+// The default's K (SpecPolicy, "K"): on a clock where a window of 1 + K rows costs
+// 1.15 + 0.35 K plain steps (this repository's CPU), K climbs while every draft is kept
+// and a step up pays 3% or more (to 7 here: the rate (K + 1) / (1.15 + 0.35 K) gains 2.7%
+// from 7 to 8), and comes down to 1-2 at ~50% agreement, where a long window wastes its
+// rows; a request that is not timed, or has no range, keeps its K.
+TEST_CASE("spec policy: the default's K follows the measured rate of its windows", "[spec][policy]") {
+    const double plain = 0.01;
+    auto run = [&](double a, bool greedy, int k_max, int64_t steps) {
+        SpecPolicyParams prm;
+        prm.k_max = k_max;
+        SpecPolicy p(3, true, prm, greedy);
+        std::mt19937_64 rng(5);
+        std::bernoulli_distribution keep(a);
+        for (int64_t i = 0; i < steps; ++i) {
+            const int k = p.next_k();
+            if (k == 0) {
+                const bool probe = p.probe();
+                p.on_plain(plain);
+                if (probe) p.on_probe(keep(rng));
+                continue;
+            }
+            int64_t m = 0;
+            while (m < k && keep(rng)) ++m;
+            p.on_window(k, m, plain * (1.15 + 0.35 * k));
+        }
+        return p;
+    };
+    // The first trial goes up (every draft kept): after 16 windows (the first untimed one,
+    // 8 at K = 3, the trial's 7) K is 4.
+    const SpecPolicy first = run(1.0, true, 8, 30);
+    CHECK(first.k() == 4);
+    CHECK(first.k_moves() == 1);
+    const SpecPolicy high = run(1.0, true, 8, 400);
+    CHECK(high.k() == 7);
+    CHECK(high.k_moves() == 4);
+    const SpecPolicy mid = run(0.5, true, 8, 2000);
+    CHECK(mid.k() <= 2);
+    CHECK(mid.k_moves() >= 1);
+    // Not timed (a sampled request), or no range: K stays where it started.
+    CHECK(run(1.0, false, 8, 400).k() == 3);
+    CHECK(run(1.0, true, 0, 400).k() == 3);
+    CHECK(run(1.0, true, 0, 400).next_k() == 3);
+    // A range below the starting K is refused.
+    SpecPolicyParams bad;
+    bad.k_max = 2;
+    CHECK_THROWS(SpecPolicy(3, true, bad, true));
+}

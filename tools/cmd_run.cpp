@@ -82,10 +82,14 @@ int cmd_run(int argc, char** argv) {
         for (size_t i = 0; i < s.drafted_at.size(); ++i)
             per_pos += fmt::format("{}{:.2f}", i ? " " : "", s.acceptance_at(i));
         fmt::print(stderr,
-                   "speculative: K={}, {} windows, {} drafted, {} accepted ({:.1f}%), per position [{}], "
+                   "speculative: K={}{}, {} windows, {} drafted, {} accepted ({:.1f}%), per position [{}], "
                    "{:.2f} tokens/window, {} rollbacks, snapshot {:.1f} KiB, paused {} times ({} plain tokens), "
                    "draft vocabulary {}\n",
-                   st.spec_draft, s.windows, s.drafted, s.accepted, 100.0 * s.acceptance(), per_pos,
+                   st.spec_draft,
+                   st.spec_k_moves > 0 ? fmt::format(" (the default's K ended at {} after {} moves)", st.spec_k_last,
+                                                     st.spec_k_moves)
+                                       : std::string(),
+                   s.windows, s.drafted, s.accepted, 100.0 * s.acceptance(), per_pos,
                    s.tokens_per_window(), s.rollbacks, static_cast<double>(s.snapshot_bytes) / 1024.0,
                    st.spec_pauses, st.spec_plain_steps,
                    s.draft_rows > 0 ? fmt::format("{} of {} ids", s.draft_rows, hp.n_vocab) : std::string("every id"));

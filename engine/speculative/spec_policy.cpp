@@ -28,13 +28,50 @@ SpecPolicy::SpecPolicy(int k, bool adaptive, const SpecPolicyParams& p, bool gre
     : k_(k), adaptive_(adaptive), timed_(p.timed && greedy), p_(p), backoff_(p.backoff_first) {
     STRATA_CHECK(k >= 1, "the speculation policy needs k >= 1, got {}", k);
     STRATA_CHECK(p.pause_at < 0 && p.credit_max > 0 && p.backoff_first >= 1 && p.backoff_max >= p.backoff_first &&
-                     p.plain_mean_steps >= 1,
+                     p.plain_mean_steps >= 1 && (p.k_max == 0 || (p.k_max >= k && p.k_max <= kMaxSpecK)) &&
+                     p.k_try_every >= 1 &&
+                     p.k_try_windows >= 1,
                  "bad speculation policy parameters");
 }
 
 int SpecPolicy::next_k() const {
     if (!adaptive_) return k_;
-    return left_ == 0 && credit_ > 0 ? k_ : 0;
+    return left_ == 0 && credit_ > 0 ? (trying_ ? trying_ : k_) : 0;
+}
+
+void SpecPolicy::adapt_k(int64_t drafted, int64_t accepted, double seconds) {
+    if (p_.k_max <= 1 || drafted > kMaxSpecK) return;
+    const auto k = static_cast<size_t>(drafted);
+    if (trying_ && tried_++ == 0) return;  // a K's first window may grow its buffers
+    // Tokens and seconds summed with a decay of 3/4 per window (about the last four): the
+    // rate is their ratio, so one rejected window weighs by its time, not as a rate of its own.
+    tok_[k] = 0.75 * tok_[k] + static_cast<double>(accepted + 1);
+    sec_[k] = 0.75 * sec_[k] + seconds;
+    all_kept_ = 0.75 * all_kept_ + (accepted == drafted ? 0.25 : 0.0);
+    if (trying_) {
+        if (tried_ <= p_.k_try_windows) return;
+        const auto cur = static_cast<size_t>(k_), tried = static_cast<size_t>(trying_);
+        // A move needs a rate 3% higher: noise alone should not walk K around.
+        if (sec_[cur] <= 0 || tok_[tried] / sec_[tried] > 1.03 * tok_[cur] / sec_[cur]) {
+            k_ = trying_;
+            ++k_moves_;
+            failed_dir_ = 0;
+        } else {
+            failed_dir_ = trying_ > k_ ? 1 : -1;
+        }
+        trying_ = 0;
+        since_try_ = 0;
+        return;
+    }
+    if (++since_try_ < p_.k_try_every) return;
+    // Up while most windows keep every draft, else down; not the way that just failed.
+    int dir = all_kept_ > 0.5 ? 1 : -1;
+    if (dir == failed_dir_) dir = -dir;
+    int next = k_ + dir;
+    if (next < 1 || next > p_.k_max) next = k_ - dir;
+    trying_ = next;
+    tried_ = 0;
+    tok_[static_cast<size_t>(trying_)] = sec_[static_cast<size_t>(trying_)] = 0;  // its rate from this trial
 }
 
 bool SpecPolicy::probe() const { return adaptive_ && left_ == 0 && credit_ <= 0; }
@@ -42,7 +79,10 @@ bool SpecPolicy::probe() const { return adaptive_ && left_ == 0 && credit_ <= 0;
 bool SpecPolicy::on_window(int64_t drafted, int64_t accepted, double seconds) {
     if (!adaptive_ || drafted <= 0) return false;  // a window without drafts says nothing
     double pays = p_.pays_tokens;
-    if (timed_ && seconds > 0 && plain_s_ > 0 && timed_windows_++ > 0) pays = std::max(pays, seconds / plain_s_);
+    if (timed_ && seconds > 0 && plain_s_ > 0 && timed_windows_++ > 0) {
+        pays = std::max(pays, seconds / plain_s_);
+        adapt_k(drafted, accepted, seconds);
+    }
     credit_ = std::min(p_.credit_max, credit_ + static_cast<double>(accepted + 1) - pays);
     if (credit_ > 0 && probing_) {  // back: the next pause starts from the first backoff
         probing_ = false;

@@ -34,6 +34,15 @@
 //    a GPU, not yet measured) it changes nothing. Greedy text does not depend on which
 //    steps draft.
 //
+//  - K (timed requests, when the caller gives a range: k_max). The
+//    default starts at kDefaultSpecK and moves one at a time between 1 and k_max by
+//    the tokens per second its timed windows commit: every k_try_every windows it runs
+//    a neighbouring K for 1 + k_try_windows windows (the first not counted) and moves
+//    there when that K's rate is 3% higher: up while most windows keep every draft,
+//    else down, and the other way after a trial that failed. On this repository's CPU the
+//    best K went from 2 (~60% agreement) to 8 and beyond (~98%): a verify window of
+//    1 + K rows costs about 1.15 + 0.35 K plain steps there (docs/benchmarks.md).
+//
 // Without timing it reads only the acceptance, never the clock, so which steps draft is
 // the same on every run; sampled requests are never timed, so a seeded sampled request's
 // text does not depend on timing (docs/spec.md).
@@ -51,6 +60,9 @@ namespace strata {
 // drafts before it). Only the default adapts (SpecPolicy); an explicit K is honoured.
 constexpr int kDefaultSpecK = 3;
 constexpr int kMaxSpecK = 64;
+// The largest K the default adapts up to (SpecPolicy, "K"): a timed request's decoder
+// is built for it.
+constexpr int kAdaptiveMaxSpecK = 8;
 enum class SpecOff { No, Asked, NoMtp, Penalties };  // why speculation is off (No: it is on)
 struct SpecChoice {
     int k = 0;
@@ -67,6 +79,9 @@ struct SpecPolicyParams {
     int64_t backoff_max = 1024;     // cap of the doubling backoff
     double plain_mean_steps = 16;   // timed plain steps' running mean: weight 1/n up to 1/this
     bool timed = true;              // greedy requests weigh the measured cost ("Cost" above)
+    int k_max = 0;                  // "K" above: K moves within 1 .. k_max (0: K does not move)
+    int64_t k_try_every = 8;        // timed windows between tries of a neighbouring K
+    int64_t k_try_windows = 6;      // timed windows a tried K runs (after its first) before the rates are compared
 };
 
 class SpecPolicy {
@@ -75,8 +90,11 @@ public:
     // greedy: the request decodes greedily, so the measured cost may count (p.timed).
     SpecPolicy(int k, bool adaptive, const SpecPolicyParams& p = {}, bool greedy = false);
 
-    // Drafts for the next step: 0 = a plain step (probing or paused), else k.
+    // Drafts for the next step: 0 = a plain step (probing or paused), else the K in use.
     int next_k() const;
+    // The K windows use now (after the "K" rule's moves) and the times it moved.
+    int k() const { return k_; }
+    int64_t k_moves() const { return k_moves_; }
     // The next plain step carries a shadow probe (next_k() is 0 and drafting is not paused).
     bool probe() const;
     bool paused() const { return left_ > 0; }
@@ -114,6 +132,14 @@ private:
     int64_t left_ = 0;     // plain steps left in the current pause
     bool probing_ = false;  // after a pause, until the credit is positive again
     int64_t pauses_ = 0, plain_ = 0, probes_ = 0;
+    // "K": committed tokens and seconds of timed windows per K (decayed sums of the last
+    // few), the K under trial (0: none), and the trial's bookkeeping.
+    double tok_[kMaxSpecK + 1] = {};
+    double sec_[kMaxSpecK + 1] = {};
+    int trying_ = 0, failed_dir_ = 0;  // failed_dir_: the direction of the last trial, if it failed
+    double all_kept_ = 0;              // decayed share of windows that kept every draft
+    int64_t since_try_ = 0, tried_ = 0, k_moves_ = 0;
+    void adapt_k(int64_t drafted, int64_t accepted, double seconds);
 };
 
 }  // namespace strata
