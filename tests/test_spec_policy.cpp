@@ -273,9 +273,9 @@ TEST_CASE("spec policy: the default's K follows the measured rate of its windows
         }
         return p;
     };
-    // The first trial goes up (every draft kept): after 16 windows (the first untimed one,
-    // 8 at K = 3, the trial's 7) K is 4.
-    const SpecPolicy first = run(1.0, true, 8, 30);
+    // The first trial goes up (every draft kept): after a probe and 10 windows (the first
+    // untimed, 4 at K = 3, the trial's 5) K is 4.
+    const SpecPolicy first = run(1.0, true, 8, 15);
     CHECK(first.k() == 4);
     CHECK(first.k_moves() == 1);
     const SpecPolicy high = run(1.0, true, 8, 400);

@@ -51,7 +51,8 @@ void SpecPolicy::adapt_k(int64_t drafted, int64_t accepted, double seconds) {
     if (trying_) {
         if (tried_ <= p_.k_try_windows) return;
         const auto cur = static_cast<size_t>(k_), tried = static_cast<size_t>(trying_);
-        // A move needs a rate 3% higher: noise alone should not walk K around.
+        // A move needs a rate 3% higher: noise alone should not walk K around (1% moved
+        // K no better on this CPU).
         if (sec_[cur] <= 0 || tok_[tried] / sec_[tried] > 1.03 * tok_[cur] / sec_[cur]) {
             k_ = trying_;
             ++k_moves_;

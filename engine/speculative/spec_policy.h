@@ -34,14 +34,16 @@
 //    a GPU, not yet measured) it changes nothing. Greedy text does not depend on which
 //    steps draft.
 //
-//  - K (timed requests, when the caller gives a range: k_max). The
-//    default starts at kDefaultSpecK and moves one at a time between 1 and k_max by
-//    the tokens per second its timed windows commit: every k_try_every windows it runs
-//    a neighbouring K for 1 + k_try_windows windows (the first not counted) and moves
-//    there when that K's rate is 3% higher: up while most windows keep every draft,
-//    else down, and the other way after a trial that failed. On this repository's CPU the
-//    best K went from 2 (~60% agreement) to 8 and beyond (~98%): a verify window of
-//    1 + K rows costs about 1.15 + 0.35 K plain steps there (docs/benchmarks.md).
+//  - K (timed requests, when the caller gives a range: k_max). The default starts at
+//    kDefaultSpecK and moves one at a time between 1 and k_max by the tokens per second
+//    its timed windows commit: every k_try_every windows it runs a neighbouring K for
+//    1 + k_try_windows windows (the first not counted) and moves there when that K's
+//    rate is 3% higher: up while most windows keep every draft, else down, and the other
+//    way after a trial that failed. On this repository's CPU the best fixed K was 2 at
+//    ~60% agreement and 7-9 at ~98% (a verify window of 1 + K rows costs about
+//    1.15 + 0.35 K plain steps there; docs/benchmarks.md), and the rate is not smooth in
+//    K (the window tiles take rows four at a time), so the walk can stop short of the
+//    best K (at 5-6 in 512 tokens at ~98%).
 //
 // Without timing it reads only the acceptance, never the clock, so which steps draft is
 // the same on every run; sampled requests are never timed, so a seeded sampled request's
@@ -80,8 +82,8 @@ struct SpecPolicyParams {
     double plain_mean_steps = 16;   // timed plain steps' running mean: weight 1/n up to 1/this
     bool timed = true;              // greedy requests weigh the measured cost ("Cost" above)
     int k_max = 0;                  // "K" above: K moves within 1 .. k_max (0: K does not move)
-    int64_t k_try_every = 8;        // timed windows between tries of a neighbouring K
-    int64_t k_try_windows = 6;      // timed windows a tried K runs (after its first) before the rates are compared
+    int64_t k_try_every = 4;        // timed windows between tries of a neighbouring K
+    int64_t k_try_windows = 4;      // timed windows a tried K runs (after its first) before the rates are compared
 };
 
 class SpecPolicy {
