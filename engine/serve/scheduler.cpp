@@ -39,8 +39,12 @@ Scheduler::Scheduler(Runner& runner, const Tokenizer& tok, EngineOptions opt)
         said_no_mtp_ = true;
     }
     if (dflt.k > 0)
-        spdlog::info("speculative decoding: K={} drafts per window from the MTP head (when a slot decodes alone)",
-                     dflt.k);
+        spdlog::info("speculative decoding: K={} drafts per window from the MTP head (when a slot decodes alone){}",
+                     dflt.k,
+                     dflt.adaptive && opt_.spec_timed && !stage_pipe_of(runner_)
+                         ? fmt::format("; greedy requests move K within 1..{} by the windows' measured rate",
+                                       std::max(kAdaptiveMaxSpecK, dflt.k))
+                         : std::string());
     if (stage_pipe_of(runner_))
         spdlog::info("pipelined windows: a slot decoding alone with speculation runs them; batched steps when "
                      "others join");

@@ -27,8 +27,17 @@ void Scheduler::start_spec(Slot& s, std::span<const float> carry) {
     const bool pipelined = k > 0 && stage_pipe_of(runner_) != nullptr;
     if (pipelined) k = std::min<int>(k, static_cast<int>(StagePipe::kMaxRows) - 1);
     if (k > 0) {
+        // Only the default K adapts (SpecPolicy); a K from the request or --spec-draft is
+        // honoured. A greedy request's policy weighs the windows' measured cost against
+        // its plain steps timed while the slot decoded alone (SpecPolicy, "Cost"), and
+        // with serial windows walks its K by their measured rate ("K"; the decoder is
+        // built for the largest), as strata run's does.
+        SpecPolicyParams prm;
+        prm.timed = opt_.spec_timed;
+        if (choice.adaptive && prm.timed && s.req.sampling.greedy() && !pipelined)
+            prm.k_max = std::max(kAdaptiveMaxSpecK, k);
         SpecOptions so;
-        so.k = k;
+        so.k = std::max(k, prm.k_max);
         so.draft_min_p = opt_.spec_draft_min_p;
         so.matcher = s.matcher ? &*s.matcher : nullptr;
         if (opt_.spec_edit_draft) {
@@ -42,11 +51,6 @@ void Scheduler::start_spec(Slot& s, std::span<const float> carry) {
             s.spec = std::make_unique<SpecDecoder>(runner_, s.seq, *s.sampler, so);
         s.pipelined = pipelined;
         s.spec_open = false;
-        // Only the default K adapts (SpecPolicy); a K from the request or --spec-draft is
-        // honoured. A greedy request's policy weighs the windows' measured cost against
-        // its plain steps timed while the slot decoded alone (SpecPolicy, "Cost").
-        SpecPolicyParams prm;
-        prm.timed = opt_.spec_timed;
         s.policy.emplace(k, choice.adaptive, prm, s.req.sampling.greedy());
         const size_t E = static_cast<size_t>(runner_.model().hp().n_embd);
         // The rows from the reused prefix on, and the carried one before them: its pair
