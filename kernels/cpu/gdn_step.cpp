@@ -64,101 +64,91 @@ struct Run {
     int64_t ldo;
 };
 
-// dk = NV whole vectors: each row held in registers through a run of tokens, R rows at a
-// time. A row's tokens are one chain of dependent steps (its dot with k, the sum, the
-// update, the next token's dot), so one row at a time waited on that chain's latency;
-// R rows side by side are R independent chains (and share the loads of k and q). Each
-// row sees the same operations in the same order as alone.
-template <class V, int NV, int R>
-[[gnu::always_inline]] inline void rows_in_registers(const Run& a) {
+// A run's tokens through rows j0 .. j0 + NR - 1 of dk = NV whole vectors, side by side. A
+// row's tokens are one chain of dependent steps (its dot with k, the sum, the update, the
+// next token's dot), so one row at a time waited on that chain's latency; NR rows side by
+// side are NR independent chains (and share the loads of k and q). Each row sees the
+// same operations in the same order as alone. The rows are held in registers through the
+// run (kInCache false: read from src once, written to M once), or left in M, in L1
+// through the run, and read and written at each use (kInCache: for a row of more
+// registers than the form has; dk 128 is 16 of AVX2's 16, and the compiler's spills of
+// them cost more). Accessing the register rows through lambdas kept GCC from holding
+// Wide<vf8> rows in registers (1.5x slower at dk 32), hence the if constexpr at each use.
+template <class V, int NV, int NR, bool kInCache>
+[[gnu::always_inline]] inline void row_group(const Run& a, int64_t j0) {
     constexpr int64_t dk = NV * simd::kLanes;
-    int64_t j = 0;
-    auto rows = [&]<int NR>(int64_t j0) __attribute__((always_inline)) {
+    V r[kInCache ? 1 : NR][kInCache ? 1 : NV];
+    float* m[NR];
+    for (int i = 0; i < NR; ++i) m[i] = a.M + (j0 + i) * dk;
+    if constexpr (kInCache) {
+        if (a.src != a.M)
+            for (int i = 0; i < NR; ++i) std::memcpy(m[i], a.src + (j0 + i) * dk, sizeof(float) * dk);
+    } else {
         // The next rows' state on its way meanwhile: a cold state (a layer's, between
         // windows) otherwise arrives only when the loop reaches it.
         if (NR > 1 && j0 + 2 * NR <= a.dv)
             for (int64_t o = 0; o < NR * dk; o += 16) __builtin_prefetch(a.src + (j0 + NR) * dk + o);
-        V r[NR][NV];
         for (int i = 0; i < NR; ++i)
             for (int c = 0; c < NV; ++c) r[i][c] = simd::load_as<V>(a.src + (j0 + i) * dk + c * simd::kLanes);
-        for (int64_t t = a.t0; t < a.t0 + a.n; ++t) {
-            const float* kt = a.k + t * a.ld;
-            const float* qt = a.q + t * a.ld;
-            const V ev = simd::splat_as<V>(a.e[t]);
-            V acc[NR];
-            for (int i = 0; i < NR; ++i) acc[i] = simd::zero_as<V>();
-            for (int c = 0; c < NV; ++c) {
-                const V kc = simd::load_as<V>(kt + c * simd::kLanes);
-                for (int i = 0; i < NR; ++i) {
+    }
+    for (int64_t t = a.t0; t < a.t0 + a.n; ++t) {
+        const float* kt = a.k + t * a.ld;
+        const float* qt = a.q + t * a.ld;
+        const V ev = simd::splat_as<V>(a.e[t]);
+        V acc[NR];
+        for (int i = 0; i < NR; ++i) acc[i] = simd::zero_as<V>();
+        for (int c = 0; c < NV; ++c) {
+            const V kc = simd::load_as<V>(kt + c * simd::kLanes);
+            for (int i = 0; i < NR; ++i) {
+                if constexpr (kInCache) {
+                    const V x = simd::load_as<V>(m[i] + c * simd::kLanes) * ev;
+                    simd::store(m[i] + c * simd::kLanes, x);
+                    acc[i] += x * kc;
+                } else {
                     r[i][c] = r[i][c] * ev;
                     acc[i] += r[i][c] * kc;
                 }
             }
-            V dl[NR];
+        }
+        V dl[NR];
+        for (int i = 0; i < NR; ++i) {
+            dl[i] = simd::splat_as<V>(a.b[t] * (a.v[t * a.ld + j0 + i] - simd::hsum(acc[i])));
+            acc[i] = simd::zero_as<V>();
+        }
+        for (int c = 0; c < NV; ++c) {
+            const V kc = simd::load_as<V>(kt + c * simd::kLanes), qc = simd::load_as<V>(qt + c * simd::kLanes);
             for (int i = 0; i < NR; ++i) {
-                dl[i] = simd::splat_as<V>(a.b[t] * (a.v[t * a.ld + j0 + i] - simd::hsum(acc[i])));
-                acc[i] = simd::zero_as<V>();
-            }
-            for (int c = 0; c < NV; ++c) {
-                const V kc = simd::load_as<V>(kt + c * simd::kLanes), qc = simd::load_as<V>(qt + c * simd::kLanes);
-                for (int i = 0; i < NR; ++i) {
+                if constexpr (kInCache) {
+                    const V x = simd::load_as<V>(m[i] + c * simd::kLanes) + kc * dl[i];
+                    simd::store(m[i] + c * simd::kLanes, x);
+                    acc[i] += x * qc;
+                } else {
                     r[i][c] = r[i][c] + kc * dl[i];
                     acc[i] += r[i][c] * qc;
                 }
             }
-            for (int i = 0; i < NR; ++i) a.out[t * a.ldo + j0 + i] = simd::hsum(acc[i]);
         }
+        for (int i = 0; i < NR; ++i) a.out[t * a.ldo + j0 + i] = simd::hsum(acc[i]);
+    }
+    if constexpr (!kInCache)
         for (int i = 0; i < NR; ++i)
-            for (int c = 0; c < NV; ++c) simd::store(a.M + (j0 + i) * dk + c * simd::kLanes, r[i][c]);
-    };
-    for (; j + R <= a.dv; j += R) rows.template operator()<R>(j);
-    for (; j < a.dv; ++j) rows.template operator()<1>(j);
+            for (int c = 0; c < NV; ++c) simd::store(m[i] + c * simd::kLanes, r[i][c]);
 }
 
-// The same steps with the R rows left in M (in L1 through the run), read and written at
-// each use: for a row of more registers than the form has (dk 128 is 16 of AVX2's 16).
+// Every row of the head, R at a time (the rest one by one).
+template <class V, int NV, int R, bool kInCache>
+[[gnu::always_inline]] inline void rows(const Run& a) {
+    int64_t j = 0;
+    for (; j + R <= a.dv; j += R) row_group<V, NV, R, kInCache>(a, j);
+    for (; j < a.dv; ++j) row_group<V, NV, 1, kInCache>(a, j);
+}
+template <class V, int NV, int R>
+[[gnu::always_inline]] inline void rows_in_registers(const Run& a) {
+    rows<V, NV, R, false>(a);
+}
 template <class V, int NV, int R>
 [[gnu::always_inline]] inline void rows_in_cache(const Run& a) {
-    constexpr int64_t dk = NV * simd::kLanes;
-    int64_t j = 0;
-    auto rows = [&]<int NR>(int64_t j0) __attribute__((always_inline)) {
-        float* r[NR];
-        for (int i = 0; i < NR; ++i) {
-            r[i] = a.M + (j0 + i) * dk;
-            if (a.src != a.M) std::memcpy(r[i], a.src + (j0 + i) * dk, sizeof(float) * dk);
-        }
-        for (int64_t t = a.t0; t < a.t0 + a.n; ++t) {
-            const float* kt = a.k + t * a.ld;
-            const float* qt = a.q + t * a.ld;
-            const V ev = simd::splat_as<V>(a.e[t]);
-            V acc[NR];
-            for (int i = 0; i < NR; ++i) acc[i] = simd::zero_as<V>();
-            for (int c = 0; c < NV; ++c) {
-                const V kc = simd::load_as<V>(kt + c * simd::kLanes);
-                for (int i = 0; i < NR; ++i) {
-                    const V x = simd::load_as<V>(r[i] + c * simd::kLanes) * ev;
-                    simd::store(r[i] + c * simd::kLanes, x);
-                    acc[i] += x * kc;
-                }
-            }
-            V dl[NR];
-            for (int i = 0; i < NR; ++i) {
-                dl[i] = simd::splat_as<V>(a.b[t] * (a.v[t * a.ld + j0 + i] - simd::hsum(acc[i])));
-                acc[i] = simd::zero_as<V>();
-            }
-            for (int c = 0; c < NV; ++c) {
-                const V kc = simd::load_as<V>(kt + c * simd::kLanes), qc = simd::load_as<V>(qt + c * simd::kLanes);
-                for (int i = 0; i < NR; ++i) {
-                    const V x = simd::load_as<V>(r[i] + c * simd::kLanes) + kc * dl[i];
-                    simd::store(r[i] + c * simd::kLanes, x);
-                    acc[i] += x * qc;
-                }
-            }
-            for (int i = 0; i < NR; ++i) a.out[t * a.ldo + j0 + i] = simd::hsum(acc[i]);
-        }
-    };
-    for (; j + R <= a.dv; j += R) rows.template operator()<R>(j);
-    for (; j < a.dv; ++j) rows.template operator()<1>(j);
+    rows<V, NV, R, true>(a);
 }
 
 // dk = NV whole vectors in the form of V (a vf takes W registers: 1 of AVX-512's 32, 2 of
