@@ -161,8 +161,9 @@ SamplingParams sampling_options(const Flags& f) {
 std::vector<FlagSpec> spec_flags() {
     return {
         {"--spec-draft", "K", "-1",
-         "speculative decoding: K draft tokens per window from the model's MTP head (0 = off, -1 = 3 when the model "
-         "has one)"},
+         "speculative decoding: K draft tokens per window from the model's MTP head (0 = off, -1 = the default "
+         "when the model has one: 3, paused while its drafts are not kept, and for greedy requests with serial "
+         "windows moved within 1..8 by the windows' measured rate)"},
         {"--spec-draft-min-p", "P", "0", "stop a draft chain when the MTP's probability of the draft is below P"},
     };
 }

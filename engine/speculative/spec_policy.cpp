@@ -40,8 +40,10 @@ int SpecPolicy::next_k() const {
 }
 
 void SpecPolicy::adapt_k(int64_t drafted, int64_t accepted, double seconds) {
-    if (p_.k_max <= 1 || drafted > kMaxSpecK) return;
-    const auto k = static_cast<size_t>(drafted);
+    if (p_.k_max <= 1) return;
+    // The window ran with the K next_k() gave (it may have drafted fewer: the end of the
+    // request, or --spec-draft-min-p), and counts for that K.
+    const auto k = static_cast<size_t>(trying_ ? trying_ : k_);
     if (trying_ && tried_++ == 0) return;  // a K's first window may grow its buffers
     // Tokens and seconds summed with a decay of 3/4 per window (about the last four): the
     // rate is their ratio, so one rejected window weighs by its time, not as a rate of its own.
