@@ -17,7 +17,7 @@
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/gdn_step.h"
 #include "kernels/cpu/ops.h"
-#include "kernels/cpu/simd.h"
+#include "kernels/cpu/simd_forms.h"
 #include "random_helpers.h"
 
 using namespace strata;

@@ -40,7 +40,7 @@
 //    1 + k_try_windows windows (the first not counted) and moves there when that K's
 //    rate is 3% higher: up while most windows keep every draft, else down, and the other
 //    way after a trial that failed. On this repository's CPU the best fixed K was 2 at
-//    ~60% agreement and 7-9 at ~98% (a verify window of 1 + K rows costs about
+//    ~60% agreement and about 8 at ~98% (a verify window of 1 + K rows costs about
 //    1.15 + 0.35 K plain steps there; docs/benchmarks.md), and the rate is not smooth in
 //    K (the window tiles take rows four at a time), so the walk can stop short of the
 //    best K (at 5-6 in 512 tokens at ~98%).

@@ -5,11 +5,11 @@
 
 namespace strata::ops {
 
-// y[i] = x[i] / sqrt(mean(x^2) + eps) * w[i] (w may be null: no weight). y may alias x.
 // simd::dot(a, b, n)'s floats, in the widest vectors this CPU runs (simd_forms.h): for
 // code outside the kernels, which is compiled for the baseline x86-64 (SSE2).
 float dot(const float* a, const float* b, int64_t n);
 
+// y[i] = x[i] / sqrt(mean(x^2) + eps) * w[i] (w may be null: no weight). y may alias x.
 void rmsnorm(const float* x, const float* w, float eps, int64_t n, float* y);
 
 // Rotary embedding of one head of size head_dim in place; only the first n_rot dims

@@ -18,13 +18,7 @@ typedef float vf __attribute__((vector_size(kLanes * sizeof(float))));
     std::memcpy(&v, p, sizeof v);
     return v;
 }
-// Lane by lane, which GCC turns into one 512-bit store, two 256-bit or four 128-bit ones
-// as the target has them. A memcpy of the whole vector (or a store through a vf pointer)
-// went through the stack in 16-byte pieces wherever vf is wider than the registers (the
-// AVX2 and SSE clones): most of those clones' instructions in the GDN recurrence.
-[[gnu::always_inline]] inline void store(float* p, vf v) {
-    for (int i = 0; i < kLanes; ++i) p[i] = v[i];
-}
+[[gnu::always_inline]] inline void store(float* p, vf v) { std::memcpy(p, &v, sizeof v); }
 [[gnu::always_inline]] inline vf zero() { return vf{}; }
 [[gnu::always_inline]] inline vf splat(float x) { return vf{} + x; }
 
@@ -105,15 +99,5 @@ template <class F>
 }
 [[gnu::always_inline]] inline vf exp(vf x) { return exp_lanes(x); }
 
-// dot(a, b) over n values: lanes over the multiple-of-kLanes part, then a scalar tail
-// added in index order. The result depends only on (a, b, n).
-[[gnu::always_inline]] inline float dot(const float* a, const float* b, int64_t n) {
-    vf acc = zero();
-    int64_t i = 0;
-    for (; i + kLanes <= n; i += kLanes) acc += load(a + i) * load(b + i);
-    float s = hsum(acc);
-    for (; i < n; ++i) s += a[i] * b[i];
-    return s;
-}
 
 }  // namespace strata::simd

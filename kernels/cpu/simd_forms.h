@@ -1,11 +1,12 @@
 // A float kernel compiled once per vector width, with the same floats in each.
 //
 // simd::vf is a GCC vector of 16 floats. On AVX-512 it is one register; in code compiled
-// for AVX2 or SSE (the x86-64-v3 and default clones, and every function without a target)
-// GCC gives it no machine mode and keeps every vf that lives across a loop iteration (an
-// accumulator, a state row carried through tokens) on the stack, moved in 16-byte pieces
-// through general registers: the AVX2 clone of the GDN recurrence ran 4-8x slower than
-// the AVX-512 one on the same CPU, most of its instructions stack traffic.
+// for AVX2 or SSE (the kernels' target_clones copies before these forms, and every
+// function built for the baseline) GCC gives it no machine mode and keeps every vf that
+// lives across a loop iteration (an accumulator, a state row carried through tokens) on
+// the stack, moved in 16-byte pieces through general registers: the AVX2 clone of the
+// GDN recurrence ran 3-7x slower than the AVX-512 one on the same CPU, most of its
+// instructions stack traffic.
 //
 // Wide<N> is the same 16 lanes as native vectors N side by side (vf8 on AVX2, vf4 on
 // SSE); GCC keeps those in registers. A kernel is written once as a generic lambda over
@@ -151,7 +152,8 @@ template <class N>
     return r;
 }
 
-// dot(a, b, n) in the form's vectors: simd::dot's floats.
+// dot(a, b) over n values: lanes over the multiple-of-kLanes part, then a scalar tail
+// added in index order. The result depends only on (a, b, n), in every form.
 template <class V>
 [[gnu::always_inline]] inline float dot_as(const float* a, const float* b, int64_t n) {
     V acc = zero_as<V>();
@@ -162,10 +164,11 @@ template <class V>
     return s;
 }
 
+// simd::dot: the canonical order the kernels' headers name (in vf, as the tests compute it).
+[[gnu::always_inline]] inline float dot(const float* a, const float* b, int64_t n) { return dot_as<vf>(a, b, n); }
+
 template <class V>
-struct Form {
-    using type = V;
-};
+struct Form {};
 
 // f(Form<V>{}) compiled for one width: the lambda (always_inline) is inlined here and takes
 // this function's target. fp-contract stays off so that no form fuses a * b + c into an
