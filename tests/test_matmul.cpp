@@ -543,23 +543,28 @@ TEST_CASE("act_quant: the vector quantizer writes the scalar quantizer's bytes",
     CHECK(std::equal(a.r.begin(), a.r.begin() + T * n, b.r.begin()));
     CHECK(std::equal(a.s.begin(), a.s.begin() + T * a.nb, b.s.begin()));
     CHECK(std::equal(a.c.begin(), a.c.begin() + 8 * T * a.nb, b.c.begin()));
+    CHECK(std::equal(a.h.begin(), a.h.begin() + 2 * T * a.nb, b.h.begin()));
     for (int64_t i = 0; i < T * a.nb; ++i) {  // bit patterns: NaN != NaN
         uint32_t da, db;
         std::memcpy(&da, &a.d[static_cast<size_t>(i)], 4);
         std::memcpy(&db, &b.d[static_cast<size_t>(i)], 4);
         CHECK(da == db);
     }
-    // c holds minus the four-value sums of 128 q + r, s the block sums.
+    // c holds minus the four-value sums of 128 q + r, h minus the half-block sums, s the
+    // block sums.
     for (int64_t t = 0; t < T; ++t)
         for (int64_t blk = 0; blk < a.nb; ++blk) {
-            int32_t total = 0;
+            int32_t total = 0, half[2] = {0, 0};
             for (int l = 0; l < 8; ++l) {
                 int32_t g = 0;
                 for (int64_t i = 32 * blk + 4 * l; i < 32 * blk + 4 * l + 4; ++i) g += 128 * a.qt(t)[i] + a.rt(t)[i];
                 CHECK(a.ct(t)[8 * blk + l] == -g);
                 total += g;
+                half[l / 4] += g;
             }
             CHECK(a.st(t)[blk] == total);
+            CHECK(a.ht(t)[2 * blk] == -half[0]);
+            CHECK(a.ht(t)[2 * blk + 1] == -half[1]);
         }
 }
 

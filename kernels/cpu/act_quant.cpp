@@ -19,6 +19,7 @@ void ActQ::reserve(int64_t n_in, int64_t n_tok) {
     if (q.size() < nq) q.resize(nq), r.resize(nq);
     if (d.size() < nd) d.resize(nd), s.resize(nd);
     if (c.size() < 8 * static_cast<size_t>(nb * n_tok)) c.resize(8 * static_cast<size_t>(nb * n_tok));
+    if (h.size() < 2 * static_cast<size_t>(nb * n_tok)) h.resize(2 * static_cast<size_t>(nb * n_tok));
 }
 
 namespace {
@@ -38,6 +39,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) void quantize_avx5
     int8_t* q = a.q.data() + t * a.n;
     int8_t* r = a.r.data() + t * a.n;
     int32_t* c = a.c.data() + t * a.nb * 8;
+    int32_t* hs = a.h.data() + t * a.nb * 2;
     const __m512 lim_q = _mm512_set1_ps(ActQ::kMaxQ), lim_r = _mm512_set1_ps(ActQ::kMaxR), magic = _mm512_set1_ps(12582912.0f);
     const __m512i gidx = _mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 28, 24, 20, 16, 12, 8, 4, 0);
     for (int64_t b = b0; b < b1; ++b) {
@@ -77,6 +79,8 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) void quantize_avx5
         const __m512i gs = _mm512_maskz_permutex2var_epi32(0xFF, g[0], gidx, g[1]);  // lanes 8..15: 0
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(c + 8 * b),
                             _mm512_castsi512_si256(_mm512_sub_epi32(_mm512_setzero_si512(), gs)));
+        hs[2 * b] = -_mm512_mask_reduce_add_epi32(0x0F, gs);
+        hs[2 * b + 1] = -_mm512_mask_reduce_add_epi32(0xF0, gs);
         a.d[static_cast<size_t>(t * a.nb + b)] = step * (1.0f / 128.0f);
         a.s[static_cast<size_t>(t * a.nb + b)] = _mm512_reduce_add_epi32(gs);
     }
@@ -100,6 +104,7 @@ void quantize_scalar(const float* x, int64_t t, int64_t b0, int64_t b1, ActQ& a)
     int8_t* q = a.q.data() + t * a.n;
     int8_t* r = a.r.data() + t * a.n;
     int32_t* c = a.c.data() + t * a.nb * 8;
+    int32_t* hs = a.h.data() + t * a.nb * 2;
     for (int64_t b = b0; b < b1; ++b) {
         const float* xb = x + 32 * b;
         float amax = 0.0f;
@@ -125,6 +130,8 @@ void quantize_scalar(const float* x, int64_t t, int64_t b0, int64_t b1, ActQ& a)
             c[8 * b + l] = -g;
             sum += g;
         }
+        hs[2 * b] = c[8 * b] + c[8 * b + 1] + c[8 * b + 2] + c[8 * b + 3];
+        hs[2 * b + 1] = c[8 * b + 4] + c[8 * b + 5] + c[8 * b + 6] + c[8 * b + 7];
         a.d[static_cast<size_t>(t * a.nb + b)] = step * (1.0f / 128.0f);  // exact: a power of two
         a.s[static_cast<size_t>(t * a.nb + b)] = sum;
     }

@@ -11,6 +11,10 @@
 // For the VNNI kernels each block also carries c[l] = -(sum of 128 q + r over values
 // 4l .. 4l+3), l = 0..7: vpdpbusd multiplies unsigned by signed bytes, so a signed weight
 // w enters as w + 128 and c cancels the 128 * x that this adds (matmul_q_simd.inc).
+// The formats with 16-value sub-scales (Q6_K, Q3_K, Q2_K, IQ2_XS, IQ2_S, IQ1_M) correct per
+// half block: h[k] = c[4k] + .. + c[4k + 3], k = 0, 1, kept beside c so that their window
+// tiles load one word where they summed four (scalar adds and a move to a vector for
+// every group, block and token: a sixth of a Q6_K window tile's time).
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -32,12 +36,14 @@ struct ActQ {
     std::vector<float> d;    // [T, nb] (+ kPad)
     std::vector<int32_t> s;  // [T, nb] (+ kPad)  sum of the block's 128 q + r
     std::vector<int32_t> c;  // [T, nb, 8]  minus the four-value sums of 128 q + r
+    std::vector<int32_t> h;  // [T, nb, 2]  minus the half-block (16-value) sums of 128 q + r
 
     const int8_t* qt(int64_t t) const { return q.data() + t * n; }
     const int8_t* rt(int64_t t) const { return r.data() + t * n; }
     const float* dt(int64_t t) const { return d.data() + t * nb; }
     const int32_t* st(int64_t t) const { return s.data() + t * nb; }
     const int32_t* ct(int64_t t) const { return c.data() + t * nb * 8; }
+    const int32_t* ht(int64_t t) const { return h.data() + t * nb * 2; }
     // Grow-only: after the first call of a given size nothing is allocated.
     void reserve(int64_t n_in, int64_t n_tok);
 };
