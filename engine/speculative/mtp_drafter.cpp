@@ -11,12 +11,11 @@ namespace strata {
 namespace {
 // softmax(logits)[id] at temperature 1 for id the argmax: the whole-vocabulary draw's
 // SIMD exponentials (engine/sample/softmax.h; a double exp per token cost ~2% of a
-// speculative run at a 32k vocabulary) and their sum in double. Logits of -infinity (the
-// ids past a draft vocabulary) add exactly 0.
-float probability(const std::vector<float>& logits, int32_t id, std::vector<float>& exps) {
+// speculative run at a 32k vocabulary) and their sum in double.
+float probability(std::span<const float> logits, int32_t id, std::vector<float>& exps) {
     exps.resize(logits.size());
     exp_shifted(logits, logits[static_cast<size_t>(id)], 1.0f, exps.data());
-    return static_cast<float>(1.0 / sum_fixed(exps));
+    return static_cast<float>(1.0 / sum_fixed(std::span<const float>(exps.data(), logits.size())));
 }
 }  // namespace
 
@@ -39,6 +38,7 @@ void MtpChain::feed(const MtpCall& mtp, const float* hidden, const int32_t* next
         mtp(hidden + c0 * E_, next_tokens + c0, n, pos0 + c0, last && logits ? logits_.data() : nullptr,
             last ? hid_.data() : nullptr, vocab_.rows());
     }
+    live_ = vocab_.rows() > 0 ? vocab_.rows() : static_cast<int64_t>(logits_.size());
     next_pos_ = pos0 + T;
     pending_ = false;
     have_logits_ = logits;
@@ -51,6 +51,7 @@ void MtpChain::step(const MtpCall& mtp, int32_t token, bool logits) {
     // The LM head is most of a draft step on a small model (a 32k x n_embd head against
     // one layer), so the steps whose prediction is overridden skip it.
     mtp(h, &token, 1, next_pos_++, logits ? logits_.data() : nullptr, hid_next_.data(), vocab_.rows());
+    if (logits) live_ = vocab_.rows() > 0 ? vocab_.rows() : static_cast<int64_t>(logits_.size());
     std::swap(hid_, hid_next_);
     have_logits_ = logits;
 }
@@ -67,8 +68,13 @@ void MtpChain::draft(const MtpCall& mtp, int n, float min_p, Draft& out) {
         if (pending_) step(mtp, pending_token_);
         pending_ = false;
         STRATA_CHECK(have_logits_, "the MTP chain's last step ran without its LM head (feed without logits, no force)");
-        const int32_t d = argmax(logits_);
-        const float pd = probability(logits_, d, exps_);
+        // Only the draft vocabulary's ids: the head leaves the others at -infinity, whose
+        // exponentials add exactly 0 to each of sum_fixed's four lanes (the prefix is a
+        // multiple of 256 ids), so the same draft and probability for an eighth of the work
+        // at a 32k vocabulary.
+        const std::span<const float> live(logits_.data(), static_cast<size_t>(live_));
+        const int32_t d = argmax(live);
+        const float pd = probability(live, d, exps_);
         if (pd < min_p) break;  // unsure: a short window costs less than a likely rejection
         out.tokens.push_back(d);
         out.probs.push_back(pd);

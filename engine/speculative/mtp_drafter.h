@@ -114,6 +114,7 @@ private:
     int64_t next_pos_ = 0;               // MTP position of the next pair
     bool pending_ = false;               // draft() appended a token whose step has not run
     bool have_logits_ = false;           // logits_ predicts the token after the chain's current pair
+    int64_t live_ = 0;                   // logits_'s ids the head computed (the draft vocabulary's prefix)
     int32_t pending_token_ = 0;
 };
 
