@@ -239,6 +239,19 @@ TEST_CASE("spec policy: a greedy request weighs a window's measured cost against
     for (int i = 0; i < 50; ++i) good.on_window(3, 3, 2 * step);
     CHECK(good.next_k() == 3);
     CHECK(good.pauses() == 0);
+    // Long windows (K = 7 at 5 plain steps, all kept): one that keeps nothing after them
+    // leaves the credit positive (it banked one window's cost), so the next step still
+    // drafts; a second one in a row stops drafting. With the cap at 3 the first one sent
+    // the request to probes.
+    SpecPolicy longw(7, true, {}, true);
+    longw.on_plain(step);
+    longw.on_probe(true);
+    for (int i = 0; i < 20; ++i) longw.on_window(7, 7, 5 * step);
+    CHECK(longw.credit() == Approx(5.0));
+    longw.on_window(7, 0, 5 * step);
+    CHECK(longw.next_k() == 7);
+    longw.on_window(7, 0, 5 * step);
+    CHECK(longw.next_k() == 0);
     // A plain step's time is a running mean of the timed ones.
     SpecPolicy mean(3, true, {}, true);
     mean.on_plain(0.002);

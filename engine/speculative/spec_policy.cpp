@@ -86,7 +86,12 @@ bool SpecPolicy::on_window(int64_t drafted, int64_t accepted, double seconds) {
         pays = std::max(pays, seconds / plain_s_);
         adapt_k(drafted, accepted, seconds);
     }
-    credit_ = std::min(p_.credit_max, credit_ + static_cast<double>(accepted + 1) - pays);
+    // The cap holds at least one window's cost, so that one window that keeps nothing,
+    // after a good run, does not stop drafting however many plain steps a window costs
+    // (at K = 7 on the MoE preset one costs ~5: with a cap of 3 a single early rejection
+    // sent the default to probes, two to a pause of 64 plain tokens).
+    const double cap = std::max(p_.credit_max, pays);
+    credit_ = std::min(cap, credit_ + static_cast<double>(accepted + 1) - pays);
     if (credit_ > 0 && probing_) {  // back: the next pause starts from the first backoff
         probing_ = false;
         backoff_ = p_.backoff_first;

@@ -28,7 +28,9 @@
 //    commits more tokens than it cost in plain steps: each timed window adds (tokens) -
 //    max(1.5, its time / a plain step's), a plain step's time being the running mean of
 //    the timed plain steps (probes and pauses), and the first timed window (buffers
-//    allocated, caches cold) counted by acceptance only. On a CPU where a K = 3 verify
+//    allocated, caches cold) counted by acceptance only. The cap is then the larger of 3
+//    and the window's cost: after a good run one window that keeps nothing never stops
+//    drafting (two in a row can). On a CPU where a K = 3 verify
 //    window costs two to four plain steps this stops the default at ~60% agreement, where
 //    it lost up to a third of the speed; where a window costs about one step (expected of
 //    a GPU, not yet measured) it changes nothing. Greedy text does not depend on which
