@@ -15,7 +15,7 @@ namespace {
 float probability(std::span<const float> logits, int32_t id, std::vector<float>& exps) {
     exps.resize(logits.size());
     exp_shifted(logits, logits[static_cast<size_t>(id)], 1.0f, exps.data());
-    return static_cast<float>(1.0 / sum_fixed(std::span<const float>(exps.data(), logits.size())));
+    return static_cast<float>(1.0 / sum_fixed(exps));
 }
 }  // namespace
 

@@ -14,7 +14,7 @@
 // The formats with 16-value sub-scales (Q6_K, Q3_K, Q2_K, IQ2_XS, IQ2_S, IQ1_M) correct per
 // half block: h[k] = c[4k] + .. + c[4k + 3], k = 0, 1, kept beside c so that their window
 // tiles load one word where they summed four (scalar adds and a move to a vector for
-// every group, block and token: a sixth of a Q6_K window tile's time).
+// every group, block and token: about a tenth of a Q6_K window tile's time).
 #pragma once
 #include <cstdint>
 #include <vector>
