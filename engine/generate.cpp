@@ -38,14 +38,11 @@ GenerateStats generate(Runner& runner, const Tokenizer& tok, std::span<const int
 
     SpecOptions spec_opt;
     const SpecChoice choice = choose_spec(opt.spec_draft, -1, runner.has_mtp(), opt.sampling);
-    // The default K of a timed (greedy) request with serial windows moves within
-    // 1 .. kAdaptiveMaxSpecK (SpecPolicy, "K"): its decoder is built for the largest.
-    // Pipelined windows keep their K: a step's time there is not its window's cost (the
-    // window ran early, beside the one before).
+    // The default's K may walk (SpecPolicy, "K"): the decoder is built for the largest.
     SpecPolicyParams policy_params = opt.spec_policy ? *opt.spec_policy : SpecPolicyParams{};
-    if (choice.adaptive && choice.k > 0 && policy_params.timed && opt.sampling.greedy() && policy_params.k_max == 0 &&
-        !stage_pipe_of(runner))
-        policy_params.k_max = std::max(kAdaptiveMaxSpecK, choice.k);
+    if (policy_params.k_max == 0)
+        policy_params.k_max =
+            adaptive_k_max(choice, policy_params.timed, opt.sampling.greedy(), stage_pipe_of(runner) != nullptr);
     spec_opt.k = std::max(choice.k, policy_params.k_max);
     spec_opt.draft_min_p = opt.spec_draft_min_p;
     spec_opt.edit_draft = opt.spec_edit_draft;

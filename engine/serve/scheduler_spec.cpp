@@ -34,8 +34,7 @@ void Scheduler::start_spec(Slot& s, std::span<const float> carry) {
         // built for the largest), as strata run's does.
         SpecPolicyParams prm;
         prm.timed = opt_.spec_timed;
-        if (choice.adaptive && prm.timed && s.req.sampling.greedy() && !pipelined)
-            prm.k_max = std::max(kAdaptiveMaxSpecK, k);
+        prm.k_max = adaptive_k_max(choice, prm.timed, s.req.sampling.greedy(), pipelined);
         SpecOptions so;
         so.k = std::max(k, prm.k_max);
         so.draft_min_p = opt_.spec_draft_min_p;

@@ -38,7 +38,7 @@ void MtpChain::feed(const MtpCall& mtp, const float* hidden, const int32_t* next
         mtp(hidden + c0 * E_, next_tokens + c0, n, pos0 + c0, last && logits ? logits_.data() : nullptr,
             last ? hid_.data() : nullptr, vocab_.rows());
     }
-    live_ = vocab_.rows() > 0 ? vocab_.rows() : static_cast<int64_t>(logits_.size());
+    live_ = head_rows();
     next_pos_ = pos0 + T;
     pending_ = false;
     have_logits_ = logits;
@@ -51,7 +51,7 @@ void MtpChain::step(const MtpCall& mtp, int32_t token, bool logits) {
     // The LM head is most of a draft step on a small model (a 32k x n_embd head against
     // one layer), so the steps whose prediction is overridden skip it.
     mtp(h, &token, 1, next_pos_++, logits ? logits_.data() : nullptr, hid_next_.data(), vocab_.rows());
-    if (logits) live_ = vocab_.rows() > 0 ? vocab_.rows() : static_cast<int64_t>(logits_.size());
+    if (logits) live_ = head_rows();
     std::swap(hid_, hid_next_);
     have_logits_ = logits;
 }

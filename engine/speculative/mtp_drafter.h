@@ -106,6 +106,8 @@ public:
 private:
     // One pair (current hidden, token); logits: run the LM head on its output.
     void step(const MtpCall& mtp, int32_t token, bool logits = true);
+    // The ids the head computes in a call now: the draft vocabulary's prefix, or all.
+    int64_t head_rows() const { return vocab_.rows() > 0 ? vocab_.rows() : static_cast<int64_t>(logits_.size()); }
     int64_t E_, chunk_;
     DraftVocab vocab_;
     std::vector<float> logits_;          // [n_vocab] prediction of the next token

@@ -24,6 +24,10 @@ SpecChoice choose_spec(int64_t requested, int64_t engine_k, bool has_mtp, const 
     return c;
 }
 
+int adaptive_k_max(const SpecChoice& c, bool timed, bool greedy, bool pipelined) {
+    return c.adaptive && c.k > 0 && timed && greedy && !pipelined ? std::max(kAdaptiveMaxSpecK, c.k) : 0;
+}
+
 SpecPolicy::SpecPolicy(int k, bool adaptive, const SpecPolicyParams& p, bool greedy)
     : k_(k), adaptive_(adaptive), timed_(p.timed && greedy), p_(p), backoff_(p.backoff_first) {
     STRATA_CHECK(k >= 1, "the speculation policy needs k >= 1, got {}", k);

@@ -74,6 +74,11 @@ struct SpecChoice {
     SpecOff off = SpecOff::Asked;
 };
 SpecChoice choose_spec(int64_t requested, int64_t engine_k, bool has_mtp, const SamplingParams& sp);
+// The range of the default's K walk ("K" below; SpecPolicyParams::k_max): for the default K
+// of a timed greedy request with serial windows, max(kAdaptiveMaxSpecK, c.k), which its
+// decoder must be built for; else 0 (K stays). Pipelined windows keep their K: a step's
+// time there is not its window's cost (the window ran early, beside the one before).
+int adaptive_k_max(const SpecChoice& c, bool timed, bool greedy, bool pipelined);
 
 struct SpecPolicyParams {
     double pays_tokens = 1.5;       // a window pays when it commits at least this many tokens
