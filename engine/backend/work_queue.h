@@ -48,6 +48,7 @@ private:
     std::deque<Item> q_;
     bool stop_ = false;
     bool busy_ = false;                   // an item runs, on the queue's thread or inline (run)
+    int idle_waiters_ = 0;                // callers of run waiting for the queue to be idle
     std::atomic<bool> stop_flag_{false};  // stop_, readable while spinning
     std::atomic<size_t> pending_{0};      // items in q_, readable while spinning
     std::thread worker_;
