@@ -684,6 +684,33 @@ TEST_CASE("ThreadPool: back-to-back runs, runs after sleeping, exceptions", "[ma
     }
 }
 
+// run_each: every index once per run, each on the same thread every time (the caller
+// takes 0), through sleeps, and an exception from a worker's index reaches the caller.
+TEST_CASE("ThreadPool: run_each runs each index once, on its own thread", "[matmul][threadpool]") {
+    for (int threads : {1, 2, 3}) {
+        ThreadPool pool(threads);
+        std::vector<std::thread::id> owner(static_cast<size_t>(threads));
+        pool.run_each([&](int i) { owner[static_cast<size_t>(i)] = std::this_thread::get_id(); });
+        CHECK(owner[0] == std::this_thread::get_id());
+        for (int rep = 0; rep < 2000; ++rep) {
+            if (rep % 500 == 499) std::this_thread::sleep_for(std::chrono::milliseconds(3));  // past the spin budget
+            std::vector<std::atomic<int>> hits(static_cast<size_t>(threads));
+            std::atomic<int> moved{0};
+            pool.run_each([&](int i) {
+                hits[static_cast<size_t>(i)].fetch_add(1);
+                if (owner[static_cast<size_t>(i)] != std::this_thread::get_id()) moved.fetch_add(1);
+            });
+            for (auto& h : hits) CHECK(h.load() == 1);
+            CHECK(moved.load() == 0);
+        }
+        CHECK_THROWS_AS(pool.run_each([&](int i) { if (i == threads - 1) throw std::runtime_error("x"); }),
+                        std::runtime_error);
+        std::atomic<int> after{0};
+        pool.run_each([&](int) { ++after; });
+        CHECK(after.load() == threads);
+    }
+}
+
 // The integer path chosen by name (bench/decode --isa): unknown names and paths the CPU
 // does not run are errors; "" goes back to the best one; the choice is what runs.
 TEST_CASE("matmul: force_int_path by name", "[matmul]") {

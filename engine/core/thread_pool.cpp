@@ -5,7 +5,7 @@
 #include <thread>
 
 
-// Protocol. run() publishes fn_, n_tasks_, next_ and active_, then bumps generation_
+// Protocol. run() (and run_each) publishes fn_ (each_), n_tasks_, next_ and active_, then bumps generation_
 // (release); a worker that sees the new generation (acquire) sees them too. A worker
 // first spins on generation_; only then does it take mu_, count itself in sleepers_ and
 // wait on cv_start_, re-checking generation_ under the lock. run() bumps generation_
@@ -53,7 +53,7 @@ ThreadPool::ThreadPool(int n_threads, std::function<void(int)> on_start) : n_thr
     for (int i = 1; i < n_threads_; ++i)
         workers_.emplace_back([this, i, on_start] {
             if (on_start) on_start(i);
-            worker_loop();
+            worker_loop(i);
         });
 }
 
@@ -66,7 +66,16 @@ ThreadPool::~ThreadPool() {
     for (auto& t : workers_) t.join();
 }
 
-void ThreadPool::work() {
+void ThreadPool::work(int index) {
+    if (each_) {
+        try {
+            (*each_)(index);
+        } catch (...) {
+            std::lock_guard<std::mutex> lk(mu_);
+            if (!error_) error_ = std::current_exception();
+        }
+        return;
+    }
     for (;;) {
         const int64_t t = next_.fetch_add(1, std::memory_order_relaxed);
         if (t >= n_tasks_) return;
@@ -86,7 +95,7 @@ void ThreadPool::finish_one() {
     }
 }
 
-void ThreadPool::worker_loop() {
+void ThreadPool::worker_loop(int index) {
     uint64_t seen = 0;
     for (;;) {
         auto ready = [&] { return stop_.load(std::memory_order_relaxed) || generation_.load() != seen; };
@@ -98,7 +107,7 @@ void ThreadPool::worker_loop() {
         }
         if (stop_.load()) return;
         seen = generation_.load();
-        work();
+        work(index);
         finish_one();
     }
 }
@@ -110,6 +119,25 @@ void ThreadPool::run(int64_t n_tasks, const std::function<void(int64_t)>& fn) {
         return;
     }
     fn_ = &fn;
+    each_ = nullptr;
+    start(n_tasks);
+    work(0);
+    finish();
+}
+
+void ThreadPool::run_each(const std::function<void(int)>& fn) {
+    if (n_threads_ == 1) {
+        fn(0);
+        return;
+    }
+    fn_ = nullptr;
+    each_ = &fn;
+    start(n_threads_);
+    work(0);
+    finish();
+}
+
+void ThreadPool::start(int64_t n_tasks) {
     n_tasks_ = n_tasks;
     error_ = nullptr;  // no worker is inside a run here, so no lock is needed
     next_.store(0, std::memory_order_relaxed);
@@ -119,7 +147,9 @@ void ThreadPool::run(int64_t n_tasks, const std::function<void(int64_t)>& fn) {
         std::lock_guard<std::mutex> lk(mu_);
         cv_start_.notify_all();
     }
-    work();
+}
+
+void ThreadPool::finish() {
     if (!spin_until([&] { return active_.load() == 0; })) {
         std::unique_lock<std::mutex> lk(mu_);
         caller_asleep_.store(true);
@@ -127,6 +157,7 @@ void ThreadPool::run(int64_t n_tasks, const std::function<void(int64_t)>& fn) {
         caller_asleep_.store(false);
     }
     fn_ = nullptr;
+    each_ = nullptr;
     std::exception_ptr err;
     {
         std::lock_guard<std::mutex> lk(mu_);

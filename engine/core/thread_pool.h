@@ -42,12 +42,21 @@ public:
     // by fn is rethrown here (the first one; the remaining tasks still run).
     void run(int64_t n_tasks, const std::function<void(int64_t)>& fn);
 
+    // Runs fn(i) once on each thread i of the pool (0: the caller, 1 .. size() - 1: the
+    // workers, always the same one for an index) and returns when all are done. For work
+    // whose data should stay with one core from run to run: on a machine whose cores do
+    // not share a cache, a line written by one core and read by the other crosses
+    // between them on every run. fn(i) must not wait for fn(j): a worker may start late.
+    void run_each(const std::function<void(int)>& fn);
+
     // Splits [0, n) into chunks of at least `grain` and runs fn(begin, end) for each.
     void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
 
 private:
-    void worker_loop();
-    void work();
+    void worker_loop(int index);
+    void work(int index);
+    void start(int64_t n_tasks);
+    void finish();
     void finish_one();  // a worker leaves the current run
 
     int n_threads_;
@@ -59,6 +68,7 @@ private:
     std::atomic<int> sleepers_{0};         // workers asleep (or about to sleep) on cv_start_
     std::atomic<bool> caller_asleep_{false};
     const std::function<void(int64_t)>* fn_ = nullptr;
+    const std::function<void(int)>* each_ = nullptr;  // run_each's fn (then fn_ is null)
     int64_t n_tasks_ = 0;
     std::atomic<int64_t> next_{0};
     std::atomic<int> active_{0};  // workers still inside the current run

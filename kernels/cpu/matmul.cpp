@@ -100,6 +100,13 @@ constexpr int kMaxShares = 64;
 // claims, so both threads share it.
 constexpr int64_t kQuantBlocks = 16;
 
+// Whether every thread of a product quantizes its activations itself (matmul_q): for
+// windows and decode steps (up to kSelfQuantRows rows over all the inputs). Whole
+// prompts share the work: self-quantized, a 128-token prompt of a 1B llama ran no faster
+// (bench/decode pp128, alternated) and each thread would quantize all of it.
+constexpr int64_t kSelfQuantRows = 16;
+bool self_quantize(int threads, int64_t rows) { return threads > 1 && rows <= kSelfQuantRows; }
+
 // Whether decode of packed Q8_0 takes the 256-bit AVX-VNNI kernel on a CPU that also runs
 // AVX-512 VNNI: on Intel's (Sapphire Rapids) it streamed 3-4% faster (same process,
 // alternating; the 4-6 bit formats were 5-30% slower in 256 bits, so only Q8_0). On AMD's
@@ -123,17 +130,28 @@ kq::Isa path_for(int64_t T, bool packed_q8) {
     return isa;
 }
 
-// Several activations, each quantized once, and the outputs reading them (outs[i] reads
-// ins[in_of[i]]), all in one parallel run.
+// Several activations and the outputs reading them (outs[i] reads ins[in_of[i]]), all in
+// one parallel run (ThreadPool::run_each: thread k starts on share k of the rows).
+//
+// Each thread quantizes every activation itself, into its own buffers, when
+// self_quantize says so; else the threads quantize them together into the caller's, in
+// claims of kQuantBlocks blocks, and wait for all the claims before any row. Sharing
+// halves the quantization, but every thread then waits for the others' claims and reads
+// activation lines that another core wrote, on every call. On the 2-vCPU EPYC this was
+// measured on (~250 ns a line between the cores) a 9-row product of a 2048 x 512 weight
+// in the cache, its input just written by the caller, took 87 us shared and 51 us
+// self-quantized on two threads (80 us on one); from memory, in the whole model, the
+// difference is a few percent (docs/benchmarks.md).
 void matmul_q(ThreadPool& pool, std::span<const MatIn> ins, std::span<const MatOut> outs, std::span<const int> in_of) {
-    // Grow-only, per calling thread: no allocation once the largest shapes have been seen.
+    // Grow-only, per thread: no allocation once the largest shapes have been seen.
     thread_local ActQ acts[kMaxOuts];
     struct Ctx {
         struct In {
             const float* x;
             int64_t ldx;
-            ActQ* a;
-            int64_t q_per_tok;  // quantization claims per token
+            int64_t T;
+            int64_t width;
+            int64_t q_per_tok;  // quantization claims per token (shared quantization)
             int64_t q0;         // its first claim
         };
         In in[kMaxOuts];
@@ -141,20 +159,23 @@ void matmul_q(ThreadPool& pool, std::span<const MatIn> ins, std::span<const MatO
         size_t n;
         int64_t unit;  // rows per unit of work: four 4-row tiles, or two 16-row packed groups
         int n_shares;
-        kq::Job jobs[kMaxOuts];
+        bool self;         // each thread quantizes every input itself
+        ActQ* shared;      // the caller's buffers (shared quantization)
+        const MatOut* outs;
+        int in_of[kMaxOuts];
         void (*fn[kMaxOuts])(const kq::Job&, int64_t, int64_t);  // per output: the path for its T
         int64_t first[kMaxOuts + 1];  // first unit of each output
         int64_t n_q;  // quantization claims in all
         alignas(64) std::atomic<int64_t> q_next{0};
         alignas(64) std::atomic<int64_t> q_done{0};
         Share shares[kMaxShares];
-        // Units [u0, u1), which may span several outputs.
-        void rows(int64_t u0, int64_t u1) const {
+        // Units [u0, u1), which may span several outputs, reading the activations in a.
+        void rows(const ActQ* a, int64_t u0, int64_t u1) const {
             size_t i = 0;
             while (u0 < u1) {
                 while (u0 >= first[i + 1]) ++i;
                 const int64_t stop = std::min(u1, first[i + 1]);
-                const kq::Job& job = jobs[i];
+                const kq::Job job{&outs[i].w, &a[in_of[i]], outs[i].y, outs[i].ldy};
                 fn[i](job, (u0 - first[i]) * unit, std::min(job.w->n_out, (stop - first[i]) * unit));
                 u0 = stop;
             }
@@ -166,7 +187,7 @@ void matmul_q(ThreadPool& pool, std::span<const MatIn> ins, std::span<const MatO
             if (u >= first[n]) return;  // the share was taken whole by a faster thread
             size_t i = 0;
             while (u >= first[i + 1]) ++i;
-            const MatView& w = *jobs[i].w;
+            const MatView& w = outs[i].w;
             const int64_t r = (u - first[i]) * unit;
             const int64_t groups = (w.n_out + kq::kPackRows - 1) / kq::kPackRows;
             const size_t bytes = w.packed ? packed_size(w) / static_cast<size_t>(groups) : w.row_stride;
@@ -179,17 +200,24 @@ void matmul_q(ThreadPool& pool, std::span<const MatIn> ins, std::span<const MatO
                 if (p1) __builtin_prefetch(p1 + o);
             }
         }
+        // Every input, by this thread alone, into its own buffers.
+        void quantize_all(ActQ* a) const {
+            for (size_t j = 0; j < n_in; ++j) {
+                a[j].reserve(in[j].width, in[j].T);
+                for (int64_t t = 0; t < in[j].T; ++t) quantize_act_token(in[j].x + t * in[j].ldx, t, a[j]);
+            }
+        }
         // Claims quantization chunks until none are left, then waits for the ones other
         // threads claimed. A claimed chunk is always being done by a running thread that
         // waits for nothing before it finishes it, so this never deadlocks, however the
         // pool hands out the tasks.
-        void quantize() {
+        void quantize_shared() {
             size_t j = 0;
             for (int64_t i; (i = q_next.fetch_add(1, std::memory_order_relaxed)) < n_q;) {
                 while (j + 1 < n_in && i >= in[j + 1].q0) ++j;  // a thread's claims only increase
                 const In& s = in[j];
                 const int64_t c = i - s.q0, t = c / s.q_per_tok, b0 = c % s.q_per_tok * kQuantBlocks;
-                quantize_act_blocks(s.x + t * s.ldx, t, b0, std::min(s.a->nb, b0 + kQuantBlocks), *s.a);
+                quantize_act_blocks(s.x + t * s.ldx, t, b0, std::min(shared[j].nb, b0 + kQuantBlocks), shared[j]);
                 q_done.fetch_add(1, std::memory_order_release);
             }
             // A claim takes about a microsecond; past that, the thread that holds one may
@@ -202,22 +230,27 @@ void matmul_q(ThreadPool& pool, std::span<const MatIn> ins, std::span<const MatO
     thread_local Ctx c;
     c.n_in = ins.size();
     c.n = outs.size();
+    c.outs = outs.data();
     c.unit = 16;
     // Per input: its width, and whether every weight reading it is packed Q8_0 (path_for).
-    int64_t width[kMaxOuts];
     bool packed_q8[kMaxOuts];
     std::fill_n(packed_q8, ins.size(), true);
     for (size_t i = 0; i < outs.size(); ++i) {
         const auto j = static_cast<size_t>(in_of[i]);
-        width[j] = outs[i].w.n_in;
+        c.in[j].width = outs[i].w.n_in;
         packed_q8[j] = packed_q8[j] && outs[i].w.packed && outs[i].w.type == GgmlType::Q8_0;
     }
-    int64_t q = 0;
+    int64_t q = 0, rows_in = 0;
     void (*fn_of[kMaxOuts])(const kq::Job&, int64_t, int64_t);  // the path of each input's T
     for (size_t j = 0; j < ins.size(); ++j) {
-        acts[j].reserve(width[j], ins[j].T);
-        c.in[j] = {ins[j].x, ins[j].ldx, &acts[j], (acts[j].nb + kQuantBlocks - 1) / kQuantBlocks, q};
-        q += ins[j].T * c.in[j].q_per_tok;
+        Ctx::In& in = c.in[j];
+        in.x = ins[j].x;
+        in.ldx = ins[j].ldx;
+        in.T = ins[j].T;
+        in.q_per_tok = ((in.width + 31) / 32 + kQuantBlocks - 1) / kQuantBlocks;
+        in.q0 = q;
+        q += in.T * in.q_per_tok;
+        rows_in += in.T;
         switch (path_for(ins[j].T, packed_q8[j])) {
         case kq::Isa::Amx:
         case kq::Isa::Avx512Vnni: fn_of[j] = kq::rows_avx512; break;
@@ -229,34 +262,47 @@ void matmul_q(ThreadPool& pool, std::span<const MatIn> ins, std::span<const MatO
     c.n_q = q;
     c.q_next.store(0, std::memory_order_relaxed);
     c.q_done.store(0, std::memory_order_relaxed);
-    for (size_t i = 0; i < outs.size(); ++i) c.fn[i] = fn_of[in_of[i]];
+    c.self = self_quantize(pool.size(), rows_in);
+    c.shared = acts;
+    if (!c.self)
+        for (size_t j = 0; j < ins.size(); ++j) acts[j].reserve(c.in[j].width, c.in[j].T);
+    for (size_t i = 0; i < outs.size(); ++i) {
+        c.in_of[i] = in_of[i];
+        c.fn[i] = fn_of[in_of[i]];
+    }
     for (const MatOut& o : outs)
         if (o.w.packed) c.unit = 2 * kq::kPackRows;  // decode reads packed groups two at a time
     c.first[0] = 0;
-    for (size_t i = 0; i < c.n; ++i) {
-        c.jobs[i] = {&outs[i].w, &acts[in_of[i]], outs[i].y, outs[i].ldy};
-        c.first[i + 1] = c.first[i] + (outs[i].w.n_out + c.unit - 1) / c.unit;
-    }
+    for (size_t i = 0; i < c.n; ++i) c.first[i + 1] = c.first[i] + (outs[i].w.n_out + c.unit - 1) / c.unit;
     // Each thread gets one contiguous share of the rows (one run of memory per weight,
-    // which is what the memory system streams best), claimed from the front in shrinking
-    // chunks; a thread done with its share takes single units from the back of the share
-    // with the most left. Which thread computes a row never changes the row's result.
+    // which is what the memory system streams best), the same share on every call, claimed
+    // from the front in shrinking chunks; a thread done with its share takes single units
+    // from the back of the share with the most left. Which thread computes a row never
+    // changes the row's result.
     const int64_t total = c.first[c.n];
     c.n_shares = static_cast<int>(std::min<int64_t>({pool.size(), kMaxShares, total}));
     for (int k = 0; k < c.n_shares; ++k) c.shares[k].set(total * k / c.n_shares, total * (k + 1) / c.n_shares);
-    pool.run(c.n_shares, [p = &c](int64_t k) {
-        Share& own = p->shares[k];
-        p->prime(p->shares[k].front_now());
-        p->quantize();
+    pool.run_each([p = &c](int k) {
+        if (k < p->n_shares) p->prime(p->shares[k].front_now());
+        const ActQ* a = p->shared;
+        if (p->self) {
+            p->quantize_all(acts);  // this thread's own buffers
+            a = acts;
+        } else {
+            p->quantize_shared();
+        }
         int64_t u0, u1;
-        while (own.front(own.left() / 4, &u0, &u1)) p->rows(u0, u1);
+        if (k < p->n_shares) {
+            Share& own = p->shares[k];
+            while (own.front(own.left() / 4, &u0, &u1)) p->rows(a, u0, u1);
+        }
         for (;;) {
             int best = -1;
             int64_t most = 0;
             for (int j = 0; j < p->n_shares; ++j)
                 if (const int64_t l = p->shares[j].left(); l > most) most = l, best = j;
             if (best < 0) return;
-            if (p->shares[best].back(&u0)) p->rows(u0, u0 + 1);
+            if (p->shares[best].back(&u0)) p->rows(a, u0, u0 + 1);
         }
     });
 }
