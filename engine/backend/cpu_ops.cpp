@@ -196,8 +196,13 @@ void CpuOps::attention(const Batch& batch, int64_t il, const AttnDims& d, Tensor
     const int64_t T = q.ne1, hd = d.head_dim, hdv = d.head_dim_v, ldq = q.ld(), ldo = out.ld();
     row_seqs(batch);
     runs_.clear();
-    for (int64_t t = 0; t < T; ++t)
-        if (runs_.empty() || t - runs_.back() == kRun || row_seq_[t] != row_seq_[runs_.back()]) runs_.push_back(t);
+    // A sequence's rows in runs of equal length (9 rows: 3, 3, 3, not 4, 4, 1), so that a
+    // window's tasks cost the same and no thread waits for another's longer last one.
+    for (int64_t t0 = 0, t1; t0 < T; t0 = t1) {
+        for (t1 = t0 + 1; t1 < T && row_seq_[t1] == row_seq_[t0];) ++t1;
+        const int64_t n = t1 - t0, nr = (n + kRun - 1) / kRun;
+        for (int64_t i = 0; i < nr; ++i) runs_.push_back(t0 + n * i / nr);
+    }
     const int64_t n_runs = static_cast<int64_t>(runs_.size());
     runs_.push_back(T);
     const int64_t group = d.n_head / d.n_head_kv;

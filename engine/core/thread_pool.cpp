@@ -5,15 +5,16 @@
 #include <thread>
 
 
-// Protocol. run() (and run_each) publishes fn_ (each_), n_tasks_, next_ and active_, then bumps generation_
-// (release); a worker that sees the new generation (acquire) sees them too. A worker
-// first spins on generation_; only then does it take mu_, count itself in sleepers_ and
-// wait on cv_start_, re-checking generation_ under the lock. run() bumps generation_
-// before it reads sleepers_, and a worker counts itself before it re-reads generation_
-// (all sequentially consistent), so either run() sees the sleeper and notifies (under
-// mu_, so the notify cannot fall between the worker's check and its wait) or the worker
-// sees the new generation and does not sleep. Completion is the same handshake mirrored:
-// the last worker to decrement active_ wakes the caller only if caller_asleep_ is set.
+// Protocol. run() (and run_each) publishes fn_ (each_), ranges_ and active_, then
+// bumps generation_ (release); a worker that sees the new generation (acquire) sees them
+// too. A worker first spins on generation_; only then does it take mu_, count itself in
+// sleepers_ and wait on cv_start_, re-checking generation_ under the lock. run() bumps
+// generation_ before it reads sleepers_, and a worker counts itself before it re-reads
+// generation_ (all sequentially consistent), so either run() sees the sleeper and
+// notifies (under mu_, so the notify cannot fall between the worker's check and its
+// wait) or the worker sees the new generation and does not sleep. Completion is the same
+// handshake mirrored: the last worker to decrement active_ wakes the caller only if
+// caller_asleep_ is set.
 
 namespace strata {
 namespace {
@@ -48,7 +49,8 @@ bool spin_until(P&& pred) {
 
 }  // namespace
 
-ThreadPool::ThreadPool(int n_threads, std::function<void(int)> on_start) : n_threads_(std::max(1, n_threads)) {
+ThreadPool::ThreadPool(int n_threads, std::function<void(int)> on_start)
+    : n_threads_(std::max(1, n_threads)), ranges_(static_cast<size_t>(n_threads_)) {
     workers_.reserve(static_cast<size_t>(n_threads_ - 1));
     for (int i = 1; i < n_threads_; ++i)
         workers_.emplace_back([this, i, on_start] {
@@ -76,14 +78,19 @@ void ThreadPool::work(int index) {
         }
         return;
     }
-    for (;;) {
-        const int64_t t = next_.fetch_add(1, std::memory_order_relaxed);
-        if (t >= n_tasks_) return;
-        try {
-            (*fn_)(t);
-        } catch (...) {
-            std::lock_guard<std::mutex> lk(mu_);
-            if (!error_) error_ = std::current_exception();
+    // Its own range, then the others' in turn (a range's counter may pass its end by one
+    // claim per thread; such a claim is simply dropped).
+    for (int k = 0; k < n_threads_; ++k) {
+        Range& r = ranges_[static_cast<size_t>((index + k) % n_threads_)];
+        while (r.next.load(std::memory_order_relaxed) < r.end) {
+            const int64_t t = r.next.fetch_add(1, std::memory_order_relaxed);
+            if (t >= r.end) break;
+            try {
+                (*fn_)(t);
+            } catch (...) {
+                std::lock_guard<std::mutex> lk(mu_);
+                if (!error_) error_ = std::current_exception();
+            }
         }
     }
 }
@@ -138,9 +145,12 @@ void ThreadPool::run_each(const std::function<void(int)>& fn) {
 }
 
 void ThreadPool::start(int64_t n_tasks) {
-    n_tasks_ = n_tasks;
     error_ = nullptr;  // no worker is inside a run here, so no lock is needed
-    next_.store(0, std::memory_order_relaxed);
+    for (int i = 0; i < n_threads_; ++i) {
+        Range& r = ranges_[static_cast<size_t>(i)];
+        r.next.store(n_tasks * i / n_threads_, std::memory_order_relaxed);
+        r.end = n_tasks * (i + 1) / n_threads_;
+    }
     active_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
     generation_.fetch_add(1);  // seq_cst: publishes the fields above
     if (sleepers_.load() > 0) {

@@ -39,7 +39,10 @@ public:
 
     // Runs fn(task) for task in [0, n_tasks) across the pool and returns when all are
     // done. Not reentrant: fn must not call run on the same pool. An exception thrown
-    // by fn is rethrown here (the first one; the remaining tasks still run).
+    // by fn is rethrown here (the first one; the remaining tasks still run). Thread i
+    // claims tasks from its own contiguous range first (the same range for the same
+    // n_tasks on every run, so the data of those tasks stays in its core's cache), then
+    // from the others' ranges.
     void run(int64_t n_tasks, const std::function<void(int64_t)>& fn);
 
     // Runs fn(i) once on each thread i of the pool (0: the caller, 1 .. size() - 1: the
@@ -69,8 +72,13 @@ private:
     std::atomic<bool> caller_asleep_{false};
     const std::function<void(int64_t)>* fn_ = nullptr;
     const std::function<void(int)>* each_ = nullptr;  // run_each's fn (then fn_ is null)
-    int64_t n_tasks_ = 0;
-    std::atomic<int64_t> next_{0};
+    // Per thread: the next unclaimed task of its range, and the range's end; one cache
+    // line each, so a thread's claims in its own range touch no other core's line.
+    struct alignas(64) Range {
+        std::atomic<int64_t> next{0};
+        int64_t end = 0;
+    };
+    std::vector<Range> ranges_;
     std::atomic<int> active_{0};  // workers still inside the current run
     std::exception_ptr error_;    // guarded by mu_
 };

@@ -16,24 +16,22 @@ namespace strata::ops {
 void gdn_recurrent(ThreadPool& pool, const GdnHeads& d, const float* u, const float* g, const float* beta, int64_t T,
                    float* state, float* o, const float* state_in) {
     const int64_t cd = d.conv_dim(), dk = d.dk, dv = d.dv;
-    // Each thread keeps the same heads from call to call, so a head's state (dv x dk
-    // floats, read and written by every token) stays in that core's cache; claimed per
-    // call, the states moved between the cores (plain decode 2-5% slower on 2 threads).
-    const int n_th = pool.size();
-    pool.run_each([&](int k) {
-        for (int64_t h = d.nv * k / n_th; h < d.nv * (k + 1) / n_th; ++h) {
-            const int64_t kh = d.key_head(h);  // grouped or tiled (MODEL_SPEC 4.4, 8.1 item 5; docs/qwen35.md 2.3)
-            float* M = state + h * dv * dk;
-            thread_local std::vector<float> eb;  // grow-only: e then b of every token
-            if (eb.size() < static_cast<size_t>(2 * T)) eb.resize(static_cast<size_t>(2 * T));
-            for (int64_t t = 0; t < T; ++t) {
-                eb[static_cast<size_t>(t)] = std::exp(g[t * d.nv + h]);
-                eb[static_cast<size_t>(T + t)] = beta[t * d.nv + h];
-            }
-            // decay -> m = S^T k -> delta -> S += k delta^T -> o = S^T q, row by row, token by token
-            gdn_steps(state_in ? state_in + h * dv * dk : M, M, dv, dk, T, u + kh * dk, u + d.key_dim() + kh * dk,
-                      u + 2 * d.key_dim() + h * dv, cd, eb.data(), eb.data() + T, o + h * dv, d.value_dim());
+    // One task per head: ThreadPool::run gives each thread the same heads on every call,
+    // so a head's state (dv x dk floats, read and written by every token) stays in that
+    // core's cache; claimed from one shared counter, the states moved between the cores
+    // (plain decode 2-5% slower on 2 threads).
+    pool.run(d.nv, [&](int64_t h) {
+        const int64_t kh = d.key_head(h);  // grouped or tiled (MODEL_SPEC 4.4, 8.1 item 5; docs/qwen35.md 2.3)
+        float* M = state + h * dv * dk;
+        thread_local std::vector<float> eb;  // grow-only: e then b of every token
+        if (eb.size() < static_cast<size_t>(2 * T)) eb.resize(static_cast<size_t>(2 * T));
+        for (int64_t t = 0; t < T; ++t) {
+            eb[static_cast<size_t>(t)] = std::exp(g[t * d.nv + h]);
+            eb[static_cast<size_t>(T + t)] = beta[t * d.nv + h];
         }
+        // decay -> m = S^T k -> delta -> S += k delta^T -> o = S^T q, row by row, token by token
+        gdn_steps(state_in ? state_in + h * dv * dk : M, M, dv, dk, T, u + kh * dk, u + d.key_dim() + kh * dk,
+                  u + 2 * d.key_dim() + h * dv, cd, eb.data(), eb.data() + T, o + h * dv, d.value_dim());
     });
 }
 

@@ -286,6 +286,11 @@ void matmul_q(ThreadPool& pool, std::span<const MatIn> ins, std::span<const MatO
         if (k < p->n_shares) p->prime(p->shares[k].front_now());
         const ActQ* a = p->shared;
         if (p->self) {
+            // A thread that starts late may find every row taken: then it has nothing to
+            // quantize either (the caller waits for it to return).
+            bool left = false;
+            for (int j = 0; j < p->n_shares && !left; ++j) left = p->shares[j].left() > 0;
+            if (!left) return;
             p->quantize_all(acts);  // this thread's own buffers
             a = acts;
         } else {
