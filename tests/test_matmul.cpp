@@ -21,6 +21,7 @@
 #include "engine/quant/quant.h"
 #include "kernels/cpu/act_quant.h"
 #include "kernels/cpu/matmul.h"
+#include "kernels/cpu/ops.h"
 #include "kernels/cpu/matmul_q.h"
 
 using namespace strata;
@@ -654,6 +655,54 @@ TEST_CASE("matmul_grouped: the same results as one matmul per weight and input",
     const MatOut o{ws[0].view, y.data(), 64};
     const int bad = 9;
     CHECK_THROWS(matmul_grouped(pool, ins, std::span<const MatOut>(&o, 1), std::span<const int>(&bad, 1)));
+}
+
+// MatIn's gathered (rows) and gated (silu(gate) * x) forms: the same bits as the rows
+// written out first, on the integer path (shared and per-thread quantization: 2-row and
+// 40-row inputs) and on the f32 path, for 1-3 threads.
+TEST_CASE("matmul_grouped: gathered and gated inputs equal their rows written out", "[matmul][moe]") {
+    const int64_t n_in = 256, ld = n_in + 32;
+    std::vector<Weights> ws;
+    ws.push_back(make_weights(GgmlType::Q8_0, n_in, 48, 7));
+    ws.push_back(make_weights(GgmlType::Q4_K, n_in, 40, 8));
+    ws.push_back(make_weights(GgmlType::F16, n_in, 24, 9));
+    const PackedCopy packed = packed_copy(ws[0].view);
+    ws.push_back(ws[0]);
+    ws.back().view = packed.view;
+    const auto x = randn(static_cast<size_t>(12 * ld), 31), gate = randn(static_cast<size_t>(12 * ld), 32);
+    for (const int64_t T : {int64_t{2}, int64_t{40}}) {
+        std::vector<int32_t> rows(static_cast<size_t>(T));
+        for (int64_t t = 0; t < T; ++t) rows[static_cast<size_t>(t)] = static_cast<int32_t>((t * 7 + 3) % 12);
+        // the same inputs written out: gathered rows; silu(gate) * x of the gathered rows
+        std::vector<float> xg(static_cast<size_t>(T * n_in)), xs(xg.size());
+        for (int64_t t = 0; t < T; ++t) {
+            const float* xr = x.data() + rows[static_cast<size_t>(t)] * ld;
+            const float* gr = gate.data() + rows[static_cast<size_t>(t)] * ld;
+            std::copy(xr, xr + n_in, xg.data() + t * n_in);
+            ops::swiglu(gr, xr, n_in, xs.data() + t * n_in);
+        }
+        const std::vector<MatIn> forms = {{x.data(), ld, T, rows.data()}, {x.data(), ld, T, rows.data(), gate.data()}};
+        const std::vector<MatIn> plain = {{xg.data(), n_in, T}, {xs.data(), n_in, T}};
+        for (int threads : {1, 2, 3}) {
+            ThreadPool pool(threads);
+            for (size_t f = 0; f < forms.size(); ++f) {
+                std::vector<MatOut> outs, refs;
+                std::vector<std::vector<float>> y(ws.size()), ref(ws.size());
+                std::vector<int> in_of(ws.size(), 0);
+                for (size_t i = 0; i < ws.size(); ++i) {
+                    const int64_t no = ws[i].view.n_out;
+                    y[i].assign(static_cast<size_t>(T * no), -1.0f);
+                    ref[i].assign(y[i].size(), -2.0f);
+                    outs.push_back({ws[i].view, y[i].data(), no});
+                    refs.push_back({ws[i].view, ref[i].data(), no});
+                }
+                matmul_grouped(pool, std::span<const MatIn>(&forms[f], 1), outs, in_of);
+                matmul_grouped(pool, std::span<const MatIn>(&plain[f], 1), refs, in_of);
+                INFO("T " << T << " threads " << threads << (f ? " gated" : " gathered"));
+                for (size_t i = 0; i < ws.size(); ++i) CHECK(y[i] == ref[i]);
+            }
+        }
+    }
 }
 
 // The pool's spin-then-sleep handshake: many back-to-back runs (workers and caller stay

@@ -319,12 +319,20 @@ bool CpuOps::moe_experts(std::span<const MatView> gate, std::span<const MatView>
     // batched matmul per weight over its rows; all experts' gate and up (and the shared
     // expert's, over every row) then go in one parallel run, and all their downs in
     // another (matmul_grouped: the same results as one matmul per expert and weight).
+    // The products read an expert's tokens from h through the list (MatIn::rows) and
+    // apply SwiGLU to the down's input as they quantize it (MatIn::gate): neither is a
+    // pass of this thread alone while the others wait.
     start_.assign(static_cast<size_t>(X + 1), 0);
     for (int64_t i = 0; i < T * k; ++i) ++start_[ids[i] + 1];
     for (int64_t e = 0; e < X; ++e) start_[e + 1] += start_[e];
     order_.resize(static_cast<size_t>(T * k));
+    tok_.resize(static_cast<size_t>(T * k));
     next_.assign(start_.begin(), start_.end() - 1);
-    for (int64_t i = 0; i < T * k; ++i) order_[next_[ids[i]]++] = static_cast<int32_t>(i);  // i = t*k + slot
+    for (int64_t i = 0; i < T * k; ++i) {  // i = t*k + slot
+        const int32_t at = next_[ids[i]]++;
+        order_[at] = static_cast<int32_t>(i);
+        tok_[at] = static_cast<int32_t>(i / k);
+    }
 
     int64_t F = 0;
     for (int64_t e = 0; e < X; ++e)
@@ -333,7 +341,6 @@ bool CpuOps::moe_experts(std::span<const MatView> gate, std::span<const MatView>
     if (F == 0 && S == 0) return true;  // no rows, or every expert computed elsewhere
     // With one token, every expert's gate and up read the same row: one input, quantized once.
     const bool one = T == 1;
-    xe_.resize(static_cast<size_t>((one ? 1 : T * k) * E));
     ge_.resize(static_cast<size_t>(T * (k * F + S)));
     ue_.resize(static_cast<size_t>(T * (k * F + S)));
     ye_.resize(static_cast<size_t>(T * k * E));
@@ -341,19 +348,12 @@ bool CpuOps::moe_experts(std::span<const MatView> gate, std::span<const MatView>
     ins_.clear();
     outs_.clear();
     in_of_.clear();
-    if (one) {
-        std::memcpy(xe_.data(), h.row(0), sizeof(float) * E);
-        ins_.push_back({xe_.data(), E, 1});
-    }
+    if (one) ins_.push_back({h.f(), h.ld(), 1});
     for (int64_t e = 0; e < X; ++e) {
         const int64_t r0 = start_[e], n = start_[e + 1] - r0;
         if (n == 0 || !gate[e].data) continue;
         const int64_t f = gate[e].n_out;
-        if (!one) {
-            for (int64_t i = 0; i < n; ++i)
-                std::memcpy(xe_.data() + (r0 + i) * E, h.row(order_[r0 + i] / k), sizeof(float) * E);
-            ins_.push_back({xe_.data() + r0 * E, E, n});
-        }
+        if (!one) ins_.push_back({h.f(), h.ld(), n, tok_.data() + r0});
         const int in = static_cast<int>(ins_.size()) - 1;
         outs_.push_back({gate[e], ge_.data() + r0 * F, f});
         outs_.push_back({up[e], ue_.data() + r0 * F, f});
@@ -368,7 +368,7 @@ bool CpuOps::moe_experts(std::span<const MatView> gate, std::span<const MatView>
     }
     strata::matmul_grouped(pool_, ins_, outs_, in_of_);
 
-    // SwiGLU, then every expert's down over its own rows (the shared one's into its out).
+    // Every expert's down over silu(gate) * up of its own rows (the shared one's into its out).
     ins_.clear();
     outs_.clear();
     in_of_.clear();
@@ -376,16 +376,13 @@ bool CpuOps::moe_experts(std::span<const MatView> gate, std::span<const MatView>
         const int64_t r0 = start_[e], n = start_[e + 1] - r0;
         if (n == 0 || !gate[e].data) continue;
         const int64_t f = gate[e].n_out;
-        float* g = ge_.data() + r0 * F;
-        ops::swiglu(g, ue_.data() + r0 * F, n * f, g);
         in_of_.push_back(static_cast<int>(ins_.size()));
-        ins_.push_back({g, f, n});
+        ins_.push_back({ue_.data() + r0 * F, f, n, nullptr, ge_.data() + r0 * F});
         outs_.push_back({down[e], ye_.data() + r0 * E, E});
     }
     if (shared) {
-        ops::swiglu(gs, us, T * S, gs);
         in_of_.push_back(static_cast<int>(ins_.size()));
-        ins_.push_back({gs, S, T});
+        ins_.push_back({us, S, T, nullptr, gs});
         outs_.push_back({shared->down, shared->out.f(), shared->out.ld()});
     }
     strata::matmul_grouped(pool_, ins_, outs_, in_of_);

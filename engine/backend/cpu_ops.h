@@ -96,7 +96,8 @@ private:
     std::vector<int64_t> runs_;      // attention: first row of each run, then the row count
     std::vector<float> conv_in_;     // conv1d: [K - 1 + n, conv_dim]
     std::vector<int32_t> order_, start_, next_;  // moe: rows grouped by expert
-    std::vector<float> xe_, ge_, ue_, ye_;       // moe: one expert's rows
+    std::vector<int32_t> tok_;                   // moe: the token of each of those rows
+    std::vector<float> ge_, ue_, ye_;            // moe: the experts' rows
     std::vector<MatIn> ins_;                     // moe: the experts' rows (one input per expert)
     std::vector<MatOut> outs_;                   // moe: their gate and up, or their down
     std::vector<int> in_of_;                     // moe: the input each output reads

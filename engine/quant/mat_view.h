@@ -38,10 +38,21 @@ struct MatOut {
 };
 
 // An activation [T, n_in] f32 with row stride ldx (floats), read by one or more MatOuts.
+// Two optional forms spare the caller a pass over the rows (the products compute them
+// as they read each row, in parallel): rows, the activation's row t is x's row rows[t]
+// (an MoE expert's tokens, gathered without a copy); gate, the activation is
+// silu(gate) * x element by element (SwiGLU before a down projection), gate laid out
+// as x.
 struct MatIn {
     const float* x;
     int64_t ldx;
     int64_t T;
+    const int32_t* rows = nullptr;
+    const float* gate = nullptr;
+
+    bool plain() const { return !rows && !gate; }
+    const float* row(int64_t t) const { return x + (rows ? rows[t] : t) * ldx; }
+    const float* gate_row(int64_t t) const { return gate + (rows ? rows[t] : t) * ldx; }
 };
 
 }  // namespace strata

@@ -9,6 +9,7 @@
 #include "engine/quant/quant.h"
 #include "kernels/cpu/act_quant.h"
 #include "kernels/cpu/matmul_q.h"
+#include "kernels/cpu/ops.h"
 #include "kernels/cpu/simd_forms.h"
 
 // GCC contracts a * b + c into an FMA by default in C++ (-ffp-contract=fast, even with
@@ -147,8 +148,7 @@ void matmul_q(ThreadPool& pool, std::span<const MatIn> ins, std::span<const MatO
     thread_local ActQ acts[kMaxOuts];
     struct Ctx {
         struct In {
-            const float* x;
-            int64_t ldx;
+            MatIn m;
             int64_t T;
             int64_t width;
             int64_t q_per_tok;  // quantization claims per token (shared quantization)
@@ -200,11 +200,24 @@ void matmul_q(ThreadPool& pool, std::span<const MatIn> ins, std::span<const MatO
                 if (p1) __builtin_prefetch(p1 + o);
             }
         }
+        // Blocks [b0, b1) of token t of input j into a (the gated form through a buffer).
+        void quantize(size_t j, int64_t t, int64_t b0, int64_t b1, ActQ& a) const {
+            const MatIn& m = in[j].m;
+            if (!m.gate) {
+                quantize_act_blocks(m.row(t), t, b0, b1, a);
+                return;
+            }
+            thread_local std::vector<float> v;  // grow-only
+            if (v.size() < static_cast<size_t>(in[j].width)) v.resize(static_cast<size_t>(in[j].width));
+            const int64_t i0 = b0 * 32, i1 = std::min(in[j].width, b1 * 32);
+            ops::swiglu(m.gate_row(t) + i0, m.row(t) + i0, i1 - i0, v.data() + i0);
+            quantize_act_blocks(v.data(), t, b0, b1, a);
+        }
         // Every input, by this thread alone, into its own buffers.
         void quantize_all(ActQ* a) const {
             for (size_t j = 0; j < n_in; ++j) {
                 a[j].reserve(in[j].width, in[j].T);
-                for (int64_t t = 0; t < in[j].T; ++t) quantize_act_token(in[j].x + t * in[j].ldx, t, a[j]);
+                for (int64_t t = 0; t < in[j].T; ++t) quantize(j, t, 0, a[j].nb, a[j]);
             }
         }
         // Claims quantization chunks until none are left, then waits for the ones other
@@ -217,7 +230,7 @@ void matmul_q(ThreadPool& pool, std::span<const MatIn> ins, std::span<const MatO
                 while (j + 1 < n_in && i >= in[j + 1].q0) ++j;  // a thread's claims only increase
                 const In& s = in[j];
                 const int64_t c = i - s.q0, t = c / s.q_per_tok, b0 = c % s.q_per_tok * kQuantBlocks;
-                quantize_act_blocks(s.x + t * s.ldx, t, b0, std::min(shared[j].nb, b0 + kQuantBlocks), shared[j]);
+                quantize(j, t, b0, std::min(shared[j].nb, b0 + kQuantBlocks), shared[j]);
                 q_done.fetch_add(1, std::memory_order_release);
             }
             // A claim takes about a microsecond; past that, the thread that holds one may
@@ -244,8 +257,7 @@ void matmul_q(ThreadPool& pool, std::span<const MatIn> ins, std::span<const MatO
     void (*fn_of[kMaxOuts])(const kq::Job&, int64_t, int64_t);  // the path of each input's T
     for (size_t j = 0; j < ins.size(); ++j) {
         Ctx::In& in = c.in[j];
-        in.x = ins[j].x;
-        in.ldx = ins[j].ldx;
+        in.m = ins[j];
         in.T = ins[j].T;
         in.q_per_tok = ((in.width + 31) / 32 + kQuantBlocks - 1) / kQuantBlocks;
         in.q0 = q;
@@ -381,7 +393,19 @@ void matmul_grouped(ThreadPool& pool, std::span<const MatIn> ins, std::span<cons
         const MatIn& x = ins[j];
         if (x.T <= 0) continue;
         if (!kq::supported(o.w.type)) {
-            matmul_f32(pool, o.w, x.x, x.ldx, x.T, o.y, o.ldy);
+            if (x.plain()) {
+                matmul_f32(pool, o.w, x.x, x.ldx, x.T, o.y, o.ldy);
+                continue;
+            }
+            // The f32 path reads plain rows: the gathered or gated form written out first.
+            thread_local std::vector<float> rows;
+            rows.resize(static_cast<size_t>(x.T * o.w.n_in));
+            for (int64_t t = 0; t < x.T; ++t) {
+                float* r = rows.data() + t * o.w.n_in;
+                if (x.gate) ops::swiglu(x.gate_row(t), x.row(t), o.w.n_in, r);
+                else std::copy(x.row(t), x.row(t) + o.w.n_in, r);
+            }
+            matmul_f32(pool, o.w, rows.data(), o.w.n_in, x.T, o.y, o.ldy);
             continue;
         }
         if (run_out.size() == kMaxOuts || (map[j] < 0 && run_in.size() == kMaxOuts)) flush();
