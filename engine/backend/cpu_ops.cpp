@@ -210,8 +210,11 @@ void CpuOps::attention(const Batch& batch, int64_t il, const AttnDims& d, Tensor
     while (span % 2 == 0 && n_runs * d.n_head_kv * (group / span) < pool_.size()) span /= 2;
     const int64_t n_split = group / span;
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    // Tasks in KV-head-major order: ThreadPool::run hands each thread a contiguous range
+    // of them, so a thread reads the cache of its own KV heads (and the same ones on every
+    // call) rather than a share of every head's.
     pool_.run(n_runs * d.n_head_kv * n_split, [&](int64_t task) {
-        const int64_t ri = task / (d.n_head_kv * n_split), kvh = task / n_split % d.n_head_kv;
+        const int64_t kvh = task / (n_runs * n_split), ri = task / n_split % n_runs;
         const int64_t t0 = runs_[static_cast<size_t>(ri)], n_tok = runs_[static_cast<size_t>(ri) + 1] - t0;
         const int64_t h0 = kvh * group + task % n_split * span;  // first query head of the task
         const BatchSeq& bs = batch.seqs[static_cast<size_t>(row_seq_[t0])];
