@@ -23,6 +23,7 @@
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/matmul_q.h"
+#include "kernels/cpu/moe_ffn.h"
 
 using namespace strata;
 
@@ -700,6 +701,76 @@ TEST_CASE("matmul_grouped: gathered and gated inputs equal their rows written ou
                 matmul_grouped(pool, std::span<const MatIn>(&plain[f], 1), refs, in_of);
                 INFO("T " << T << " threads " << threads << (f ? " gated" : " gathered"));
                 for (size_t i = 0; i < ws.size(); ++i) CHECK(y[i] == ref[i]);
+            }
+        }
+    }
+}
+
+// moe_ffn: one task per expert gives, bit for bit, what matmul gives for the expert's
+// gate and up, SwiGLU, and down, each result row where out_rows puts it (or in order);
+// experts of different types (packed Q8_0, Q4_K, F16 on the f32 path) and sizes.
+TEST_CASE("moe_ffn: each expert's rows equal its gate, up, SwiGLU and down by matmul", "[matmul][moe]") {
+    const int64_t E = 128, ld = E + 16, n_tok = 7;
+    const auto h = randn(static_cast<size_t>(n_tok * ld), 41);
+    struct Expert {
+        Weights gate, up, down;
+        std::vector<int32_t> toks, out_rows;
+    };
+    std::vector<Expert> xs;
+    std::vector<PackedCopy> packed;
+    packed.reserve(16);
+    const GgmlType types[] = {GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::F16, GgmlType::Q6_K};
+    for (uint32_t i = 0; i < 6; ++i) {
+        const GgmlType type = types[i % 4];
+        const int64_t f = type == GgmlType::Q4_K || type == GgmlType::Q6_K ? 256 : 64 + 32 * (i % 3);
+        const int64_t e_in = type == GgmlType::Q4_K || type == GgmlType::Q6_K ? 256 : E;
+        Expert x{make_weights(type, e_in, f, 50 + i), make_weights(type, e_in, f, 60 + i),
+                 make_weights(type, f, e_in, 70 + i), {}, {}};
+        if (i == 0)
+            for (Weights* w : {&x.gate, &x.up, &x.down}) {
+                packed.push_back(packed_copy(w->view));
+                w->view = packed.back().view;
+            }
+        for (int64_t t = 0; t < 1 + static_cast<int64_t>(i % 4); ++t) {
+            x.toks.push_back(static_cast<int32_t>((t * 3 + i) % n_tok));
+            x.out_rows.push_back(static_cast<int32_t>(i * 4 + t));
+        }
+        xs.push_back(std::move(x));
+    }
+    // inputs of width 256 for the K-quant experts: h's rows widened
+    std::vector<float> h256(static_cast<size_t>(n_tok * 256));
+    for (int64_t t = 0; t < n_tok; ++t)
+        for (int64_t c = 0; c < 256; ++c) h256[static_cast<size_t>(t * 256 + c)] = h[static_cast<size_t>(t * ld + c % E)] * (c < E ? 1.0f : 0.5f);
+    const int64_t n_out_rows = 6 * 4;
+    for (int threads : {1, 2, 3}) {
+        ThreadPool pool(threads);
+        std::vector<std::vector<float>> ref(xs.size()), got(xs.size());
+        std::vector<ExpertFfn> jobs;
+        for (size_t i = 0; i < xs.size(); ++i) {
+            const Expert& x = xs[i];
+            const int64_t e_in = x.gate.view.n_in, f = x.gate.view.n_out, T = static_cast<int64_t>(x.toks.size());
+            const float* src = e_in == E ? h.data() : h256.data();
+            const int64_t lds = e_in == E ? ld : 256;
+            std::vector<float> in(static_cast<size_t>(T * e_in)), g(static_cast<size_t>(T * f)), u(g.size()), m(g.size());
+            for (int64_t t = 0; t < T; ++t) std::copy_n(src + x.toks[static_cast<size_t>(t)] * lds, e_in, in.data() + t * e_in);
+            matmul(pool, x.gate.view, in.data(), e_in, T, g.data(), f);
+            matmul(pool, x.up.view, in.data(), e_in, T, u.data(), f);
+            ops::swiglu(g.data(), u.data(), T * f, m.data());
+            ref[i].assign(static_cast<size_t>(T * e_in), 0.0f);
+            matmul(pool, x.down.view, m.data(), f, T, ref[i].data(), e_in);
+            // odd experts scatter into rows of a shared result, even ones write in order
+            got[i].assign(static_cast<size_t>((i % 2 ? n_out_rows : T) * e_in), -1.0f);
+            jobs.push_back({x.gate.view, x.up.view, x.down.view, {src, lds, T, x.toks.data()}, got[i].data(), e_in,
+                            i % 2 ? x.out_rows.data() : nullptr});
+        }
+        moe_ffn(pool, jobs);
+        INFO("threads " << threads);
+        for (size_t i = 0; i < xs.size(); ++i) {
+            const int64_t e_in = xs[i].gate.view.n_in;
+            for (size_t t = 0; t < xs[i].toks.size(); ++t) {
+                const int64_t at = i % 2 ? xs[i].out_rows[t] : static_cast<int64_t>(t);
+                CHECK(std::equal(ref[i].begin() + static_cast<int64_t>(t) * e_in, ref[i].begin() + static_cast<int64_t>(t + 1) * e_in,
+                                 got[i].begin() + at * e_in));
             }
         }
     }

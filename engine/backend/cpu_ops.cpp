@@ -315,6 +315,11 @@ void CpuOps::topk_softmax(Tensor logits, int64_t k, int32_t* ids, float* wt) {
     }
 }
 
+// Windows of up to this many rows run one task per expert (moe_ffn); decode steps and
+// prompts split every expert's rows across the threads (matmul_grouped): a step has too
+// few experts to keep the threads busy, a prompt's experts are too big to balance.
+constexpr int64_t kFfnPerExpertRows = 16;
+
 bool CpuOps::moe_experts(std::span<const MatView> gate, std::span<const MatView> up, std::span<const MatView> down,
                          const int32_t* ids, int64_t k, Tensor h, Tensor routed, const SharedExpert* shared) {
     const int64_t T = h.ne1, E = h.ne0, X = static_cast<int64_t>(gate.size());
@@ -335,6 +340,22 @@ bool CpuOps::moe_experts(std::span<const MatView> gate, std::span<const MatView>
         const int32_t at = next_[ids[i]]++;
         order_[at] = static_cast<int32_t>(i);
         tok_[at] = static_cast<int32_t>(i / k);
+    }
+
+    if (T > 1 && T <= kFfnPerExpertRows) {
+        // A window: one task per expert (moe_ffn), each writing its rows of routed.
+        ffn_.clear();
+        for (int64_t e = 0; e < X; ++e) {
+            const int64_t r0 = start_[e], n = start_[e + 1] - r0;
+            if (n == 0 || !gate[e].data) continue;
+            ffn_.push_back({gate[e], up[e], down[e], {h.f(), h.ld(), n, tok_.data() + r0}, routed.f(), routed.ld(),
+                            order_.data() + r0});
+        }
+        if (shared)
+            ffn_.push_back({shared->gate, shared->up, shared->down, {h.f(), h.ld(), T}, shared->out.f(),
+                            shared->out.ld(), nullptr});
+        moe_ffn(pool_, ffn_);
+        return true;
     }
 
     int64_t F = 0;

@@ -12,6 +12,7 @@
 #include "engine/backend/work_queue.h"
 #include "engine/backend/weight_store.h"
 #include "engine/core/thread_pool.h"
+#include "kernels/cpu/moe_ffn.h"
 
 namespace strata {
 
@@ -97,6 +98,7 @@ private:
     std::vector<float> conv_in_;     // conv1d: [K - 1 + n, conv_dim]
     std::vector<int32_t> order_, start_, next_;  // moe: rows grouped by expert
     std::vector<int32_t> tok_;                   // moe: the token of each of those rows
+    std::vector<ExpertFfn> ffn_;                 // moe: a window's experts, one task each
     std::vector<float> ge_, ue_, ye_;            // moe: the experts' rows
     std::vector<MatIn> ins_;                     // moe: the experts' rows (one input per expert)
     std::vector<MatOut> outs_;                   // moe: their gate and up, or their down

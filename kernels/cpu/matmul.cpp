@@ -131,6 +131,33 @@ kq::Isa path_for(int64_t T, bool packed_q8) {
     return isa;
 }
 
+using RowsFn = void (*)(const kq::Job&, int64_t, int64_t);
+
+// The row kernel of an integer path.
+RowsFn rows_fn(kq::Isa isa) {
+    switch (isa) {
+    case kq::Isa::Amx:
+    case kq::Isa::Avx512Vnni: return kq::rows_avx512;
+    case kq::Isa::Avx2: return kq::rows_avx2;
+    case kq::Isa::AvxVnni: return kq::rows_avxvnni;
+    default: return kq::rows_scalar;
+    }
+}
+
+// Blocks [b0, b1) of row t of x (width values; any MatIn form) into a; the gated form
+// goes through a buffer of this thread's.
+void quantize_in(const MatIn& x, int64_t width, int64_t t, int64_t b0, int64_t b1, ActQ& a) {
+    if (!x.gate) {
+        quantize_act_blocks(x.row(t), t, b0, b1, a);
+        return;
+    }
+    thread_local std::vector<float> v;  // grow-only
+    if (v.size() < static_cast<size_t>(width)) v.resize(static_cast<size_t>(width));
+    const int64_t i0 = b0 * 32, i1 = std::min(width, b1 * 32);
+    ops::swiglu(x.gate_row(t) + i0, x.row(t) + i0, i1 - i0, v.data() + i0);
+    quantize_act_blocks(v.data(), t, b0, b1, a);
+}
+
 // Several activations and the outputs reading them (outs[i] reads ins[in_of[i]]), all in
 // one parallel run (ThreadPool::run_each: thread k starts on share k of the rows).
 //
@@ -200,18 +227,9 @@ void matmul_q(ThreadPool& pool, std::span<const MatIn> ins, std::span<const MatO
                 if (p1) __builtin_prefetch(p1 + o);
             }
         }
-        // Blocks [b0, b1) of token t of input j into a (the gated form through a buffer).
+        // Blocks [b0, b1) of token t of input j into a.
         void quantize(size_t j, int64_t t, int64_t b0, int64_t b1, ActQ& a) const {
-            const MatIn& m = in[j].m;
-            if (!m.gate) {
-                quantize_act_blocks(m.row(t), t, b0, b1, a);
-                return;
-            }
-            thread_local std::vector<float> v;  // grow-only
-            if (v.size() < static_cast<size_t>(in[j].width)) v.resize(static_cast<size_t>(in[j].width));
-            const int64_t i0 = b0 * 32, i1 = std::min(in[j].width, b1 * 32);
-            ops::swiglu(m.gate_row(t) + i0, m.row(t) + i0, i1 - i0, v.data() + i0);
-            quantize_act_blocks(v.data(), t, b0, b1, a);
+            quantize_in(in[j].m, in[j].width, t, b0, b1, a);
         }
         // Every input, by this thread alone, into its own buffers.
         void quantize_all(ActQ* a) const {
@@ -263,13 +281,7 @@ void matmul_q(ThreadPool& pool, std::span<const MatIn> ins, std::span<const MatO
         in.q0 = q;
         q += in.T * in.q_per_tok;
         rows_in += in.T;
-        switch (path_for(ins[j].T, packed_q8[j])) {
-        case kq::Isa::Amx:
-        case kq::Isa::Avx512Vnni: fn_of[j] = kq::rows_avx512; break;
-        case kq::Isa::Avx2: fn_of[j] = kq::rows_avx2; break;
-        case kq::Isa::AvxVnni: fn_of[j] = kq::rows_avxvnni; break;
-        default: fn_of[j] = kq::rows_scalar; break;
-        }
+        fn_of[j] = rows_fn(path_for(ins[j].T, packed_q8[j]));
     }
     c.n_q = q;
     c.q_next.store(0, std::memory_order_relaxed);
@@ -324,30 +336,48 @@ void matmul_q(ThreadPool& pool, std::span<const MatIn> ins, std::span<const MatO
     });
 }
 
-void matmul_f32(ThreadPool& pool, const MatView& w, const float* x, int64_t ldx, int64_t T, float* y,
-                int64_t ldy) {
+// Rows [r_begin, r_end) of y for all T tokens, on the calling thread (the f32 path).
+void f32_rows(const MatView& w, const float* x, int64_t ldx, int64_t T, float* y, int64_t ldy, int64_t r_begin,
+              int64_t r_end) {
     const int64_t n = w.n_in;
     const bool is_f32 = w.type == GgmlType::F32;
+    thread_local std::vector<float> buf;
+    if (!is_f32 && buf.size() < static_cast<size_t>(kRowTile * n)) buf.resize(static_cast<size_t>(kRowTile * n));
+    for (int64_t r0 = r_begin; r0 < r_end; r0 += kRowTile) {
+        const int nr = static_cast<int>(std::min<int64_t>(kRowTile, r_end - r0));
+        const float* rows;
+        if (is_f32 && w.row_stride == static_cast<size_t>(n) * sizeof(float)) {
+            rows = reinterpret_cast<const float*>(w.row(r0));
+        } else {
+            for (int r = 0; r < nr; ++r) dequantize_row(w.type, w.row(r0 + r), buf.data() + r * n, n);
+            rows = buf.data();
+        }
+        for (int64_t t0 = 0; t0 < T; t0 += kTokTile) {
+            const int nt = static_cast<int>(std::min<int64_t>(kTokTile, T - t0));
+            tile_dot(rows, nr, n, x + t0 * ldx, ldx, nt, y + t0 * ldy + r0, ldy);
+        }
+    }
+}
+
+void matmul_f32(ThreadPool& pool, const MatView& w, const float* x, int64_t ldx, int64_t T, float* y,
+                int64_t ldy) {
     const int64_t n_tasks = (w.n_out + kRowsPerTask - 1) / kRowsPerTask;
     pool.run(n_tasks, [&](int64_t task) {
-        thread_local std::vector<float> buf;
-        if (!is_f32 && buf.size() < static_cast<size_t>(kRowTile * n)) buf.resize(static_cast<size_t>(kRowTile * n));
-        const int64_t r_end = std::min(w.n_out, (task + 1) * kRowsPerTask);
-        for (int64_t r0 = task * kRowsPerTask; r0 < r_end; r0 += kRowTile) {
-            const int nr = static_cast<int>(std::min<int64_t>(kRowTile, r_end - r0));
-            const float* rows;
-            if (is_f32 && w.row_stride == static_cast<size_t>(n) * sizeof(float)) {
-                rows = reinterpret_cast<const float*>(w.row(r0));
-            } else {
-                for (int r = 0; r < nr; ++r) dequantize_row(w.type, w.row(r0 + r), buf.data() + r * n, n);
-                rows = buf.data();
-            }
-            for (int64_t t0 = 0; t0 < T; t0 += kTokTile) {
-                const int nt = static_cast<int>(std::min<int64_t>(kTokTile, T - t0));
-                tile_dot(rows, nr, n, x + t0 * ldx, ldx, nt, y + t0 * ldy + r0, ldy);
-            }
-        }
+        f32_rows(w, x, ldx, T, y, ldy, task * kRowsPerTask, std::min(w.n_out, (task + 1) * kRowsPerTask));
     });
+}
+
+// The gathered or gated form of x written out as plain rows (the f32 path reads those),
+// into buf; x itself when it is plain.
+MatIn plain_rows(const MatIn& x, int64_t width, std::vector<float>& buf) {
+    if (x.plain()) return x;
+    buf.resize(static_cast<size_t>(x.T * width));
+    for (int64_t t = 0; t < x.T; ++t) {
+        float* r = buf.data() + t * width;
+        if (x.gate) ops::swiglu(x.gate_row(t), x.row(t), width, r);
+        else std::copy(x.row(t), x.row(t) + width, r);
+    }
+    return {buf.data(), width, x.T};
 }
 
 }  // namespace
@@ -393,19 +423,9 @@ void matmul_grouped(ThreadPool& pool, std::span<const MatIn> ins, std::span<cons
         const MatIn& x = ins[j];
         if (x.T <= 0) continue;
         if (!kq::supported(o.w.type)) {
-            if (x.plain()) {
-                matmul_f32(pool, o.w, x.x, x.ldx, x.T, o.y, o.ldy);
-                continue;
-            }
-            // The f32 path reads plain rows: the gathered or gated form written out first.
-            thread_local std::vector<float> rows;
-            rows.resize(static_cast<size_t>(x.T * o.w.n_in));
-            for (int64_t t = 0; t < x.T; ++t) {
-                float* r = rows.data() + t * o.w.n_in;
-                if (x.gate) ops::swiglu(x.gate_row(t), x.row(t), o.w.n_in, r);
-                else std::copy(x.row(t), x.row(t) + o.w.n_in, r);
-            }
-            matmul_f32(pool, o.w, rows.data(), o.w.n_in, x.T, o.y, o.ldy);
+            thread_local std::vector<float> buf;
+            const MatIn p = plain_rows(x, o.w.n_in, buf);
+            matmul_f32(pool, o.w, p.x, p.ldx, p.T, o.y, o.ldy);
             continue;
         }
         if (run_out.size() == kMaxOuts || (map[j] < 0 && run_in.size() == kMaxOuts)) flush();
@@ -417,6 +437,26 @@ void matmul_grouped(ThreadPool& pool, std::span<const MatIn> ins, std::span<cons
         run_of.push_back(map[j]);
     }
     flush();
+}
+
+void matmul_here(const MatIn& x, std::span<const MatOut> outs, ActQ& a) {
+    if (x.T <= 0) return;
+    int64_t width = 0;  // of the quantized x (0: not yet)
+    for (const MatOut& o : outs) {
+        if (!kq::supported(o.w.type)) {
+            thread_local std::vector<float> buf;
+            const MatIn p = plain_rows(x, o.w.n_in, buf);
+            f32_rows(o.w, p.x, p.ldx, p.T, o.y, o.ldy, 0, o.w.n_out);
+            continue;
+        }
+        if (width == 0) {
+            width = o.w.n_in;
+            a.reserve(width, x.T);
+            for (int64_t t = 0; t < x.T; ++t) quantize_in(x, width, t, 0, a.nb, a);
+        }
+        STRATA_CHECK(o.w.n_in == width, "matmul: weights with {} and {} inputs read one x", width, o.w.n_in);
+        rows_fn(path_for(x.T, o.w.packed && o.w.type == GgmlType::Q8_0))({&o.w, &a, o.y, o.ldy}, 0, o.w.n_out);
+    }
 }
 
 void matmul_multi(ThreadPool& pool, std::span<const MatOut> outs, const float* x, int64_t ldx, int64_t T) {

@@ -17,6 +17,7 @@
 
 namespace strata {
 
+struct ActQ;
 
 // x: [T, n_in] f32 with row stride ldx (floats); y: [T, n_out] with row stride ldy.
 void matmul(ThreadPool& pool, const MatView& w, const float* x, int64_t ldx, int64_t T, float* y,
@@ -34,6 +35,11 @@ void matmul_multi(ThreadPool& pool, std::span<const MatOut> outs, const float* x
 // one matmul per output, each activation quantized once, all in one parallel run (one
 // hand-off to the threads instead of one per expert and weight).
 void matmul_grouped(ThreadPool& pool, std::span<const MatIn> ins, std::span<const MatOut> outs, std::span<const int> in_of);
+
+// Products on the calling thread, for work split some other way (moe_ffn: one expert per
+// task): x in any MatIn form, quantized once into a (the caller's buffers; the integer
+// path), then every row of each output (all of one n_in). The same bits as matmul.
+void matmul_here(const MatIn& x, std::span<const MatOut> outs, ActQ& a);
 
 // Repacking at load time. Every integer-path type has a packed layout (matmul_q.h): 16
 // rows interleaved in groups of four values, so one vector instruction multiplies the same
