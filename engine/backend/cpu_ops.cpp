@@ -256,14 +256,17 @@ void CpuOps::conv1d_silu(const GdnDims& d, Tensor x, const float* w, float* conv
     STRATA_CHECK(x.ne0 == cd && u.ne0 == cd, "conv1d: {} / {} channels, expected {}", x.ne0, u.ne0, cd);
     conv_in_.resize(static_cast<size_t>((K - 1 + n) * cd));
     float* X = conv_in_.data();
-    std::memcpy(X, conv_state, sizeof(float) * (K - 1) * cd);
-    for (int64_t t = 0; t < n; ++t) std::memcpy(X + (K - 1 + t) * cd, x.row(t), sizeof(float) * cd);
-    // Chunks of whole 16-channel vectors, so a chunk boundary never splits one.
+    // Chunks of whole 16-channel vectors, so a chunk boundary never splits one. Each
+    // chunk gathers its own channels of the history and the rows and leaves its channels
+    // of the new history: no pass over all the channels on one thread.
     pool_.parallel_for((cd + simd::kLanes - 1) / simd::kLanes, 4, [&](int64_t v0, int64_t v1) {
         const int64_t c0 = v0 * simd::kLanes, c1 = std::min(cd, v1 * simd::kLanes);
+        const size_t bytes = sizeof(float) * static_cast<size_t>(c1 - c0);
+        for (int64_t r = 0; r < K - 1; ++r) std::memcpy(X + r * cd + c0, conv_state + r * cd + c0, bytes);
+        for (int64_t t = 0; t < n; ++t) std::memcpy(X + (K - 1 + t) * cd + c0, x.row(t) + c0, bytes);
         for (int64_t t = 0; t < n; ++t) ops::conv_silu(X + t * cd, cd, K, w, c0, c1, u.row(t));
+        for (int64_t r = 0; r < K - 1; ++r) std::memcpy(conv_state + r * cd + c0, X + (n + r) * cd + c0, bytes);
     });
-    std::memcpy(conv_state, X + n * cd, sizeof(float) * (K - 1) * cd);
 }
 
 void CpuOps::gdn_recurrent(const GdnDims& d, Tensor u, Tensor g, Tensor beta, float* state, Tensor o) {
