@@ -306,7 +306,7 @@ void matmul_q(ThreadPool& pool, std::span<const MatIn> ins, std::span<const MatO
     const int64_t total = c.first[c.n];
     c.n_shares = static_cast<int>(std::min<int64_t>({pool.size(), kMaxShares, total}));
     for (int k = 0; k < c.n_shares; ++k) c.shares[k].set(total * k / c.n_shares, total * (k + 1) / c.n_shares);
-    pool.run_each([p = &c](int k) {
+    const auto body = [p = &c](int k) {
         if (k < p->n_shares) p->prime(p->shares[k].front_now());
         const ActQ* a = p->shared;
         if (p->self) {
@@ -333,7 +333,11 @@ void matmul_q(ThreadPool& pool, std::span<const MatIn> ins, std::span<const MatO
             if (best < 0) return;
             if (p->shares[best].back(&u0)) p->rows(a, u0, u0 + 1);
         }
-    });
+    };
+    // One unit of rows (a GDN layer's 16-row ba projection) is the caller's alone: waking
+    // another thread for it costs more than the product.
+    if (c.n_shares == 1) body(0);
+    else pool.run_each(body);
 }
 
 // Rows [r_begin, r_end) of y for all T tokens, on the calling thread (the f32 path).
