@@ -1,8 +1,6 @@
 #include "kernels/cpu/moe_ffn.h"
 
-#include <algorithm>
 #include <cstring>
-#include <numeric>
 #include <vector>
 
 #include "kernels/cpu/act_quant.h"
@@ -36,27 +34,7 @@ void run_expert(const ExpertFfn& e) {
 }  // namespace
 
 void moe_ffn(ThreadPool& pool, std::span<const ExpertFfn> experts) {
-    const auto n = static_cast<int64_t>(experts.size());
-    if (n == 0) return;
-    // ThreadPool::run starts thread k on the k-th contiguous range of tasks: the experts
-    // by rows, most first, dealt across the ranges, so that every thread starts on one of
-    // the biggest and the last tasks left to take are small ones.
-    thread_local std::vector<int32_t> by, order;
-    thread_local std::vector<int64_t> next;
-    by.resize(static_cast<size_t>(n));
-    std::iota(by.begin(), by.end(), 0);
-    std::stable_sort(by.begin(), by.end(), [&](int32_t i, int32_t j) { return experts[i].in.T > experts[j].in.T; });
-    const int64_t th = std::min<int64_t>(pool.size(), n);
-    next.resize(static_cast<size_t>(th));
-    for (int64_t k = 0; k < th; ++k) next[static_cast<size_t>(k)] = n * k / th;
-    order.resize(static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; ++i) {
-        int64_t k = i % th;
-        while (next[static_cast<size_t>(k)] == n * (k + 1) / th) k = (k + 1) % th;  // that range is full
-        order[static_cast<size_t>(next[static_cast<size_t>(k)]++)] = by[static_cast<size_t>(i)];
-    }
-    const int32_t* ord = order.data();  // the caller's (order is thread_local)
-    pool.run(n, [&](int64_t task) { run_expert(experts[static_cast<size_t>(ord[task])]); });
+    pool.run(static_cast<int64_t>(experts.size()), [&](int64_t e) { run_expert(experts[static_cast<size_t>(e)]); });
 }
 
 }  // namespace strata

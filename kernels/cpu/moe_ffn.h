@@ -24,8 +24,8 @@ struct ExpertFfn {
     const int32_t* out_rows;
 };
 
-// Runs every expert, the ones with more rows first in each thread's range. The experts'
-// gates (and ups, and downs) may differ in size.
+// Runs every expert, one task each (ThreadPool::run: a thread that finishes its range
+// takes the others' tasks). The experts' gates (and ups, and downs) may differ in size.
 void moe_ffn(ThreadPool& pool, std::span<const ExpertFfn> experts);
 
 }  // namespace strata
