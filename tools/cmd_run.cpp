@@ -127,7 +127,7 @@ int cmd_run(int argc, char** argv) {
             fmt::print(stderr, "gpu graphs: {} batches replayed, {} captured, {} launched kernel by kernel\n",
                        rs.graph_replayed, rs.graph_captured, rs.graph_direct);
     }
-    if (const std::string p = runner->device_profile(); !p.empty()) fmt::print(stderr, "gpu profile:\n{}", p);
+    if (const std::string p = runner->device_profile(); !p.empty()) fmt::print(stderr, "device profile:\n{}", p);
     return 0;
 }
 

@@ -118,7 +118,7 @@ for m in n80 qn; do
         say "$m on cuda:0, STRATA_GPU_PROFILE=1 STRATA_GPU_GRAPHS=$g, --spec-draft 0:"
         say '```'
         say "$(grep -E '^decode:' "$tmp/p.err")"
-        say "$(sed -n '/^gpu profile:/,$p' "$tmp/p.err" | head -n 40)"
+        say "$(sed -n '/^device profile:/,$p' "$tmp/p.err" | head -n 40)"
         say '```'
         # Launched one by one, the kernel count per queue item (a decode step; the prompt
         # is one item too) shows the launches per token that fused.cu removes.

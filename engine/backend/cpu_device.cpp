@@ -28,14 +28,16 @@ void pin_current_thread(int core) {
 
 class CpuDevice final : public Device {
 public:
-    CpuDevice(std::string name, int threads, int first_core, bool staged_copies)
+    CpuDevice(std::string name, int threads, int first_core, bool staged_copies, bool profile)
         : name_(std::move(name)),
           pool_(threads,
                 [first_core](int i) {
                     if (first_core >= 0) pin_current_thread(first_core + i);
                 }),
           ops_(pool_, !staged_copies),
-          queue_([first_core] { pin_current_thread(first_core); }, nullptr) {}
+          queue_([first_core] { pin_current_thread(first_core); }, nullptr) {
+        ops_.set_profile(profile);
+    }
 
     const std::string& name() const override { return name_; }
 
@@ -63,12 +65,12 @@ std::unique_ptr<Device> open_gpu_device(const std::string& spec, int index, GpuO
 #endif
 
 std::unique_ptr<Device> open_device(const std::string& spec, int threads, int first_core, bool staged_copies,
-                                    GpuOptions gpu) {
+                                    GpuOptions gpu, bool cpu_profile) {
     if (spec.rfind("cpu:", 0) == 0) {
         const std::string idx = spec.substr(4);
         if (idx.empty() || idx.find_first_not_of("0123456789") != std::string::npos || idx.size() > 3)
             fail("unknown device '{}' (expected cpu:N)", spec);
-        return std::make_unique<CpuDevice>(spec, std::max(1, threads), first_core, staged_copies);
+        return std::make_unique<CpuDevice>(spec, std::max(1, threads), first_core, staged_copies, cpu_profile);
     }
     const size_t colon = spec.find(':');
     const std::string kind = spec.substr(0, colon == std::string::npos ? 0 : colon);
@@ -91,7 +93,7 @@ std::unique_ptr<Device> open_device(const std::string& spec, int threads, int fi
         }
 #endif
         spdlog::warn("{}: no usable {} device ({}); this stage runs on the CPU", spec, kind, why);
-        return std::make_unique<CpuDevice>(spec, std::max(1, threads), first_core, staged_copies);
+        return std::make_unique<CpuDevice>(spec, std::max(1, threads), first_core, staged_copies, cpu_profile);
     }
     fail("unknown device '{}' (expected cpu:N, cuda:N or hip:N)", spec);
 }

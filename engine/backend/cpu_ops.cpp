@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstring>
 
+#include <fmt/format.h>
+
 #include "engine/quant/quant.h"
 #include "engine/state/seq_state.h"
 #include "kernels/cpu/attention.h"
@@ -16,7 +18,21 @@ namespace strata {
 
 namespace {
 ops::GdnHeads heads(const GdnDims& d) { return {d.nk, d.nv, d.dk, d.dv, d.tiled}; }
+
+// A product's weight for the profile: "n_out x n_in type"; several outputs of one input
+// (matmul_multi) as their outputs summed, with their count.
+std::string shape(const MatView& w) { return fmt::format("{}x{} {}", w.n_out, w.n_in, type_info(w.type).name); }
+std::string shape(std::span<const MatOut> outs) {
+    int64_t n = 0;
+    for (const MatOut& o : outs) n += o.w.n_out;
+    const MatView& w = outs.front().w;
+    return outs.size() == 1 ? shape(w) : fmt::format("{}:{}x{} {}", outs.size(), n, w.n_in, type_info(w.type).name);
+}
 }  // namespace
+
+void CpuOps::set_profile(bool on) { profile_ = on ? std::make_unique<OpProfile>() : nullptr; }
+
+std::string CpuOps::profile() const { return profile_ ? profile_->report() : std::string(); }
 
 MatView CpuOps::prepare_weight(const MatView& w) {
     const size_t n = packed_size(w);
@@ -78,6 +94,7 @@ void CpuOps::row_seqs(const Batch& batch) {
 }
 
 void CpuOps::get_rows(const MatView& table, const int32_t* ids, Tensor x) {
+    const OpTimer tm = timed("get_rows", x.ne1);
     for (int64_t t = 0; t < x.ne1; ++t) {
         const int32_t id = ids[t];
         if (id < 0 || id >= table.n_out) fail("token id {} is out of range (vocabulary has {})", id, table.n_out);
@@ -86,10 +103,12 @@ void CpuOps::get_rows(const MatView& table, const int32_t* ids, Tensor x) {
 }
 
 void CpuOps::rms_norm(Tensor x, const float* w, float eps, Tensor y) {
+    const OpTimer tm = timed("rms_norm", x.ne1);
     for (int64_t r = 0; r < x.ne1; ++r) ops::rmsnorm(x.row(r), w, eps, x.ne0, y.row(r));
 }
 
 void CpuOps::rms_norm_gated(Tensor x, Tensor z, const float* w, int64_t head, float eps) {
+    const OpTimer tm = timed("rms_norm_gated", x.ne1);
     const int64_t n_heads = x.ne0 / head;
     for (int64_t t = 0; t < x.ne1; ++t)
         for (int64_t hh = 0; hh < n_heads; ++hh) {
@@ -101,6 +120,7 @@ void CpuOps::rms_norm_gated(Tensor x, Tensor z, const float* w, int64_t head, fl
 }
 
 void CpuOps::l2_norm(Tensor x, int64_t col0, int64_t n_heads, int64_t head, float eps, float scale) {
+    const OpTimer tm = timed("l2_norm", x.ne1);
     for (int64_t t = 0; t < x.ne1; ++t)
         for (int64_t g = 0; g < n_heads; ++g) {
             float* v = x.row(t) + col0 + g * head;
@@ -116,6 +136,7 @@ const float* CpuOps::prepare_vector(std::span<const float> v) {
 }
 
 void CpuOps::add(Tensor y, Tensor x) {
+    const OpTimer tm = timed("add", y.ne1);
     if (y.contiguous() && x.contiguous()) {
         ops::add(y.f(), x.f(), y.ne0 * y.ne1);
         return;
@@ -124,6 +145,7 @@ void CpuOps::add(Tensor y, Tensor x) {
 }
 
 void CpuOps::swiglu(Tensor g, Tensor u, Tensor y) {
+    const OpTimer tm = timed("swiglu", g.ne1);
     STRATA_CHECK(g.contiguous() && u.contiguous() && y.contiguous(), "swiglu: strided views are not supported");
     // Elementwise, so the split across threads changes nothing in the result: one equal
     // part per thread (a decode step has a few thousand values).
@@ -135,6 +157,7 @@ void CpuOps::swiglu(Tensor g, Tensor u, Tensor y) {
 }
 
 void CpuOps::copy(Tensor dst, Tensor src) {
+    const OpTimer tm = timed("copy", src.ne1);
     STRATA_CHECK(dst.ne0 == src.ne0 && dst.ne1 == src.ne1, "copy: shapes differ");
     const size_t row = sizeof(float) * static_cast<size_t>(src.ne0);
     // A large copy (a snapshot of a recurrent state: megabytes) on every thread; a
@@ -150,15 +173,18 @@ void CpuOps::copy(Tensor dst, Tensor src) {
 }
 
 void CpuOps::matmul(const MatView& w, Tensor x, Tensor y) {
+    const OpTimer tm = timed("matmul", x.ne1, profile_ ? shape(w) : std::string());
     strata::matmul(pool_, w, x.f(), x.ld(), x.ne1, y.f(), y.ld());
 }
 
 void CpuOps::matmul_multi(std::span<const MatOut> outs, Tensor x) {
+    const OpTimer tm = timed("matmul_multi", x.ne1, profile_ ? shape(outs) : std::string());
     strata::matmul_multi(pool_, outs, x.f(), x.ld(), x.ne1);
 }
 
 void CpuOps::norm_rope(const Batch& batch, std::span<const RopeHeads> sets, int64_t head_dim, float eps,
                        const RopeParams& rope) {
+    const OpTimer tm = timed("norm_rope", batch.n_rows);
     row_seqs(batch);
     cs_.resize(static_cast<size_t>(rope.n_rot));
     for (int64_t t = 0; t < batch.n_rows; ++t) {
@@ -175,6 +201,7 @@ void CpuOps::norm_rope(const Batch& batch, std::span<const RopeHeads> sets, int6
 }
 
 void CpuOps::kv_store(const Batch& batch, int64_t il, Tensor k, Tensor v) {
+    const OpTimer tm = timed("kv_store", k.ne1);
     for (const BatchSeq& bs : batch.seqs)
         for (int64_t r = 0; r < bs.n; ++r)
             bs.state->kv->store(bs.state->kv_slot[static_cast<size_t>(il)], bs.pos0 + r, k.row(bs.row0 + r),
@@ -183,6 +210,7 @@ void CpuOps::kv_store(const Batch& batch, int64_t il, Tensor k, Tensor v) {
 
 void CpuOps::attention(const Batch& batch, int64_t il, const AttnDims& d, Tensor q, int64_t head_stride, bool gated,
                        Tensor out) {
+    const OpTimer tm = timed("attention", q.ne1);
     // Each query head's result is the same fixed sequence as ever (scores in position
     // order, softmax, weighted sum of V in position order) and depends only on its
     // token's query and the cache, never on the rest of the window. A task takes a run of
@@ -237,6 +265,7 @@ void CpuOps::attention(const Batch& batch, int64_t il, const AttnDims& d, Tensor
 }
 
 void CpuOps::gdn_gates(const GdnDims& d, Tensor ba, const float* a, const float* dt_bias, Tensor beta, Tensor g) {
+    const OpTimer tm = timed("gdn_gates", ba.ne1);
     const int64_t nv = d.nv, r = nv / d.nk;
     for (int64_t t = 0; t < ba.ne1; ++t) {
         const float* bat = ba.row(t);
@@ -250,6 +279,7 @@ void CpuOps::gdn_gates(const GdnDims& d, Tensor ba, const float* a, const float*
 }
 
 void CpuOps::conv1d_silu(const GdnDims& d, Tensor x, const float* w, float* conv_state, Tensor u) {
+    const OpTimer tm = timed("conv1d_silu", x.ne1);
     // Over [history (K-1 rows) ; the rows]: the last tap meets the current token; the new
     // history is the last K-1 rows.
     const int64_t cd = d.conv_dim(), K = d.conv_k, n = x.ne1;
@@ -270,6 +300,7 @@ void CpuOps::conv1d_silu(const GdnDims& d, Tensor x, const float* w, float* conv
 }
 
 void CpuOps::gdn_recurrent(const GdnDims& d, Tensor u, Tensor g, Tensor beta, float* state, Tensor o) {
+    const OpTimer tm = timed("gdn_recurrent", u.ne1);
     STRATA_CHECK(u.contiguous() && g.contiguous() && beta.contiguous() && o.contiguous(),
                  "gdn_recurrent: strided views are not supported");
     ops::gdn_recurrent(pool_, heads(d), u.f(), g.f(), beta.f(), u.ne1, state, o.f());
@@ -277,12 +308,14 @@ void CpuOps::gdn_recurrent(const GdnDims& d, Tensor u, Tensor g, Tensor beta, fl
 
 void CpuOps::gdn_recurrent_from(const GdnDims& d, Tensor u, Tensor g, Tensor beta, const float* state_in, float* state,
                                 Tensor o) {
+    const OpTimer tm = timed("gdn_recurrent_from", u.ne1);
     STRATA_CHECK(u.contiguous() && g.contiguous() && beta.contiguous() && o.contiguous(),
                  "gdn_recurrent: strided views are not supported");
     ops::gdn_recurrent(pool_, heads(d), u.f(), g.f(), beta.f(), u.ne1, state, o.f(), state_in);
 }
 
 void CpuOps::gdn_chunked(const GdnDims& d, Tensor u, Tensor g, Tensor beta, float* state, Tensor o, int64_t chunk) {
+    const OpTimer tm = timed("gdn_chunked", u.ne1);
     STRATA_CHECK(u.contiguous() && g.contiguous() && beta.contiguous() && o.contiguous(),
                  "gdn_chunked: strided views are not supported");
     ops::gdn_chunked(pool_, heads(d), u.f(), g.f(), beta.f(), u.ne1, state, o.f(), chunk);
@@ -306,6 +339,7 @@ void top_k(const float* p, int64_t n, int64_t k, int32_t* idx) {
 }  // namespace
 
 void CpuOps::topk_softmax(Tensor logits, int64_t k, int32_t* ids, float* wt) {
+    const OpTimer tm = timed("topk_softmax", logits.ne1);
     const int64_t X = logits.ne0;
     for (int64_t t = 0; t < logits.ne1; ++t) {
         float* p = logits.row(t);
@@ -325,6 +359,7 @@ constexpr int64_t kFfnPerExpertRows = 16;
 
 bool CpuOps::moe_experts(std::span<const MatView> gate, std::span<const MatView> up, std::span<const MatView> down,
                          const int32_t* ids, int64_t k, Tensor h, Tensor routed, const SharedExpert* shared) {
+    const OpTimer tm = timed("moe_experts", h.ne1);
     const int64_t T = h.ne1, E = h.ne0, X = static_cast<int64_t>(gate.size());
     // Per expert, the list of (token, slot) pairs routed to it, so each expert runs one
     // batched matmul per weight over its rows; all experts' gate and up (and the shared
@@ -423,6 +458,7 @@ bool CpuOps::moe_experts(std::span<const MatView> gate, std::span<const MatView>
 
 void CpuOps::moe_combine(Tensor routed, const float* wt, int64_t k, Tensor shared, const float* shared_gate, Tensor h,
                          Tensor out) {
+    const OpTimer tm = timed("moe_combine", out.ne1);
     const int64_t E = out.ne0;
     for (int64_t t = 0; t < out.ne1; ++t) {
         float* y = out.row(t);
@@ -440,6 +476,7 @@ void CpuOps::moe_combine(Tensor routed, const float* wt, int64_t k, Tensor share
 }
 
 void CpuOps::handoff_publish(Tensor x, Handoff& h, uint64_t window, bool drop) {
+    const OpTimer tm = timed("handoff_publish", x.ne1);
     STRATA_CHECK(static_cast<size_t>(x.ne0 * x.ne1) <= h.capacity(), "hand-off: {} values, the payload holds {}",
                  x.ne0 * x.ne1, h.capacity());
     if (x.data != h.payload() || !x.contiguous())
@@ -448,6 +485,7 @@ void CpuOps::handoff_publish(Tensor x, Handoff& h, uint64_t window, bool drop) {
 }
 
 std::optional<Tensor> CpuOps::handoff_wait(Handoff& h, uint64_t window, int64_t timeout_ms, Tensor x) {
+    const OpTimer tm = timed("handoff_wait", x.ne1);
     STRATA_CHECK(static_cast<size_t>(x.ne0 * x.ne1) <= h.capacity(), "hand-off: {} values, the payload holds {}",
                  x.ne0 * x.ne1, h.capacity());
     if (h.wait(window, timeout_ms) != Handoff::Wait::Ready) return std::nullopt;

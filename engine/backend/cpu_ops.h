@@ -8,6 +8,7 @@
 #include <tuple>
 #include <vector>
 
+#include "engine/backend/op_profile.h"
 #include "engine/backend/ops.h"
 #include "engine/backend/work_queue.h"
 #include "engine/backend/weight_store.h"
@@ -77,6 +78,10 @@ public:
     void handoff_publish(Tensor x, Handoff& h, uint64_t window, bool drop) override;
     std::optional<Tensor> handoff_wait(Handoff& h, uint64_t window, int64_t timeout_ms, Tensor x) override;
 
+    // STRATA_CPU_PROFILE: time every op (op_profile.h); profile() is the table so far.
+    void set_profile(bool on);
+    std::string profile() const override;
+
 private:
     void row_seqs(const Batch& batch);  // row_seq_: row -> index of its sequence in the batch
 
@@ -103,6 +108,11 @@ private:
     std::vector<MatIn> ins_;                     // moe: the experts' rows (one input per expert)
     std::vector<MatOut> outs_;                   // moe: their gate and up, or their down
     std::vector<int> in_of_;                     // moe: the input each output reads
+    std::unique_ptr<OpProfile> profile_;          // null: not profiling
+
+    OpTimer timed(const char* op, int64_t rows, std::string what = {}) {
+        return OpTimer(profile_.get(), op, rows, std::move(what));
+    }
 };
 
 }  // namespace strata

@@ -102,12 +102,12 @@ double gpu_copy_bandwidth(int index, size_t bytes);
 // "cpu:N" with `threads` threads, pinned to cores first_core .. first_core + threads - 1
 // where the machine has them (first_core < 0: not pinned). Throws for an unknown device name. staged_copies: a CPU
 // device whose ops treat host memory as not theirs (CpuOps, host_memory = false). gpu: how a GPU
-// device runs its windows.
+// device runs its windows. cpu_profile: a CPU device times each op (engine/backend/op_profile.h).
 struct GpuOptions {
     bool graphs = true;    // replay a window's kernels as a graph where it can (kernels/cuda/graph.cu)
     bool profile = false;  // time the host's items and waits, and each kernel without graphs (kernels/cuda/profiler.h)
 };
 std::unique_ptr<Device> open_device(const std::string& spec, int threads, int first_core,
-                                    bool staged_copies = false, GpuOptions gpu = {});
+                                    bool staged_copies = false, GpuOptions gpu = {}, bool cpu_profile = false);
 
 }  // namespace strata

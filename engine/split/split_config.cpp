@@ -14,6 +14,7 @@ SplitConfig SplitConfig::from_env(const EnvReader& env, int pipeline_windows) {
     c.staged_copies = env.flag("STRATA_TEST_DEVICE_COPIES", d.staged_copies);
     c.gpu_graphs = env.flag("STRATA_GPU_GRAPHS", d.gpu_graphs);
     c.gpu_profile = env.flag("STRATA_GPU_PROFILE", d.gpu_profile);
+    c.cpu_profile = env.flag("STRATA_CPU_PROFILE", d.cpu_profile);
     c.pipeline_windows = pipeline_windows;
     return c;
 }
@@ -42,6 +43,9 @@ std::vector<EnvSpec> SplitConfig::env_specs() {
         {"STRATA_GPU_PROFILE", env_default(d.gpu_profile),
          "1: GPU stages measure the host's time in queue items and waits and, with STRATA_GPU_GRAPHS=0, each "
          "kernel's time; `strata run` prints the table at the end"},
+        {"STRATA_CPU_PROFILE", env_default(d.cpu_profile),
+         "1: CPU stages time each op by its row count and, for products, the weight's shape (a verify window's "
+         "ops against a decode step's); `strata run` prints the table at the end"},
         {"STRATA_TEST_DEVICE_COPIES", env_default(d.staged_copies),
          "test hook: 1 = CPU devices treat host memory as not theirs and copy at a window's edges and hand-offs, as "
          "a GPU must"},

@@ -265,6 +265,9 @@ std::string SplitRunnerImpl::device_profile() const {
     for (const Stage& st : stages_) {
         const std::string p = st.dev->ops().profile();
         if (!p.empty()) out += fmt::format("{} (layers {}-{}):\n{}", st.dev->name(), st.l0, st.l1 - 1, p);
+        if (st.host)
+            if (const std::string h = st.host->ops().profile(); !h.empty())
+                out += fmt::format("{} (the experts in host memory of layers {}-{}):\n{}", st.host->name(), st.l0, st.l1 - 1, h);
     }
     return out;
 }

@@ -24,6 +24,7 @@ struct SplitConfig {
     bool staged_copies = false;       // STRATA_TEST_DEVICE_COPIES: CPU devices copy as a GPU must
     bool gpu_graphs = true;           // STRATA_GPU_GRAPHS: GPU stages replay their windows as graphs
     bool gpu_profile = false;         // STRATA_GPU_PROFILE: GPU stages time the host's part and each kernel
+    bool cpu_profile = false;         // STRATA_CPU_PROFILE: CPU stages time each op
     int pipeline_windows = 0;  // --pipeline-windows: 2 = the stage pipe (StagePipe) is available
     // Tests: overlap and pipelined windows also when two stages share a device (each stage
     // has its own stream on a GPU, so one card runs the whole matrix: tools/gpu-check.sh).

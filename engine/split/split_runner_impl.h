@@ -138,10 +138,10 @@ public:
             // One stage has the machine to itself: its threads go where the OS puts them,
             // as any process's (the calling thread runs its windows: Device::run).
             st.dev = open_device(sp.device, threads, plan.stages.size() == 1 ? -1 : core, cfg.staged_copies,
-                                 GpuOptions{cfg.gpu_graphs, cfg.gpu_profile});
+                                 GpuOptions{cfg.gpu_graphs, cfg.gpu_profile}, cfg.cpu_profile);
             const bool first = stages_.empty(), last = stages_.size() + 1 == plan.stages.size();
             if (cfg.n_cpu_moe != 0 && model_->experts_on_host(sp.l0, cfg.n_cpu_moe))
-                st.host = open_device("cpu:0", threads, -1);  // the experts' own pool, not pinned
+                st.host = open_device("cpu:0", threads, -1, false, {}, cfg.cpu_profile);  // the experts' own pool, not pinned
             const std::unique_ptr<StagePlacement> placed =
                 plan_stage(*model_, *st.dev, st.host.get(), sp, first, last, cfg, n_ctx, cache_type, &st.placement);
             st.weights = model_->bind(st.dev->ops(), sp.l0, sp.l1, first, last, placed.get());
