@@ -195,6 +195,59 @@ TEST_CASE("qwen3next MTP block matches the float64 reference", "[model][qwen3nex
     }
 }
 
+TEST_CASE("qwen3next MTP catch-up runs the block for the last pair alone, the same floats", "[model][qwen3next][mtp]") {
+    for (GgmlType type : {GgmlType::F32, GgmlType::Q8_0}) {
+        INFO(type_info(type).name);
+        auto m = Model::load(tiny(type, synth::GdnLayout::Split, true));
+        const int64_t T = 5, E = m->hp().n_embd, V = m->hp().n_vocab;
+        const std::vector<int32_t> next = {5, 900, 17, 3, 640, 12};
+        std::mt19937 rng(4);
+        std::normal_distribution<float> n01;
+        std::vector<float> hidden(static_cast<size_t>((T + 1) * E));
+        for (float& x : hidden) x = n01(rng);
+        ThreadPool pool(2);
+        CpuOps cpu_ops(pool);
+        ForwardCtx ctx(cpu_ops, *m);
+        // Every row through the block, then a step that attends to their KV entries.
+        SeqState full = m->new_state(ctx.ops, 32, GgmlType::F16);
+        std::vector<float> lf(static_cast<size_t>(T * V)), hf(static_cast<size_t>(T * E)), lf2(V), hf2(E);
+        m->mtp_forward(ctx, full, hidden.data(), next.data(), T, 0, lf.data(), hf.data());
+        m->mtp_forward(ctx, full, hidden.data() + T * E, next.data() + T, 1, T, lf2.data(), hf2.data());
+        // The last pair's rows only: the same floats for it, and the same KV entries for the step.
+        cpu_ops.set_profile(true);
+        SeqState last = m->new_state(ctx.ops, 32, GgmlType::F16);
+        std::vector<float> ll(V), hl(E), ll2(V), hl2(E);
+        m->mtp_forward(ctx, last, hidden.data(), next.data(), T, 0, ll.data(), hl.data(), /*last_only=*/true);
+        const std::string prof = cpu_ops.profile();
+        cpu_ops.set_profile(false);
+        m->mtp_forward(ctx, last, hidden.data() + T * E, next.data() + T, 1, T, ll2.data(), hl2.data(), true);
+        CHECK(std::equal(ll.begin(), ll.end(), lf.begin() + (T - 1) * V));
+        CHECK(std::equal(hl.begin(), hl.end(), hf.begin() + (T - 1) * E));
+        CHECK(ll2 == lf2);
+        CHECK(hl2 == hf2);
+        // Every pair's K and V, one row's attention and MoE.
+        INFO(prof);
+        CHECK(prof.find("kv_store                   5") != std::string::npos);
+        CHECK(prof.find("attention                  1") != std::string::npos);
+        CHECK(prof.find("moe_experts                1") != std::string::npos);
+        CHECK(prof.find("attention                  5") == std::string::npos);
+        CHECK(prof.find("moe_experts                5") == std::string::npos);
+        // Neither output asked (a prompt's catch-up): only the KV entries.
+        SeqState none = m->new_state(ctx.ops, 32, GgmlType::F16);
+        cpu_ops.set_profile(true);
+        m->mtp_forward(ctx, none, hidden.data(), next.data(), T, 0, nullptr, nullptr, true);
+        const std::string prof0 = cpu_ops.profile();
+        cpu_ops.set_profile(false);
+        m->mtp_forward(ctx, none, hidden.data() + T * E, next.data() + T, 1, T, ll2.data(), hl2.data(), true);
+        CHECK(ll2 == lf2);
+        CHECK(hl2 == hf2);
+        INFO(prof0);
+        CHECK(prof0.find("kv_store                   5") != std::string::npos);
+        CHECK(prof0.find("attention") == std::string::npos);
+        CHECK(prof0.find("moe_experts") == std::string::npos);
+    }
+}
+
 TEST_CASE("qwen3next without MTP refuses mtp_forward", "[model][qwen3next][mtp]") {
     auto m = Model::load(tiny(GgmlType::F32, synth::GdnLayout::Split));
     CHECK_FALSE(m->has_mtp());

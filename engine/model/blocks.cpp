@@ -1,5 +1,7 @@
 #include "engine/model/blocks.h"
 
+#include <algorithm>
+
 
 namespace strata {
 
@@ -14,8 +16,10 @@ void prepare(WeightPlacer& ops, FfnWeights& w) {
 }
 
 void attention_block(ForwardCtx& ctx, const HParams& hp, const AttnWeights& w, const Batch& batch,
-                     int64_t il, const float* h, float* out) {
-    const int64_t T = batch.n_rows;
+                     int64_t il, const float* h, float* out, int64_t last) {
+    const int64_t T = batch.n_rows, R = last < 0 ? T : std::min(last, T);
+    STRATA_CHECK(R == T || batch.seqs.size() == 1, "attention: the last rows alone of a batch of {} sequences",
+                 batch.seqs.size());
     const int64_t n_embd = hp.n_embd, hd = hp.head_dim, hdv = hp.head_dim_v;
     const int64_t n_q = hp.n_head * hd, n_kv = hp.n_head_kv * hd, n_kv_v = hp.n_head_kv * hdv;
     const int64_t q_rows = w.gated ? 2 * n_q : n_q;
@@ -34,8 +38,12 @@ void attention_block(ForwardCtx& ctx, const HParams& hp, const AttnWeights& w, c
                                 {k, hp.n_head_kv, hd, w.k_norm.empty() ? nullptr : w.k_norm.data()}};
     ctx.ops.norm_rope(batch, heads, hd, hp.rms_eps, rope);
     ctx.ops.kv_store(batch, il, k, v);
-    ctx.ops.attention(batch, il, AttnDims{hp.n_head, hp.n_head_kv, hd, hdv}, q, q_head_stride, w.gated, attn);
-    ctx.ops.matmul(w.wo, attn, Tensor::f32(out, n_embd, T));
+    if (R == 0) return;
+    const BatchSeq& s0 = batch.seqs.front();
+    const Batch tail = R == T ? Batch() : Batch::single(*s0.state, s0.pos0 + T - R, R);
+    ctx.ops.attention(R == T ? batch : tail, il, AttnDims{hp.n_head, hp.n_head_kv, hd, hdv}, q.rows(T - R, R),
+                      q_head_stride, w.gated, attn.rows(0, R));
+    ctx.ops.matmul(w.wo, attn.rows(0, R), Tensor::f32(out + (T - R) * n_embd, n_embd, R));
 }
 
 void ffn_block(ForwardCtx& ctx, const FfnWeights& w, const float* h, int64_t T, int64_t n_embd, float* out) {

@@ -29,8 +29,12 @@ void prepare(WeightPlacer& ops, FfnWeights& w);
 
 // out[rows, n_embd] = attention(h) for the window's rows; h is already normed. Each
 // sequence's K/V go to its own cache, in the slot its state gives model layer il.
+// last >= 0 (a batch of one sequence): only the last `last` rows of out are wanted (the
+// others are left as they were); every row's K and V still go into the cache, and those
+// rows' results are the floats of the whole window (a row's attention reads only its
+// query and the cache).
 void attention_block(ForwardCtx& ctx, const HParams& hp, const AttnWeights& w, const Batch& batch,
-                     int64_t il, const float* h, float* out);
+                     int64_t il, const float* h, float* out, int64_t last = -1);
 
 // out[T, n_embd] = down(silu(gate(h)) * up(h)).
 void ffn_block(ForwardCtx& ctx, const FfnWeights& w, const float* h, int64_t T, int64_t n_embd, float* out);

@@ -219,8 +219,11 @@ public:
     // whose own KV cache (in state) receives these positions; writes logits [T, n_vocab]
     // and the chained hidden state [T, n_embd] (post shared_head_norm, the vLLM convention:
     // the caller passes the target's final-normed hidden state). Does not touch n_past.
-    // last_logits_only: logits_out receives only [n_vocab] of the last pair (a drafter's
-    // catch-up window needs no more); null logits_out: no LM head; null hidden_out: no copy.
+    // last_only: logits_out and hidden_out receive only the last pair's row ([n_vocab],
+    // [n_embd]: a drafter's catch-up needs no more), and the other pairs only put their K
+    // and V into the block's cache (its attention and MoE run for the last row alone, or
+    // for none when neither output is asked; the same floats as the whole window's last
+    // row). Null logits_out: no LM head; null hidden_out: no copy.
     // draft_rows (> 0, a multiple of 256, below n_vocab): the head ranks only the first
     // draft_rows token ids (a draft vocabulary, engine/speculative/draft_vocab.h: a prefix
     // of the head's rows is a view of the same memory on every backend, whole packed row
@@ -229,7 +232,7 @@ public:
     virtual bool has_mtp() const { return false; }
     virtual void mtp_forward(ForwardCtx& ctx, SeqState& state, const float* hidden, const int32_t* next_tokens,
                              int64_t T, int64_t pos0, float* logits_out, float* hidden_out,
-                             bool last_logits_only = false, int64_t draft_rows = 0) const;
+                             bool last_only = false, int64_t draft_rows = 0) const;
 
     // Rollback of a verify window from its GdnLog (Runner::rollback): whether the stage
     // holding w can rebuild state s for the window's first n rows without running its

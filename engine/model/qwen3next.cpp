@@ -60,7 +60,7 @@ public:
 
     bool has_mtp() const override { return !mtp_.empty(); }
     void mtp_forward(ForwardCtx& ctx, SeqState& s, const float* hidden, const int32_t* next_tokens, int64_t T,
-                     int64_t pos0, float* logits_out, float* hidden_out, bool last_logits_only,
+                     int64_t pos0, float* logits_out, float* hidden_out, bool last_only,
                      int64_t draft_rows) const override;
     void replay_log(ForwardCtx& ctx, SeqState& s, int64_t n) const override {
         for (int64_t il = ctx.weights->l0; il < ctx.weights->l1; ++il)
@@ -81,7 +81,10 @@ protected:
 
 private:
     Q3nLayer bind_layer(const WeightBinder& b, int64_t il, bool recurrent) const;
-    void decoder_layer(ForwardCtx& ctx, const Batch& batch, const Q3nLayer& L, int64_t il, float* x) const;
+    // last >= 0: only the last `last` rows' outputs are wanted (the MTP block's catch-up:
+    // the other rows only extend its KV cache); x's other rows are left as they were.
+    void decoder_layer(ForwardCtx& ctx, const Batch& batch, const Q3nLayer& L, int64_t il, float* x,
+                       int64_t last = -1) const;
 
     static void prepare_layer(WeightPlacer& ops, Q3nLayer& L);
 
@@ -161,26 +164,29 @@ Q3nLayer Qwen3NextModel::bind_layer(const WeightBinder& b, int64_t il, bool recu
 }
 
 void Qwen3NextModel::decoder_layer(ForwardCtx& ctx, const Batch& batch, const Q3nLayer& L, int64_t il,
-                                   float* x) const {
-    const int64_t n = hp_.n_embd, T = batch.n_rows;
-    const Tensor xs = Tensor::f32(x, n, T);
+                                   float* x, int64_t last) const {
+    const int64_t n = hp_.n_embd, T = batch.n_rows, R = last < 0 ? T : std::min(last, T);
+    STRATA_CHECK(R == T || !L.recurrent, "a recurrent layer runs every row");
     const Scratch::Frame frame(ctx.scratch);
     const Tensor h = ctx.scratch.rows(n, T), out = ctx.scratch.rows(n, T);  // normed input, block output
-    ctx.ops.rms_norm(xs, L.attn_norm.data(), hp_.rms_eps, h);
+    ctx.ops.rms_norm(Tensor::f32(x, n, T), L.attn_norm.data(), hp_.rms_eps, h);
     if (L.recurrent) gdn_block(ctx, gdn_dims_, L.gdn, batch, il, h.f(), out.f(), GdnForm::Recurrent);
-    else attention_block(ctx, hp_, L.attn, batch, il, h.f(), out.f());
-    ctx.ops.add(xs, out);
-    ctx.ops.rms_norm(xs, L.post_norm.data(), hp_.rms_eps, h);
-    if (L.moe.router.data) moe_block(ctx, hp_, L.moe, h.f(), T, out.f());
-    else ffn_block(ctx, L.ffn, h.f(), T, n, out.f());
-    ctx.ops.add(xs, out);
+    else attention_block(ctx, hp_, L.attn, batch, il, h.f(), out.f(), R);
+    if (R == 0) return;
+    // From here on only the rows wanted.
+    const Tensor xs = Tensor::f32(x + (T - R) * n, n, R), hr = h.rows(T - R, R), outr = out.rows(T - R, R);
+    ctx.ops.add(xs, outr);
+    ctx.ops.rms_norm(xs, L.post_norm.data(), hp_.rms_eps, hr);
+    if (L.moe.router.data) moe_block(ctx, hp_, L.moe, hr.f(), R, outr.f());
+    else ffn_block(ctx, L.ffn, hr.f(), R, n, outr.f());
+    ctx.ops.add(xs, outr);
 }
 
 void Qwen3NextModel::mtp_forward(ForwardCtx& ctx, SeqState& s, const float* hidden, const int32_t* next_tokens,
                                  int64_t T, int64_t pos0, float* logits_out, float* hidden_out,
-                                 bool last_logits_only, int64_t draft_rows) const {
+                                 bool last_only, int64_t draft_rows) const {
     if (mtp_.empty())
-        Model::mtp_forward(ctx, s, hidden, next_tokens, T, pos0, logits_out, hidden_out, last_logits_only, draft_rows);
+        Model::mtp_forward(ctx, s, hidden, next_tokens, T, pos0, logits_out, hidden_out, last_only, draft_rows);
     STRATA_CHECK(draft_rows >= 0 && draft_rows % 256 == 0, "mtp_forward: a draft vocabulary of {} rows (a multiple of 256)",
                  draft_rows);
     STRATA_CHECK(T > 0 && pos0 >= 0 && pos0 + T <= s.n_ctx, "MTP window [{}, {}) outside the context of {}", pos0,
@@ -198,20 +204,25 @@ void Qwen3NextModel::mtp_forward(ForwardCtx& ctx, SeqState& s, const float* hidd
     ctx.ops.rms_norm(e, m.enorm.data(), hp_.rms_eps, e);
     ctx.ops.rms_norm(Tensor::f32(ctx.in_rows(hidden, static_cast<size_t>(T * E)), E, T), m.hnorm.data(), hp_.rms_eps, hh);
     ctx.ops.matmul(m.eh_proj, eh, x);
-    decoder_layer(ctx, Batch::single(s, pos0, T), m.layer, hp_.n_layer, x.f());
-    const Tensor hn = ctx.scratch.rows(E, T);
-    ctx.ops.rms_norm(x, m.head_norm.data(), hp_.rms_eps, hn);
-    if (hidden_out) ctx.out_done(hidden_out, hn.f(), static_cast<size_t>(T * E));
+    // Rows whose output is wanted: every row, or only the last pair's (none when nothing
+    // is asked): the others only put their K and V into the block's cache, so a catch-up
+    // over a window or a prompt runs the block's attention and MoE for one row.
+    const int64_t n = !last_only ? T : logits_out || hidden_out ? 1 : 0;
+    decoder_layer(ctx, Batch::single(s, pos0, T), m.layer, hp_.n_layer, x.f(), n);
+    if (n == 0) return;
+    const Tensor hn = ctx.scratch.rows(E, n);
+    ctx.ops.rms_norm(x.rows(T - n, n), m.head_norm.data(), hp_.rms_eps, hn);
+    if (hidden_out) ctx.out_done(hidden_out, hn.f(), static_cast<size_t>(n * E));
     if (!logits_out) return;
     // The head may rank only the first draft_rows tokens (a draft vocabulary): the rest
     // of each row is -inf, never drafted.
-    const int64_t n = last_logits_only ? 1 : T, V = hp_.n_vocab;
+    const int64_t V = hp_.n_vocab;
     const int64_t D = draft_rows > 0 && draft_rows < m.head.n_out ? draft_rows : m.head.n_out;
     MatView head = m.head;
     head.n_out = D;
     const size_t nd = static_cast<size_t>(n * D);
     float* logits = ctx.out_rows(logits_out, nd);
-    ctx.ops.matmul(head, hn.rows(T - n, n), Tensor::f32(logits, D, n));
+    ctx.ops.matmul(head, hn, Tensor::f32(logits, D, n));
     ctx.out_done(logits_out, logits, nd);
     if (D < V)
         for (int64_t r = n - 1; r >= 0; --r) {  // rows of D spread to rows of V, last first (in place)

@@ -34,7 +34,7 @@ void MtpChain::feed(const MtpCall& mtp, const float* hidden, const int32_t* next
     for (int64_t c0 = 0; c0 < T; c0 += chunk_) {
         const int64_t n = std::min(chunk_, T - c0);
         const bool last = c0 + n == T;
-        if (last) hid_.resize(static_cast<size_t>(n * E_));
+        if (last) hid_.resize(static_cast<size_t>(E_));  // the last pair's row
         mtp(hidden + c0 * E_, next_tokens + c0, n, pos0 + c0, last && logits ? logits_.data() : nullptr,
             last ? hid_.data() : nullptr, vocab_.rows());
     }
@@ -46,7 +46,7 @@ void MtpChain::feed(const MtpCall& mtp, const float* hidden, const int32_t* next
 
 void MtpChain::step(const MtpCall& mtp, int32_t token, bool logits) {
     STRATA_CHECK(!hid_.empty(), "the MTP chain has not been fed");
-    const float* h = hid_.data() + (static_cast<int64_t>(hid_.size()) / E_ - 1) * E_;  // last row
+    const float* h = hid_.data();  // the last pair's row
     hid_next_.resize(static_cast<size_t>(E_));
     // The LM head is most of a draft step on a small model (a 32k x n_embd head against
     // one layer), so the steps whose prediction is overridden skip it.

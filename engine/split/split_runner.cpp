@@ -176,12 +176,12 @@ void SplitRunnerImpl::mtp(int seq, const float* hidden, const int32_t* tokens, i
     mtp_hidden_.assign(hidden, hidden + T * E);
     mtp_tokens_.assign(tokens, tokens + T);
     mtp_logits_.resize(static_cast<size_t>(V));
-    mtp_hidden_out_.resize(static_cast<size_t>(T * E));
-    const bool want_logits = logits_rows != nullptr;
-    auto op = [this, &st, &state, T, pos0, want_logits, draft_rows] {
+    mtp_hidden_out_.resize(static_cast<size_t>(E));
+    const bool want_logits = logits_rows != nullptr, want_hidden = hidden_out != nullptr;
+    auto op = [this, &st, &state, T, pos0, want_logits, want_hidden, draft_rows] {
         model_->mtp_forward(*st.ctx, state, mtp_hidden_.data(), mtp_tokens_.data(), T, pos0,
-                            want_logits ? mtp_logits_.data() : nullptr, mtp_hidden_out_.data(), /*last_logits_only=*/true,
-                            draft_rows);
+                            want_logits ? mtp_logits_.data() : nullptr, want_hidden ? mtp_hidden_out_.data() : nullptr,
+                            /*last_only=*/true, draft_rows);
     };
     run_on(stages_.size() - 1, op, cfg_.host_timeout_ms, window_);
     if (logits_rows) std::copy(mtp_logits_.begin(), mtp_logits_.end(), logits_rows);

@@ -161,7 +161,7 @@ void Pipe::mtp_here(int seq, const float* hidden, const int32_t* tokens, int64_t
                     float* hidden_out, int64_t draft_rows) {
     Sequence& q = r_.sequence(seq);
     r_.model_->mtp_forward(*r_.stages_.back().ctx, q.states.back(), hidden, tokens, T, pos0, logits,
-                           hidden_out, /*last_logits_only=*/true, draft_rows);
+                           hidden_out, /*last_only=*/true, draft_rows);
 }
 
 void Pipe::set_n_past(int seq, int64_t n) {
