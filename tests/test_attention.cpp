@@ -314,7 +314,8 @@ TEST_CASE("ops::gdn_step: the plain per-row loops, bit for bit", "[attention][de
 TEST_CASE("ops::gdn_steps: one gdn_step per token, bit for bit", "[attention][determinism]") {
     for (const int64_t dk : {int64_t{128}, int64_t{64}, int64_t{32}, int64_t{20}, int64_t{7}})
         for (const int64_t T : {int64_t{1}, int64_t{2}, int64_t{4}, int64_t{17}, int64_t{40}})
-            for (const bool elsewhere : {false, true}) {
+            for (const int where : {0, 1, 2}) {  // in place, from another buffer, into one 64-byte aligned
+                const bool elsewhere = where > 0;
                 const int64_t dv = 9, ld = 2 * dk + dv + 3, ldo = dv + 5;  // token rows: q | k | v | padding
                 const auto x = test::gaussian(static_cast<size_t>(T * ld), 11);
                 std::vector<float> e(static_cast<size_t>(T)), b(e.size());
@@ -327,11 +328,16 @@ TEST_CASE("ops::gdn_steps: one gdn_step per token, bit for bit", "[attention][de
                 for (int64_t t = 0; t < T; ++t)
                     ops::gdn_step(R.data(), dv, dk, x.data() + t * ld, x.data() + t * ld + dk, x.data() + t * ld + 2 * dk,
                                   e[static_cast<size_t>(t)], b[static_cast<size_t>(t)], ref.data() + t * ldo);
-                std::vector<float> M = elsewhere ? std::vector<float>(M0.size(), 7.0f) : M0, out(ref.size(), -1.0f);
-                ops::gdn_steps(elsewhere ? M0.data() : M.data(), M.data(), dv, dk, T, x.data(), x.data() + dk,
-                               x.data() + 2 * dk, ld, e.data(), b.data(), out.data(), ldo);
-                INFO("dk " << dk << " T " << T << (elsewhere ? " from another buffer" : " in place"));
+                // Aligned, a window's state written past the caches (gdn_steps streams it).
+                std::vector<float> buf(M0.size() + 16, 7.0f), out(ref.size(), -1.0f);
+                float* M = buf.data();
+                if (where == 2)
+                    while (reinterpret_cast<uintptr_t>(M) % 64 != 0) ++M;
+                if (!elsewhere) std::copy(M0.begin(), M0.end(), M);
+                ops::gdn_steps(elsewhere ? M0.data() : M, M, dv, dk, T, x.data(), x.data() + dk, x.data() + 2 * dk, ld,
+                               e.data(), b.data(), out.data(), ldo);
+                INFO("dk " << dk << " T " << T << (where == 0 ? " in place" : where == 1 ? " from another buffer" : " aligned"));
                 CHECK(out == ref);
-                CHECK(M == R);
+                CHECK(std::equal(R.begin(), R.end(), M));
             }
 }

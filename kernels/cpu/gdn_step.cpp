@@ -1,6 +1,7 @@
 #include "kernels/cpu/gdn_step.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 #include "kernels/cpu/simd_forms.h"
@@ -62,6 +63,7 @@ struct Run {
     const float *e, *b;
     float* out;
     int64_t ldo;
+    bool stream;  // write M past the caches (rows held in registers only)
 };
 
 // A run's tokens through rows j0 .. j0 + NR - 1 of dk = NV whole vectors, side by side. A
@@ -130,9 +132,14 @@ template <class V, int NV, int NR, bool kInCache>
         }
         for (int i = 0; i < NR; ++i) a.out[t * a.ldo + j0 + i] = simd::hsum(acc[i]);
     }
-    if constexpr (!kInCache)
-        for (int i = 0; i < NR; ++i)
-            for (int c = 0; c < NV; ++c) simd::store(m[i] + c * simd::kLanes, r[i][c]);
+    if constexpr (!kInCache) {
+        if (a.stream)
+            for (int i = 0; i < NR; ++i)
+                for (int c = 0; c < NV; ++c) simd::stream(m[i] + c * simd::kLanes, r[i][c]);
+        else
+            for (int i = 0; i < NR; ++i)
+                for (int c = 0; c < NV; ++c) simd::store(m[i] + c * simd::kLanes, r[i][c]);
+    }
 }
 
 // Every row of the head, R at a time (the rest one by one).
@@ -181,9 +188,13 @@ void gdn_step(float* M, int64_t dv, int64_t dk, const float* q, const float* k, 
 void gdn_steps(const float* M_in, float* M, int64_t dv, int64_t dk, int64_t T, const float* q, const float* k,
                const float* v, int64_t ld, const float* e, const float* b, float* out, int64_t ldo) {
     simd::forms([&]<class V>(simd::Form<V>) __attribute__((always_inline)) {
+        // A state read from one buffer and written to another (a verify window's, from the
+        // snapshot that lends its buffer) is next read after the window's weights have gone
+        // through the caches: its lines are written past them, without reading them first.
+        const bool stream = M_in != M && T <= kRun && reinterpret_cast<uintptr_t>(M) % 64 == 0 && dk % simd::kLanes == 0;
         for (int64_t t0 = 0; t0 < T; t0 += kRun) {
             const int64_t n = std::min(kRun, T - t0);
-            const Run a{t0 == 0 ? M_in : M, M, dv, t0, n, q, k, v, ld, e, b, out, ldo};
+            const Run a{t0 == 0 ? M_in : M, M, dv, t0, n, q, k, v, ld, e, b, out, ldo, stream};
             switch (dk) {
             case 2 * simd::kLanes: rows_of<V, 2>(a); continue;
             case 4 * simd::kLanes: rows_of<V, 4>(a); continue;
@@ -197,6 +208,7 @@ void gdn_steps(const float* M_in, float* M, int64_t dv, int64_t dk, int64_t T, c
                     out[t * ldo + j] = row_step<V>(row, dk, q + t * ld, k + t * ld, v[t * ld + j], e[t], b[t]);
             }
         }
+        if (stream) simd::stream_fence();  // before the pool's run tells another thread it is done
     });
 }
 

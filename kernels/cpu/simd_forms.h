@@ -82,6 +82,25 @@ template <class N>
 [[gnu::always_inline]] inline void store(float* p, const Wide<N>& v) {
     for (int i = 0; i < Wide<N>::kPieces; ++i) std::memcpy(p + i * Wide<N>::kPieceLanes, &v.p[i], sizeof v.p[i]);
 }
+// A store that bypasses the caches (p aligned to the vector: 64 bytes for vf), for data
+// no one reads soon; a caller fences (stream_fence) before another thread may read it.
+// In asm: an intrinsic cannot be inlined into these target-less helpers, which take
+// their form's target only once inlined into it (run_512 ...).
+template <class V>
+[[gnu::always_inline]] inline void stream(float* p, const V& v) {
+    if constexpr (!is_wide<V>) {
+        asm("vmovntps %1, %0" : "=m"(*reinterpret_cast<vf*>(p)) : "v"(v));
+    } else {
+        using P = typename V::Piece;
+        for (int i = 0; i < V::kPieces; ++i) {
+            if constexpr (V::kPieces == 2)
+                asm("vmovntps %1, %0" : "=m"(*reinterpret_cast<P*>(p + i * V::kPieceLanes)) : "x"(v.p[i]));
+            else
+                asm("movntps %1, %0" : "=m"(*reinterpret_cast<P*>(p + i * V::kPieceLanes)) : "x"(v.p[i]));
+        }
+    }
+}
+inline void stream_fence() { asm volatile("sfence" ::: "memory"); }
 template <class V>
 [[gnu::always_inline]] inline V splat_as(float x) {
     if constexpr (!is_wide<V>) {
