@@ -297,6 +297,25 @@ TEST_CASE("spec policy: the default's K follows the measured rate of its windows
     const SpecPolicy mid = run(0.5, true, 8, 2000);
     CHECK(mid.k() <= 2);
     CHECK(mid.k_moves() >= 1);
+    // A window of 5 rows slower than 4 and 6 (a CPU's tiles of four rows): the walk tries
+    // K = 5 after 4 failed, and climbs on from there.
+    auto bumpy = [&](int64_t steps) {
+        SpecPolicyParams prm;
+        prm.k_max = 8;
+        SpecPolicy p(3, true, prm, true);
+        for (int64_t i = 0; i < steps; ++i) {
+            const int k = p.next_k();
+            if (k == 0) {
+                const bool probe = p.probe();
+                p.on_plain(plain);
+                if (probe) p.on_probe(true);
+                continue;
+            }
+            p.on_window(k, k, plain * (1.15 + 0.35 * k) * (k == 4 ? 1.3 : 1.0));
+        }
+        return p;
+    };
+    CHECK(bumpy(400).k() >= 6);
     // Not timed (a sampled request), or no range: K stays where it started.
     CHECK(run(1.0, false, 8, 400).k() == 3);
     CHECK(run(1.0, true, 0, 400).k() == 3);

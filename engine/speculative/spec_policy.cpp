@@ -1,6 +1,7 @@
 #include "engine/speculative/spec_policy.h"
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "engine/core/error.h"
 
@@ -62,20 +63,30 @@ void SpecPolicy::adapt_k(int64_t drafted, int64_t accepted, double seconds) {
         if (sec_[cur] <= 0 || tok_[tried] / sec_[tried] > 1.03 * tok_[cur] / sec_[cur]) {
             k_ = trying_;
             ++k_moves_;
-            failed_dir_ = 0;
+            failed_dir_ = failed_stride_ = 0;
         } else {
             failed_dir_ = trying_ > k_ ? 1 : -1;
+            failed_stride_ = std::abs(trying_ - k_);
         }
         trying_ = 0;
         since_try_ = 0;
         return;
     }
     if (++since_try_ < p_.k_try_every) return;
-    // Up while most windows keep every draft, else down; not the way that just failed.
-    int dir = all_kept_ > 0.5 ? 1 : -1;
-    if (dir == failed_dir_) dir = -dir;
-    int next = k_ + dir;
-    if (next < 1 || next > p_.k_max) next = k_ - dir;
+    // Up while most windows keep every draft, else down. The way that just failed is
+    // tried again one K further (up to kMaxStride): the rate is not smooth in K (a CPU's
+    // window tiles take rows four at a time, so K = 4 can be slower than 3 and 5), and
+    // a walk of single steps stopped at such a dip; past the stride, or the range, the
+    // other way.
+    constexpr int kMaxStride = 3;
+    int dir = all_kept_ > 0.5 ? 1 : -1, stride = 1;
+    if (dir == failed_dir_) stride = failed_stride_ + 1;
+    int next = k_ + dir * stride;
+    if (stride > kMaxStride || next < 1 || next > p_.k_max) {
+        dir = dir == failed_dir_ ? -dir : dir;
+        next = k_ + dir;
+        if (next < 1 || next > p_.k_max) next = k_ - dir;
+    }
     trying_ = next;
     tried_ = 0;
     tok_[static_cast<size_t>(trying_)] = sec_[static_cast<size_t>(trying_)] = 0;  // its rate from this trial

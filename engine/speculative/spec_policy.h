@@ -37,15 +37,15 @@
 //    steps draft.
 //
 //  - K (timed requests, when the caller gives a range: k_max). The default starts at
-//    kDefaultSpecK and moves one at a time between 1 and k_max by the tokens per second
-//    its timed windows commit: every k_try_every windows it runs a neighbouring K for
-//    1 + k_try_windows windows (the first not counted) and moves there when that K's
-//    rate is 3% higher: up while most windows keep every draft, else down, and the other
-//    way after a trial that failed. On this repository's CPU the best fixed K was 2 at
-//    ~60% agreement and about 8 at ~98% (a verify window of 1 + K rows costs about
-//    1.15 + 0.35 K plain steps there; docs/benchmarks.md), and the rate is not smooth in
-//    K (the window tiles take rows four at a time), so the walk can stop short of the
-//    best K (at 5-6 in 512 tokens at ~98%).
+//    kDefaultSpecK and moves between 1 and k_max by the tokens per second its timed
+//    windows commit: every k_try_every windows it runs another K for 1 + k_try_windows
+//    windows (the first not counted) and moves there when that K's rate is 3% higher:
+//    the next K up while most windows keep every draft, else the next down; after a
+//    trial that failed, the same way one K further (up to three away), then the other
+//    way. On this repository's CPU the best fixed K was 1-2 at ~60% agreement and 8 or
+//    more at ~98% (docs/benchmarks.md), and the rate is not smooth in K (the window
+//    tiles take rows four at a time: K = 4 ran slower than 3 and 5), which stopped a walk
+//    of single steps at 3.
 //
 // Without timing it reads only the acceptance, never the clock, so which steps draft is
 // the same on every run; sampled requests are never timed, so a seeded sampled request's
@@ -146,6 +146,7 @@ private:
     double tok_[kMaxSpecK + 1] = {};
     double sec_[kMaxSpecK + 1] = {};
     int trying_ = 0, failed_dir_ = 0;  // failed_dir_: the direction of the last trial, if it failed
+    int failed_stride_ = 0;            // and how far from K it was
     double all_kept_ = 0;              // decayed share of windows that kept every draft
     int64_t since_try_ = 0, tried_ = 0, k_moves_ = 0;
     void adapt_k(int64_t drafted, int64_t accepted, double seconds);
