@@ -27,9 +27,9 @@ std::string OpProfile::report() const {
                                   "total ms", "us/call", "share");
     for (const auto& [key, sum] : rows) {
         const double ms = std::chrono::duration<double, std::milli>(sum->took).count();
-        out += fmt::format("  {:<22} {:>5} {:>14} {:>9} {:>10.1f} {:>9.2f} {:>5.1f}%\n", std::get<0>(*key), std::get<1>(*key),
-                           std::get<2>(*key), sum->calls, ms, 1e3 * ms / static_cast<double>(sum->calls),
-                           total_ms > 0 ? 100.0 * ms / total_ms : 0.0);
+        const auto& [op, n_rows, what] = *key;
+        out += fmt::format("  {:<22} {:>5} {:>14} {:>9} {:>10.1f} {:>9.2f} {:>5.1f}%\n", op, n_rows, what, sum->calls, ms,
+                           1e3 * ms / static_cast<double>(sum->calls), total_ms > 0 ? 100.0 * ms / total_ms : 0.0);
     }
     out += fmt::format("  all ops: {:.1f} ms\n", total_ms);
     return out;

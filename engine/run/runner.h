@@ -68,8 +68,9 @@ public:
     // logits_rows receives [n_vocab], the logits of the LAST pair only (drafting never
     // needs more, and the vocabulary matmul is the cost); hidden_out (optional) the MTP
     // block's post-norm hidden row of the last pair [n_embd]; the other pairs only fill
-    // the block's KV cache (Model::mtp_forward's last_only). Does not change n_past. draft_rows (> 0):
-    // the head ranks only the first draft_rows ids, -inf past them (Model::mtp_forward).
+    // the block's KV cache (Model::mtp_forward's last_only). Does not change n_past.
+    // draft_rows (> 0): the head ranks only the first draft_rows ids, -inf past them
+    // (Model::mtp_forward).
     virtual void mtp(int seq, const float* hidden, const int32_t* tokens, int64_t T, int64_t pos0,
                      float* logits_rows, float* hidden_out, int64_t draft_rows) = 0;
     // --spec-draft-vocab as configured (engine/speculative/draft_vocab.h): 0 = every id,
