@@ -67,9 +67,9 @@ TEST_CASE("env: the one list names each variable once, with the default the code
     const SplitConfig a = SplitConfig::from_env(lookup(all)), b;
     CHECK((a.overlap == b.overlap && a.wait_ms == b.wait_ms && a.host_timeout_ms == b.host_timeout_ms &&
            a.drop_window == b.drop_window && a.staged_copies == b.staged_copies && a.gpu_graphs == b.gpu_graphs &&
-           a.gpu_profile == b.gpu_profile));
+           a.gpu_profile == b.gpu_profile && a.cpu_profile == b.cpu_profile));
     const PipelineOptions c = PipelineOptions::from_env(lookup(all)), d;
     CHECK((c.theta == d.theta && c.force_miss == d.force_miss && c.doom_skip == d.doom_skip &&
            c.prestage == d.prestage && c.snap_overlap == d.snap_overlap));
-    CHECK(names.size() == 12);
+    CHECK(names.size() == 13);
 }
