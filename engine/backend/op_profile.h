@@ -2,7 +2,7 @@
 // timed on the thread that calls it (the parallel part included: the pool's run returns
 // when all threads are done), keyed by the op, its row count and, for products, the
 // weight's shape, so a verify window's cost can be read against a decode step's. Off
-// (a null profile), an op pays one pointer test.
+// (a null profile), an op pays a pointer test and an empty name string.
 #pragma once
 #include <chrono>
 #include <cstdint>
