@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstring>
 
 #include "engine/backend/cpu_ops.h"
 #include "engine/gguf/reader.h"
@@ -93,7 +94,11 @@ TEST_CASE("a stage binds only its own layers, prepared for its device", "[model]
     const auto ww = m->bind(whole);
     // Each layer's matrices are prepared by the one stage that holds them.
     CHECK(first.prepared_bytes() > 0);
-    CHECK(last.prepared_bytes() > first.prepared_bytes());  // the head goes with the last stage
+    CHECK(last.prepared_bytes() > 0);
+    CHECK(wf->tok_embd.data != nullptr);  // the embedding goes with the first stage, the head with the last
+    CHECK(wl->tok_embd.data == nullptr);
+    CHECK(wl->output.data != nullptr);
+    CHECK(wf->output.data == nullptr);
     CHECK(first.prepared_bytes() + last.prepared_bytes() == whole.prepared_bytes());
     const auto again = m->bind(whole);  // the same device binding again packs nothing new
     CHECK(first.prepared_bytes() + last.prepared_bytes() == whole.prepared_bytes());
@@ -121,6 +126,34 @@ TEST_CASE("a stage binds only its own layers, prepared for its device", "[model]
     CHECK_THROWS_WITH(m->output(cf, Batch::single(s1, 0, T), x.data(), std::span<const Model::OutputWant>(&want, 1),
                                 split.data()),
                       Catch::Contains("LM head"));
+}
+
+TEST_CASE("the CPU reads the embedding table from a copy of its rows, made once", "[model][bind]") {
+    // get_rows read the file mapping in place: a fault on the first touch of each page of
+    // the table, which a decode step's token row usually is.
+    const size_t rb = row_bytes(GgmlType::Q8_0, 64);
+    std::vector<uint8_t> file(rb * 12 * 2);  // 12 rows, every other one of a wider view
+    for (size_t i = 0; i < file.size(); ++i) file[i] = static_cast<uint8_t>(i * 7 + 3);
+    for (size_t r = 0; r < 24; ++r) file[r * rb] = 0, file[r * rb + 1] = 0x3c;  // each block's scale: 1.0 (f16)
+    const MatView t{GgmlType::Q8_0, file.data(), 64, 12, 2 * rb, nullptr};
+    ThreadPool pool(1);
+    CpuOps ops(pool);
+    const MatView c = ops.prepare_table(t);
+    CHECK(c.data != t.data);
+    CHECK(c.row_stride == rb);
+    CHECK(ops.prepared_bytes() >= rb * 12);
+    for (int64_t r = 0; r < 12; ++r) CHECK(std::memcmp(c.row(r), t.row(r), rb) == 0);
+    const size_t made = ops.prepared_bytes();
+    CHECK(ops.prepare_table(t).data == c.data);  // a stage's MTP block shares the table
+    CHECK(ops.prepared_bytes() == made);
+    // get_rows through the copy gives the rows of the file.
+    const std::vector<int32_t> ids = {11, 0, 5};
+    std::vector<float> got(3 * 64), want(64);
+    ops.get_rows(c, ids.data(), Tensor::f32(got.data(), 64, 3));
+    for (size_t i = 0; i < ids.size(); ++i) {
+        dequantize_row(GgmlType::Q8_0, t.row(ids[i]), want.data(), 64);
+        CHECK(std::equal(want.begin(), want.end(), got.begin() + static_cast<std::ptrdiff_t>(i * 64)));
+    }
 }
 
 TEST_CASE("llama 3.1+ rope_freqs divide the rotary angles, as in the reference", "[model][reference]") {

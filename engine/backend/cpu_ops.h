@@ -35,7 +35,7 @@ public:
     void to_device(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
     void to_host(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
     MatView prepare_weight(const MatView& w) override;
-    MatView prepare_table(const MatView& t) override { return t; }  // get_rows reads the blocks as they are
+    MatView prepare_table(const MatView& t) override;
     const float* prepare_vector(std::span<const float> v) override;
     size_t weight_bytes(const MatView& w) override;
     void write_weight(const MatView& w, void* host) override;
@@ -87,11 +87,12 @@ private:
 
     ThreadPool& pool_;
     bool host_memory_;
-    WeightStore store_;  // packed copies (prepare_weight)
+    WeightStore store_;  // packed copies (prepare_weight) and tables' rows (prepare_table)
     WeightStore vectors_;  // prepare_vector's copies (a few KiB a layer)
     // The copy made for each weight (its rows, type and shape), so a matrix a stage binds
     // twice (a head the MTP block shares) is packed once.
     std::map<std::tuple<const void*, int, int64_t, int64_t>, const void*> packed_of_;
+    std::map<std::tuple<const void*, int, int64_t, int64_t>, const void*> table_of_;  // prepare_table's copies
     // The copy queue (copy_in_async): a thread of its own, started on the first copy, so
     // a streamed layer's weights arrive while the pool computes the layer before it.
     std::unique_ptr<WorkQueue> copier_;
