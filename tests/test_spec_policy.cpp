@@ -291,6 +291,9 @@ TEST_CASE("spec policy: the default's K follows the measured rate of its windows
     const SpecPolicy first = run(1.0, true, 8, 15);
     CHECK(first.k() == 4);
     CHECK(first.k_moves() == 1);
+    // Each move that paid is followed by the next trial at once: 3 -> 7 in 26 steps (a
+    // probe, an untimed window, 4 at K = 3, then four trials of 5).
+    CHECK(run(1.0, true, 8, 26).k() == 7);
     const SpecPolicy high = run(1.0, true, 8, 400);
     CHECK(high.k() == 7);
     CHECK(high.k_moves() == 4);
