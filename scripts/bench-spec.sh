@@ -5,6 +5,8 @@
 # reports the median decode tok/s with the measured acceptance:
 #   local        one device, THREADS threads, no speculation
 #   local+spec   one device, --spec-draft K
+#   local+default  one device, no --spec-draft: the default, whose K walks by its
+#                measured rate (docs/spec.md, "K"); the row says where K ended
 #   split        --devices cpu:0,cpu:1 --threads-per-device 1, no speculation (serial hand-off)
 #   split+overlap  the same with STRATA_SPLIT_OVERLAP=1 (every stage launched up front)
 #   split+spec   the same with --spec-draft K (serial windows)
@@ -58,9 +60,9 @@ strata="$build/bin/strata"
 [[ -x "$strata" ]] || { echo "bench-spec: no $strata (build it, or set BUILD_DIR)" >&2; exit 1; }
 mkdir -p "$models" "$(dirname "$out_json")"
 
-modes=(local local+spec split split+overlap split+spec split+spec+overlap split+pipe)
+modes=(local local+spec local+default split split+overlap split+spec split+spec+overlap split+pipe)
 if [[ -n "$vocab" && "$vocab" -gt 65536 ]]; then
-    modes=(local local+spec local+spec/whole-head split split+overlap split+spec split+spec+overlap split+pipe)
+    modes=(local local+spec local+default local+spec/whole-head split split+overlap split+spec split+spec+overlap split+pipe)
 fi
 if [[ -n "${MODES:-}" ]]; then
     read -r -a wanted <<<"$MODES"
@@ -77,6 +79,7 @@ mode_flags() {  # the flags of one mode, one per line
     case "$1" in
         local) printf '%s\n' -t "$threads" --spec-draft 0 ;;
         local+spec) printf '%s\n' -t "$threads" --spec-draft "$k" ;;
+        local+default) printf '%s\n' -t "$threads" ;;
         local+spec/whole-head) printf '%s\n' -t "$threads" --spec-draft "$k" --spec-draft-vocab 0 ;;
         split | split+overlap) printf '%s\n' "${split_flags[@]}" --spec-draft 0 ;;
         split+spec | split+spec+overlap) printf '%s\n' "${split_flags[@]}" --spec-draft "$k" ;;
@@ -119,7 +122,7 @@ for a in $agrees; do
         [[ "$mode" == split+overlap || "$mode" == split+spec+overlap ]] && overlap=1
         cmd=(env "STRATA_SPLIT_OVERLAP=$overlap" "$strata" run -m "$file" -p "$prompt" -n "$n_predict" -c "$ctx" "${flags[@]}")
         echo "+ ${cmd[*]}" >&2
-        tps=() ; first="" ; all="" ; tpw="" ; failed=""
+        tps=() ; first="" ; all="" ; tpw="" ; failed="" ; k_end="" ; k_ends=()
         for ((r = 0; r < reps; ++r)); do
             if ! "${cmd[@]}" >"$tmp/out" 2>"$tmp/err"; then
                 failed="$(grep -m1 -iE 'error|usage|unknown' "$tmp/err" || tail -n1 "$tmp/err")"
@@ -133,7 +136,9 @@ for a in $agrees; do
                 all="$(awk -v p="$all" 'BEGIN {printf "%.3f", p / 100}')"
                 first="$(sed -n 's/.*per position \[\([0-9.]*\).*/\1/p' <<<"$spec")"
                 tpw="$(sed -n 's/.* \([0-9.]*\) tokens\/window.*/\1/p' <<<"$spec")"
+                k_end="$(sed -n "s/.*the default's K ended at \([0-9]*\).*/\1/p" <<<"$spec")"
             fi
+            [[ -n "$k_end" ]] && k_ends+=("$k_end")
             md5="$(md5sum <"$tmp/out" | cut -d' ' -f1)"
             if [[ -z "$ref_md5" ]]; then ref_md5="$md5"; elif [[ "$md5" != "$ref_md5" ]]; then
                 echo "bench-spec: ERROR: $mode printed different text than local for A=$a" >&2
@@ -154,9 +159,11 @@ for a in $agrees; do
         hi="$(printf '%s\n' "${tps[@]}" | sort -g | tail -n1)"
         [[ "$mode" == local ]] && base_tps="$med"
         ratio="$(awk -v m="$med" -v b="${base_tps:-0}" 'BEGIN {if (b > 0) printf "%.2fx", m / b; else print "-"}')"
-        rows+=("| $mode | $a | $med ($lo-$hi) | $ratio | ${first:--} | ${all:--} | ${tpw:--} |")
-        json+=("$(printf '{"mode": "%s", "agree": %s, "tok_s": %s, "tok_s_runs": [%s], "acceptance_first": %s, "acceptance": %s, "tokens_per_window": %s}' \
-            "$mode" "$a" "$med" "$(IFS=,; echo "${tps[*]}")" "${first:-null}" "${all:-null}" "${tpw:-null}")")
+        label="$mode"
+        [[ ${#k_ends[@]} -gt 0 ]] && label="$mode (K ended at $(IFS=/; echo "${k_ends[*]}"))"
+        rows+=("| $label | $a | $med ($lo-$hi) | $ratio | ${first:--} | ${all:--} | ${tpw:--} |")
+        json+=("$(printf '{"mode": "%s", "agree": %s, "tok_s": %s, "tok_s_runs": [%s], "acceptance_first": %s, "acceptance": %s, "tokens_per_window": %s, "k_end": [%s]}' \
+            "$mode" "$a" "$med" "$(IFS=,; echo "${tps[*]}")" "${first:-null}" "${all:-null}" "${tpw:-null}" "$(IFS=,; echo "${k_ends[*]}")")")
     done
 done
 
