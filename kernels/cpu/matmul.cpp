@@ -53,6 +53,7 @@ void tile_dot(const float* rows, int nr, int64_t n, const float* x, int64_t ldx,
 // Integer-dot path (matmul_q.h): quantize each token of x on its own, once for all the
 // weights, then give each task a fixed range of rows of one weight, for all tokens.
 constexpr size_t kMaxOuts = 32;  // outputs (and inputs) of one parallel run
+static_assert(kMaxOuts <= 32, "matmul_q marks the inputs a thread has quantized in a uint32_t");
 
 // One thread's share of a call's units: claimed one chunk at a time from the front by
 // its owner and one unit at a time from the back by a thread that has finished its own.
@@ -197,11 +198,17 @@ void matmul_q(ThreadPool& pool, std::span<const MatIn> ins, std::span<const MatO
         alignas(64) std::atomic<int64_t> q_done{0};
         Share shares[kMaxShares];
         // Units [u0, u1), which may span several outputs, reading the activations in a.
-        void rows(const ActQ* a, int64_t u0, int64_t u1) const {
+        // lazy (self-quantized products): bit j is set once this thread has quantized
+        // input j into a, which it does before the first rows that read it.
+        void rows(ActQ* a, int64_t u0, int64_t u1, uint32_t* lazy) const {
             size_t i = 0;
             while (u0 < u1) {
                 while (u0 >= first[i + 1]) ++i;
                 const int64_t stop = std::min(u1, first[i + 1]);
+                if (const auto j = static_cast<size_t>(in_of[i]); lazy && !(*lazy >> j & 1)) {
+                    quantize_input(j, a[j]);
+                    *lazy |= uint32_t{1} << j;
+                }
                 const kq::Job job{&outs[i].w, &a[in_of[i]], outs[i].y, outs[i].ldy};
                 fn[i](job, (u0 - first[i]) * unit, std::min(job.w->n_out, (stop - first[i]) * unit));
                 u0 = stop;
@@ -231,12 +238,10 @@ void matmul_q(ThreadPool& pool, std::span<const MatIn> ins, std::span<const MatO
         void quantize(size_t j, int64_t t, int64_t b0, int64_t b1, ActQ& a) const {
             quantize_in(in[j].m, in[j].width, t, b0, b1, a);
         }
-        // Every input, by this thread alone, into its own buffers.
-        void quantize_all(ActQ* a) const {
-            for (size_t j = 0; j < n_in; ++j) {
-                a[j].reserve(in[j].width, in[j].T);
-                for (int64_t t = 0; t < in[j].T; ++t) quantize(j, t, 0, a[j].nb, a[j]);
-            }
+        // Input j, by this thread alone, into its own buffer.
+        void quantize_input(size_t j, ActQ& a) const {
+            a.reserve(in[j].width, in[j].T);
+            for (int64_t t = 0; t < in[j].T; ++t) quantize(j, t, 0, a.nb, a);
         }
         // Claims quantization chunks until none are left, then waits for the ones other
         // threads claimed. A claimed chunk is always being done by a running thread that
@@ -308,22 +313,24 @@ void matmul_q(ThreadPool& pool, std::span<const MatIn> ins, std::span<const MatO
     for (int k = 0; k < c.n_shares; ++k) c.shares[k].set(total * k / c.n_shares, total * (k + 1) / c.n_shares);
     const auto body = [p = &c](int k) {
         if (k < p->n_shares) p->prime(p->shares[k].front_now());
-        const ActQ* a = p->shared;
+        // Self-quantized: each input into this thread's own buffers when its rows first
+        // read it, so a thread quantizes only the inputs of the rows it takes (a decode
+        // step's expert downs: each thread about half of them, and mostly the gate and up
+        // outputs it computed itself, not lines the other core wrote). A thread that
+        // starts late and finds every row taken quantizes nothing.
+        ActQ* a = p->shared;
+        uint32_t ready = 0;
+        uint32_t* lazy = nullptr;
         if (p->self) {
-            // A thread that starts late may find every row taken: then it has nothing to
-            // quantize either (the caller waits for it to return).
-            bool left = false;
-            for (int j = 0; j < p->n_shares && !left; ++j) left = p->shares[j].left() > 0;
-            if (!left) return;
-            p->quantize_all(acts);  // this thread's own buffers
             a = acts;
+            lazy = &ready;
         } else {
             p->quantize_shared();
         }
         int64_t u0, u1;
         if (k < p->n_shares) {
             Share& own = p->shares[k];
-            while (own.front(own.left() / 4, &u0, &u1)) p->rows(a, u0, u1);
+            while (own.front(own.left() / 4, &u0, &u1)) p->rows(a, u0, u1, lazy);
         }
         for (;;) {
             int best = -1;
@@ -331,7 +338,7 @@ void matmul_q(ThreadPool& pool, std::span<const MatIn> ins, std::span<const MatO
             for (int j = 0; j < p->n_shares; ++j)
                 if (const int64_t l = p->shares[j].left(); l > most) most = l, best = j;
             if (best < 0) return;
-            if (p->shares[best].back(&u0)) p->rows(a, u0, u0 + 1);
+            if (p->shares[best].back(&u0)) p->rows(a, u0, u0 + 1, lazy);
         }
     };
     // One unit of rows (a GDN layer's 16-row ba projection) is the caller's alone: waking
