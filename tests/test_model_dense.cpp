@@ -134,7 +134,7 @@ TEST_CASE("the CPU reads the embedding table from a copy of its rows, made once"
     const size_t rb = row_bytes(GgmlType::Q8_0, 64);
     std::vector<uint8_t> file(rb * 12 * 2);  // 12 rows, every other one of a wider view
     for (size_t i = 0; i < file.size(); ++i) file[i] = static_cast<uint8_t>(i * 7 + 3);
-    for (size_t r = 0; r < 24; ++r) file[r * rb] = 0, file[r * rb + 1] = 0x3c;  // each block's scale: 1.0 (f16)
+    for (size_t b = 0; b < file.size(); b += 34) file[b] = 0, file[b + 1] = 0x3c;  // each block's scale: 1.0 (f16)
     const MatView t{GgmlType::Q8_0, file.data(), 64, 12, 2 * rb, nullptr};
     ThreadPool pool(1);
     CpuOps ops(pool);

@@ -42,10 +42,11 @@
 //    windows (the first not counted) and moves there when that K's rate is 3% higher:
 //    the next K up while most windows keep every draft, else the next down; after a
 //    trial that failed, the same way one K further (up to three away), then the other
-//    way; after a move that paid, the next trial starts at once. On this repository's CPU the best fixed K was 1-2 at ~60% agreement and 8 or
-//    more at ~98% (docs/benchmarks.md), and the rate is not smooth in K (the window
-//    tiles take rows four at a time: K = 4 ran slower than 3 and 5), which stopped a walk
-//    of single steps at 3.
+//    way; after a move that paid, the next trial starts at once. On this repository's
+//    CPU the best fixed K was 1-2 at ~60% agreement and 8 or more at ~98%
+//    (docs/benchmarks.md), and the rate is not smooth in K (the window tiles take rows
+//    four at a time: K = 4 ran slower than 3 and 5), which stopped a walk of single
+//    steps at 3.
 //
 // Without timing it reads only the acceptance, never the clock, so which steps draft is
 // the same on every run; sampled requests are never timed, so a seeded sampled request's

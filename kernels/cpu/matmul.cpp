@@ -162,7 +162,7 @@ void quantize_in(const MatIn& x, int64_t width, int64_t t, int64_t b0, int64_t b
 // Several activations and the outputs reading them (outs[i] reads ins[in_of[i]]), all in
 // one parallel run (ThreadPool::run_each: thread k starts on share k of the rows).
 //
-// Each thread quantizes every activation itself, into its own buffers, when
+// Each thread quantizes the activations its rows read itself, into its own buffers, when
 // self_quantize says so; else the threads quantize them together into the caller's, in
 // claims of kQuantBlocks blocks, and wait for all the claims before any row. Sharing
 // halves the quantization, but every thread then waits for the others' claims and reads
