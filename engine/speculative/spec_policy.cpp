@@ -85,13 +85,12 @@ void SpecPolicy::adapt_k(int64_t drafted, int64_t accepted, double seconds) {
     // a walk of single steps stopped at such a dip; past the stride, or the range, the
     // other way.
     constexpr int kMaxStride = 3;
-    int dir = all_kept_ > 0.5 ? 1 : -1, stride = 1;
-    if (dir == failed_dir_) stride = failed_stride_ + 1;
+    const int dir = all_kept_ > 0.5 ? 1 : -1;
+    const int stride = dir == failed_dir_ ? failed_stride_ + 1 : 1;
     int next = k_ + dir * stride;
-    if (stride > kMaxStride || next < 1 || next > p_.k_max) {
-        dir = dir == failed_dir_ ? -dir : dir;
-        next = k_ + dir;
-        if (next < 1 || next > p_.k_max) next = k_ - dir;
+    if (stride > kMaxStride || next < 1 || next > p_.k_max) {  // that way is done: one K the other way
+        next = k_ - dir;
+        if (next < 1 || next > p_.k_max) next = k_ + dir;
     }
     trying_ = next;
     tried_ = 0;

@@ -191,7 +191,7 @@ void gdn_steps(const float* M_in, float* M, int64_t dv, int64_t dk, int64_t T, c
         // A state read from one buffer and written to another (a verify window's, from the
         // snapshot that lends its buffer) is next read after the window's weights have gone
         // through the caches: its lines are written past them, without reading them first.
-        const bool stream = M_in != M && T <= kRun && reinterpret_cast<uintptr_t>(M) % 64 == 0 && dk % simd::kLanes == 0;
+        const bool stream = M_in != M && T <= kRun && reinterpret_cast<uintptr_t>(M) % 64 == 0;
         for (int64_t t0 = 0; t0 < T; t0 += kRun) {
             const int64_t n = std::min(kRun, T - t0);
             const Run a{t0 == 0 ? M_in : M, M, dv, t0, n, q, k, v, ld, e, b, out, ldo, stream};
