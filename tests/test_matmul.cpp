@@ -24,6 +24,7 @@
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/matmul_q.h"
 #include "kernels/cpu/moe_ffn.h"
+#include "kernels/cpu/simd_forms.h"
 
 using namespace strata;
 
@@ -303,6 +304,55 @@ TEST_CASE("matmul: integer path bit-identical on every instruction set", "[matmu
                     matmul(pool, w.view, x.data(), n_in, T, y.data(), n_out);
                     INFO(type_info(type).name << " n_in " << n_in << " T " << T << " on " << kq::name(static_cast<kq::Isa>(isa)));
                     CHECK(y == ref);
+                }
+            }
+        }
+    }
+}
+
+// F16 and BF16 weights are read in their own width and widened in registers: the bits of
+// the same product over their rows widened to F32 first (what the path did before, a tile
+// of rows dequantized into a buffer), on every vector form, for decode and window tiles,
+// partial row tiles, rows past the last whole vector, F16's subnormals and infinities, and
+// a view whose rows lie further apart than their bytes.
+TEST_CASE("matmul: F16 and BF16 weights give the products of their rows widened to F32", "[matmul][determinism]") {
+    struct ResetWidth {
+        ~ResetWidth() { simd::force_vector_bits(0); }
+    } reset;
+    ThreadPool pool(2);
+    const int64_t n_out = 23;  // five 4-row tiles and three single rows
+    for (GgmlType type : {GgmlType::F16, GgmlType::BF16}) {
+        for (const int64_t n_in : {int64_t{64}, int64_t{100}, int64_t{2048}}) {
+            const size_t rb = row_bytes(type, n_in), stride = rb + 64;
+            std::vector<uint8_t> bytes(stride * static_cast<size_t>(n_out), 0xEE);
+            std::vector<float> wide(static_cast<size_t>(n_in * n_out));
+            auto f = randn(static_cast<size_t>(n_in), 11);
+            for (int64_t r = 0; r < n_out; ++r) {
+                for (int64_t i = 0; i < n_in; ++i) f[static_cast<size_t>(i)] = f[static_cast<size_t>((i * 7 + r) % n_in)] * 1.01f;
+                if (type == GgmlType::F16 && r == 2) {
+                    f[1] = 3e-6f;     // an F16 subnormal
+                    f[17] = -5e-8f;   // the smallest
+                    f[33] = 70000.f;  // rounds to infinity
+                }
+                uint8_t* row = bytes.data() + stride * static_cast<size_t>(r);
+                quantize_row(type, f.data(), row, n_in);
+                dequantize_row(type, row, wide.data() + r * n_in, n_in);
+            }
+            const MatView w{type, bytes.data(), n_in, n_out, stride, nullptr};
+            const MatView w32{GgmlType::F32, wide.data(), n_in, n_out, sizeof(float) * static_cast<size_t>(n_in), nullptr};
+            for (const int64_t T : {1, 2, 5, 9}) {
+                auto x = randn(static_cast<size_t>(T * n_in), 12);
+                std::vector<float> first;
+                for (int bits : {512, 256, 128}) {
+                    if (!simd::runs_vector_bits(bits)) continue;
+                    simd::force_vector_bits(bits);
+                    std::vector<float> ref(static_cast<size_t>(T * n_out)), y(ref.size());
+                    matmul(pool, w32, x.data(), n_in, T, ref.data(), n_out);
+                    matmul(pool, w, x.data(), n_in, T, y.data(), n_out);
+                    INFO(type_info(type).name << " n_in " << n_in << " T " << T << " in " << bits << "-bit vectors");
+                    CHECK(std::memcmp(y.data(), ref.data(), sizeof(float) * y.size()) == 0);
+                    if (first.empty()) first = y;
+                    CHECK(std::memcmp(y.data(), first.data(), sizeof(float) * y.size()) == 0);  // every form the same
                 }
             }
         }

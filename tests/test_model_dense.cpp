@@ -156,6 +156,48 @@ TEST_CASE("the CPU reads the embedding table from a copy of its rows, made once"
     }
 }
 
+TEST_CASE("the CPU keeps an F32 matrix of BF16 values as BF16, with the same products", "[model][bind]") {
+    // A GGUF converted from a BF16 checkpoint holds its routers in F32 (and every matrix,
+    // for an F32 file): each value a BF16 one widened. Stored as BF16 a product reads half
+    // the bytes and computes the same floats.
+    const int64_t n_in = 100, n_out = 9, T = 3;
+    std::vector<float> exact(static_cast<size_t>(n_in * n_out));
+    for (size_t i = 0; i < exact.size(); ++i) {
+        const float v = std::sin(0.37f * static_cast<float>(i)) * 3.0f;
+        uint32_t u;
+        std::memcpy(&u, &v, 4);
+        u &= 0xFFFF0000u;  // a BF16 value
+        std::memcpy(&exact[i], &u, 4);
+    }
+    std::vector<float> other = exact;
+    other[5 * n_in + 7] = 0.1f;  // one value that is not
+    std::vector<float> x(static_cast<size_t>(T * n_in));
+    for (size_t i = 0; i < x.size(); ++i) x[i] = std::cos(0.11f * static_cast<float>(i));
+    ThreadPool pool(2);
+    CpuOps ops(pool);
+    auto view = [&](const std::vector<float>& v) {
+        return MatView{GgmlType::F32, v.data(), n_in, n_out, sizeof(float) * static_cast<size_t>(n_in), nullptr};
+    };
+    auto product = [&](const MatView& w) {
+        std::vector<float> y(static_cast<size_t>(T * n_out));
+        ops.matmul(w, Tensor::f32(x.data(), n_in, T), Tensor::f32(y.data(), n_out, T));
+        return y;
+    };
+    const MatView b = ops.prepare_weight(view(exact));
+    CHECK(b.type == GgmlType::BF16);
+    CHECK(b.row_stride == 2 * static_cast<size_t>(n_in));
+    CHECK(ops.prepared_bytes() >= 2 * static_cast<size_t>(n_in * n_out));
+    CHECK(product(b) == product(view(exact)));
+    const size_t made = ops.prepared_bytes();
+    CHECK(ops.prepare_weight(view(exact)).data == b.data);  // once per matrix
+    CHECK(ops.prepared_bytes() == made);
+    // One value that BF16 cannot hold: the matrix stays F32, as the file has it.
+    const MatView f = ops.prepare_weight(view(other));
+    CHECK(f.type == GgmlType::F32);
+    CHECK(f.data == other.data());
+    CHECK(ops.prepared_bytes() == made);
+}
+
 TEST_CASE("llama 3.1+ rope_freqs divide the rotary angles, as in the reference", "[model][reference]") {
     // A file with rope_freqs.weight (what llama.cpp's converter writes for llama3 rope
     // scaling) is computed with it: the reference applies it, and the same weights without

@@ -34,7 +34,52 @@ void CpuOps::set_profile(bool on) { profile_ = on ? std::make_unique<OpProfile>(
 
 std::string CpuOps::profile() const { return profile_ ? profile_->report() : std::string(); }
 
+namespace {
+// Whether every value of an F32 matrix is a BF16 value (its low 16 bits zero), as the
+// F32 matrices of a GGUF converted from a BF16 checkpoint are: the MoE router
+// (ffn_gate_inp, which the converters keep in F32), or every matrix of an F32 file.
+bool bf16_exact(const MatView& w) {
+    for (int64_t r = 0; r < w.n_out; ++r) {
+        const uint8_t* row = w.row(r);
+        uint32_t low = 0;
+        for (int64_t i = 0; i < w.n_in; ++i) {
+            uint32_t u;
+            std::memcpy(&u, row + 4 * i, 4);
+            low |= u & 0xFFFFu;
+        }
+        if (low != 0) return false;
+    }
+    return true;
+}
+}  // namespace
+
 MatView CpuOps::prepare_weight(const MatView& w) {
+    // An F32 matrix of BF16 values is kept as BF16: half the bytes for each product to
+    // read (Qwen3-Next's routers are 4 MiB a layer in F32, ~200 MiB a token over 48
+    // layers), widened exactly in the kernel, so the same products bit for bit.
+    if (w.type == GgmlType::F32 && w.data) {
+        const auto key = std::make_tuple(w.data, static_cast<int>(GgmlType::BF16), w.n_in, w.n_out);
+        auto it = packed_of_.find(key);
+        if (it == packed_of_.end()) {
+            const void* copy = nullptr;
+            if (bf16_exact(w)) {
+                const size_t rb = row_bytes(GgmlType::BF16, w.n_in);
+                auto* dst = static_cast<uint8_t*>(store_.alloc(rb * static_cast<size_t>(w.n_out)));
+                for (int64_t r = 0; r < w.n_out; ++r)
+                    for (int64_t i = 0; i < w.n_in; ++i) {
+                        uint32_t u;
+                        std::memcpy(&u, w.row(r) + 4 * i, 4);
+                        const auto h = static_cast<uint16_t>(u >> 16);
+                        std::memcpy(dst + rb * static_cast<size_t>(r) + 2 * i, &h, 2);
+                    }
+                copy = dst;
+            }
+            it = packed_of_.emplace(key, copy).first;  // null: not BF16 values, read as F32
+        }
+        if (it->second)
+            return MatView{GgmlType::BF16, it->second, w.n_in, w.n_out, row_bytes(GgmlType::BF16, w.n_in), nullptr};
+        return w;
+    }
     const size_t n = packed_size(w);
     if (n == 0 || w.packed) return w;
     MatView out = w;

@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <thread>
 #include <vector>
 
 #include "engine/core/error.h"
+#include "engine/core/half.h"
 #include "engine/quant/quant.h"
 #include "kernels/cpu/act_quant.h"
 #include "kernels/cpu/matmul_q.h"
@@ -24,30 +26,107 @@ constexpr int kRowTile = 4;    // weight rows dequantized together
 constexpr int kTokTile = 4;    // tokens sharing those rows
 constexpr int64_t kRowsPerTask = 16;
 
-// rows[r] (n floats each) times x[t] for a tile of up to kRowTile rows and kTokTile
-// tokens. The per-element computation is the same whatever the tile sizes.
-void tile_dot(const float* rows, int nr, int64_t n, const float* x, int64_t ldx, int nt, float* out,
-              int64_t ldo) {
+// F32 and BF16 weights are read in their own width and widened to floats in registers
+// (a BF16 value is a float's high half: exact), so a product computes what it computes on
+// the widened rows. BF16 rows were dequantized into a buffer a 4-row tile at a time,
+// which bound their products by those stores (BF16 decode at 19 GB/s on two threads where
+// F32 read 48). F16 keeps the buffer: widened in plain vector code (F16C's vcvtph2ps is
+// an intrinsic these target-less forms cannot inline) its one-token products ran no
+// faster than the buffer's F16C conversion, and its prompts 0.6x.
+enum class FloatW { F32, BF16 };
+constexpr int64_t kFloatAhead = 1024;  // bytes ahead a row asks for (tile_dot)
+typedef uint16_t u16x16 __attribute__((vector_size(32)));
+typedef uint16_t u16x8 __attribute__((vector_size(16)));
+typedef uint16_t u16x4 __attribute__((vector_size(8)));
+typedef uint32_t u32x16 __attribute__((vector_size(64)));
+typedef uint32_t u32x8 __attribute__((vector_size(32)));
+typedef uint32_t u32x4 __attribute__((vector_size(16)));
+
+// Lanes [i, i + kLanes) of a row of W's values as floats.
+template <class V, FloatW W>
+[[gnu::always_inline]] inline V load_w(const uint8_t* row, int64_t i) {
+    if constexpr (W == FloatW::F32) {
+        return simd::load_as<V>(reinterpret_cast<const float*>(row) + i);
+    } else {
+        // F lanes of BF16 values: their bits shifted into a float's high half.
+        auto widen = []<class F>(const uint8_t* q) __attribute__((always_inline)) {
+            constexpr int n = sizeof(F) / sizeof(float);
+            using H = std::conditional_t<n == 16, u16x16, std::conditional_t<n == 8, u16x8, u16x4>>;
+            using U = std::conditional_t<n == 16, u32x16, std::conditional_t<n == 8, u32x8, u32x4>>;
+            H h;
+            std::memcpy(&h, q, sizeof h);
+            return (F)(__builtin_convertvector(h, U) << 16);
+        };
+        const uint8_t* p = row + 2 * i;
+        if constexpr (!simd::is_wide<V>) {  // the 512-bit form
+            return widen.template operator()<V>(p);
+        } else {
+            V v;
+            for (int k = 0; k < V::kPieces; ++k) v.p[k] = widen.template operator()<typename V::Piece>(p + 2 * V::kPieceLanes * k);
+            return v;
+        }
+    }
+}
+
+// Value i of a row of W's values as a float (the tails past the last whole vector).
+template <FloatW W>
+inline float value_w(const uint8_t* row, int64_t i) {
+    if constexpr (W == FloatW::F32) {
+        float f;
+        std::memcpy(&f, row + 4 * i, 4);
+        return f;
+    } else {
+        uint16_t h;
+        std::memcpy(&h, row + 2 * i, 2);
+        return bits_to_f32(static_cast<uint32_t>(h) << 16);
+    }
+}
+
+// Rows r < NR (n values of W each, `stride` bytes apart from `rows`) times x[t] for t < NT.
+// The per-element computation is the same whatever the tile sizes and the weights' width;
+// the sizes are constants so that the accumulators stay in registers (with the counts
+// known only at run time they lived on the stack, and a one-token product of F32 weights
+// ran at 3 values a cycle from the cache).
+template <FloatW W, int NR, int NT>
+void tile_dot(const uint8_t* rows, size_t stride, int64_t n, const float* x, int64_t ldx, float* out, int64_t ldo) {
+    constexpr int64_t kBytes = W == FloatW::F32 ? 4 : 2;  // per value
     simd::forms([&]<class V>(simd::Form<V>) __attribute__((always_inline)) {
         const int64_t nv = n / simd::kLanes * simd::kLanes;
-        V acc[kRowTile][kTokTile];
-        for (int r = 0; r < kRowTile; ++r)
-            for (int t = 0; t < kTokTile; ++t) acc[r][t] = simd::zero_as<V>();
+        V acc[NR][NT];
+        for (int r = 0; r < NR; ++r)
+            for (int t = 0; t < NT; ++t) acc[r][t] = simd::zero_as<V>();
         for (int64_t i = 0; i < nv; i += simd::kLanes) {
-            V xv[kTokTile];
-            for (int t = 0; t < nt; ++t) xv[t] = simd::load_as<V>(x + t * ldx + i);
-            for (int r = 0; r < nr; ++r) {
-                const V wv = simd::load_as<V>(rows + r * n + i);
-                for (int t = 0; t < nt; ++t) acc[r][t] += wv * xv[t];
+            // Each row's bytes asked for kFloatAhead ahead, a line at a time.
+            if ((i * kBytes) % 64 == 0)
+                for (int r = 0; r < NR; ++r) __builtin_prefetch(rows + r * stride + i * kBytes + kFloatAhead);
+            V xv[NT];
+            for (int t = 0; t < NT; ++t) xv[t] = simd::load_as<V>(x + t * ldx + i);
+            for (int r = 0; r < NR; ++r) {
+                const V wv = load_w<V, W>(rows + r * stride, i);
+                for (int t = 0; t < NT; ++t) acc[r][t] += wv * xv[t];
             }
         }
-        for (int r = 0; r < nr; ++r)
-            for (int t = 0; t < nt; ++t) {
+        for (int r = 0; r < NR; ++r)
+            for (int t = 0; t < NT; ++t) {
                 float s = simd::hsum(acc[r][t]);
-                for (int64_t i = nv; i < n; ++i) s += rows[r * n + i] * x[t * ldx + i];
+                for (int64_t i = nv; i < n; ++i) s += value_w<W>(rows + r * stride, i) * x[t * ldx + i];
                 out[t * ldo + r] = s;
             }
     });
+}
+
+// nr rows (up to kRowTile) times all T tokens: tiles of kTokTile tokens, then one at a time.
+template <FloatW W>
+void rows_dot(const uint8_t* rows, size_t stride, int nr, int64_t n, const float* x, int64_t ldx, int64_t T, float* y,
+              int64_t ldy) {
+    static_assert(kRowTile == 4 && kTokTile == 4);
+    auto tokens = [&]<int NR>(const uint8_t* r, float* yr) {
+        int64_t t = 0;
+        for (; t + kTokTile <= T; t += kTokTile) tile_dot<W, NR, kTokTile>(r, stride, n, x + t * ldx, ldx, yr + t * ldy, ldy);
+        for (; t < T; ++t) tile_dot<W, NR, 1>(r, stride, n, x + t * ldx, ldx, yr + t * ldy, ldy);
+    };
+    if (nr == kRowTile) return tokens.template operator()<kRowTile>(rows, y);
+    for (int r = 0; r < nr; ++r) tokens.template operator()<1>(rows + static_cast<size_t>(r) * stride, y + r);
 }
 
 // Integer-dot path (matmul_q.h): quantize each token of x on its own, once for all the
@@ -347,27 +426,31 @@ void matmul_q(ThreadPool& pool, std::span<const MatIn> ins, std::span<const MatO
     else pool.run_each(body);
 }
 
-// Rows [r_begin, r_end) of y for all T tokens, on the calling thread (the f32 path).
+// Rows [r_begin, r_end) of y for all T tokens, on the calling thread (the f32 path): F32
+// and BF16 read as they are stored, the other types (F16 among them) dequantized a 4-row
+// tile at a time into a buffer.
 void f32_rows(const MatView& w, const float* x, int64_t ldx, int64_t T, float* y, int64_t ldy, int64_t r_begin,
               int64_t r_end) {
     const int64_t n = w.n_in;
-    const bool is_f32 = w.type == GgmlType::F32;
-    thread_local std::vector<float> buf;
-    if (!is_f32 && buf.size() < static_cast<size_t>(kRowTile * n)) buf.resize(static_cast<size_t>(kRowTile * n));
-    for (int64_t r0 = r_begin; r0 < r_end; r0 += kRowTile) {
-        const int nr = static_cast<int>(std::min<int64_t>(kRowTile, r_end - r0));
-        const float* rows;
-        if (is_f32 && w.row_stride == static_cast<size_t>(n) * sizeof(float)) {
-            rows = reinterpret_cast<const float*>(w.row(r0));
-        } else {
-            for (int r = 0; r < nr; ++r) dequantize_row(w.type, w.row(r0 + r), buf.data() + r * n, n);
-            rows = buf.data();
+    auto tiles = [&]<FloatW W>(auto rows_of) {
+        for (int64_t r0 = r_begin; r0 < r_end; r0 += kRowTile) {
+            const int nr = static_cast<int>(std::min<int64_t>(kRowTile, r_end - r0));
+            const auto [rows, stride] = rows_of(r0, nr);
+            rows_dot<W>(rows, stride, nr, n, x, ldx, T, y + r0, ldy);
         }
-        for (int64_t t0 = 0; t0 < T; t0 += kTokTile) {
-            const int nt = static_cast<int>(std::min<int64_t>(kTokTile, T - t0));
-            tile_dot(rows, nr, n, x + t0 * ldx, ldx, nt, y + t0 * ldy + r0, ldy);
-        }
+    };
+    auto in_place = [&](int64_t r0, int) { return std::pair<const uint8_t*, size_t>(w.row(r0), w.row_stride); };
+    switch (w.type) {
+    case GgmlType::F32: return tiles.template operator()<FloatW::F32>(in_place);
+    case GgmlType::BF16: return tiles.template operator()<FloatW::BF16>(in_place);
+    default: break;
     }
+    thread_local std::vector<float> buf;
+    if (buf.size() < static_cast<size_t>(kRowTile * n)) buf.resize(static_cast<size_t>(kRowTile * n));
+    tiles.template operator()<FloatW::F32>([&](int64_t r0, int nr) {
+        for (int r = 0; r < nr; ++r) dequantize_row(w.type, w.row(r0 + r), buf.data() + r * n, n);
+        return std::pair<const uint8_t*, size_t>(reinterpret_cast<const uint8_t*>(buf.data()), sizeof(float) * static_cast<size_t>(n));
+    });
 }
 
 void matmul_f32(ThreadPool& pool, const MatView& w, const float* x, int64_t ldx, int64_t T, float* y,
