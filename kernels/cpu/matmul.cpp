@@ -87,7 +87,8 @@ inline float value_w(const uint8_t* row, int64_t i) {
 // the sizes are constants so that the accumulators stay in registers (with the counts
 // known only at run time they lived on the stack, and a one-token product of F32 weights
 // ran at 3 values a cycle from the cache).
-template <FloatW W, int NR, int NT>
+// kAhead: the rows are read from memory (not a buffer of dequantized rows).
+template <FloatW W, int NR, int NT, bool kAhead>
 void tile_dot(const uint8_t* rows, size_t stride, int64_t n, const float* x, int64_t ldx, float* out, int64_t ldo) {
     constexpr int64_t kBytes = W == FloatW::F32 ? 4 : 2;  // per value
     simd::forms([&]<class V>(simd::Form<V>) __attribute__((always_inline)) {
@@ -97,7 +98,7 @@ void tile_dot(const uint8_t* rows, size_t stride, int64_t n, const float* x, int
             for (int t = 0; t < NT; ++t) acc[r][t] = simd::zero_as<V>();
         for (int64_t i = 0; i < nv; i += simd::kLanes) {
             // Each row's bytes asked for kFloatAhead ahead, a line at a time.
-            if ((i * kBytes) % 64 == 0)
+            if (kAhead && (i * kBytes) % 64 == 0)
                 for (int r = 0; r < NR; ++r) __builtin_prefetch(rows + r * stride + i * kBytes + kFloatAhead);
             V xv[NT];
             for (int t = 0; t < NT; ++t) xv[t] = simd::load_as<V>(x + t * ldx + i);
@@ -116,14 +117,14 @@ void tile_dot(const uint8_t* rows, size_t stride, int64_t n, const float* x, int
 }
 
 // nr rows (up to kRowTile) times all T tokens: tiles of kTokTile tokens, then one at a time.
-template <FloatW W>
+template <FloatW W, bool kAhead>
 void rows_dot(const uint8_t* rows, size_t stride, int nr, int64_t n, const float* x, int64_t ldx, int64_t T, float* y,
               int64_t ldy) {
     static_assert(kRowTile == 4 && kTokTile == 4);
     auto tokens = [&]<int NR>(const uint8_t* r, float* yr) {
         int64_t t = 0;
-        for (; t + kTokTile <= T; t += kTokTile) tile_dot<W, NR, kTokTile>(r, stride, n, x + t * ldx, ldx, yr + t * ldy, ldy);
-        for (; t < T; ++t) tile_dot<W, NR, 1>(r, stride, n, x + t * ldx, ldx, yr + t * ldy, ldy);
+        for (; t + kTokTile <= T; t += kTokTile) tile_dot<W, NR, kTokTile, kAhead>(r, stride, n, x + t * ldx, ldx, yr + t * ldy, ldy);
+        for (; t < T; ++t) tile_dot<W, NR, 1, kAhead>(r, stride, n, x + t * ldx, ldx, yr + t * ldy, ldy);
     };
     if (nr == kRowTile) return tokens.template operator()<kRowTile>(rows, y);
     for (int r = 0; r < nr; ++r) tokens.template operator()<1>(rows + static_cast<size_t>(r) * stride, y + r);
@@ -432,22 +433,22 @@ void matmul_q(ThreadPool& pool, std::span<const MatIn> ins, std::span<const MatO
 void f32_rows(const MatView& w, const float* x, int64_t ldx, int64_t T, float* y, int64_t ldy, int64_t r_begin,
               int64_t r_end) {
     const int64_t n = w.n_in;
-    auto tiles = [&]<FloatW W>(auto rows_of) {
+    auto tiles = [&]<FloatW W, bool kAhead>(auto rows_of) {
         for (int64_t r0 = r_begin; r0 < r_end; r0 += kRowTile) {
             const int nr = static_cast<int>(std::min<int64_t>(kRowTile, r_end - r0));
             const auto [rows, stride] = rows_of(r0, nr);
-            rows_dot<W>(rows, stride, nr, n, x, ldx, T, y + r0, ldy);
+            rows_dot<W, kAhead>(rows, stride, nr, n, x, ldx, T, y + r0, ldy);
         }
     };
     auto in_place = [&](int64_t r0, int) { return std::pair<const uint8_t*, size_t>(w.row(r0), w.row_stride); };
     switch (w.type) {
-    case GgmlType::F32: return tiles.template operator()<FloatW::F32>(in_place);
-    case GgmlType::BF16: return tiles.template operator()<FloatW::BF16>(in_place);
+    case GgmlType::F32: return tiles.template operator()<FloatW::F32, true>(in_place);
+    case GgmlType::BF16: return tiles.template operator()<FloatW::BF16, true>(in_place);
     default: break;
     }
     thread_local std::vector<float> buf;
     if (buf.size() < static_cast<size_t>(kRowTile * n)) buf.resize(static_cast<size_t>(kRowTile * n));
-    tiles.template operator()<FloatW::F32>([&](int64_t r0, int nr) {
+    tiles.template operator()<FloatW::F32, false>([&](int64_t r0, int nr) {
         for (int r = 0; r < nr; ++r) dequantize_row(w.type, w.row(r0 + r), buf.data() + r * n, n);
         return std::pair<const uint8_t*, size_t>(reinterpret_cast<const uint8_t*>(buf.data()), sizeof(float) * static_cast<size_t>(n));
     });
