@@ -26,15 +26,25 @@ constexpr int kRowTile = 4;    // weight rows dequantized together
 constexpr int kTokTile = 4;    // tokens sharing those rows
 constexpr int64_t kRowsPerTask = 16;
 
-// F32 and BF16 weights are read in their own width and widened to floats in registers
-// (a BF16 value is a float's high half: exact), so a product computes what it computes on
-// the widened rows. BF16 rows were dequantized into a buffer a 4-row tile at a time,
-// which bound their products by those stores (BF16 decode at 19 GB/s on two threads where
-// F32 read 48). F16 keeps the buffer: widened in plain vector code (F16C's vcvtph2ps is
-// an intrinsic these target-less forms cannot inline) its one-token products ran no
-// faster than the buffer's F16C conversion, and its prompts 0.6x.
-enum class FloatW { F32, BF16 };
+// Float weights are read in their own width and widened to floats in registers, exactly
+// (a BF16 value is a float's high half; F16C converts a half exactly), so a product
+// computes what it computes on the widened rows. The 16-bit types were dequantized into a
+// buffer a 4-row tile at a time, which bound a decode step's products by those stores
+// (19-21 GB/s on two threads where F32 read 48); a prompt's rows still go through the
+// buffer (kWidenRows), widened once for all its tokens instead of once per 4.
+enum class FloatW { F32, BF16, F16 };
+// F16 by F16C's vcvtph2ps, in asm (an intrinsic cannot be inlined into these target-less
+// forms, as simd::stream), in GCC builds on CPUs with the 256-bit form: clang refuses a
+// 512-bit asm output outside an AVX-512 function, so its builds (the fuzzers') and SSE
+// CPUs take the buffer. A plain-vector widening (exponent and mantissa shifted into a
+// float's, times 2^112) decoded no faster than the buffer.
+#if defined(__clang__)
+constexpr bool kF16InRegisters = false;
+#else
+constexpr bool kF16InRegisters = true;
+#endif
 constexpr int64_t kFloatAhead = 1024;  // bytes ahead a row asks for (tile_dot)
+constexpr int64_t kWidenRows = 8;  // tokens up to which 16-bit weights widen in registers (f32_rows)
 typedef uint16_t u16x16 __attribute__((vector_size(32)));
 typedef uint16_t u16x8 __attribute__((vector_size(16)));
 typedef uint16_t u16x4 __attribute__((vector_size(8)));
@@ -58,6 +68,31 @@ template <class V, FloatW W>
             return (F)(__builtin_convertvector(h, U) << 16);
         };
         const uint8_t* p = row + 2 * i;
+#if !defined(__clang__)
+        if constexpr (W == FloatW::F16) {  // the 512- and 256-bit forms only (F16C)
+            struct H16 {
+                uint8_t b[32];
+            };
+            struct H8 {
+                uint8_t b[16];
+            };
+            V v;
+            if constexpr (!simd::is_wide<V>) {
+                asm("vcvtph2ps %1, %0" : "=v"(v) : "m"(*reinterpret_cast<const H16*>(p)));
+            } else if constexpr (V::kPieces == 2) {
+                for (int k = 0; k < 2; ++k)
+                    asm("vcvtph2ps %1, %0" : "=x"(v.p[k]) : "m"(*reinterpret_cast<const H8*>(p + 16 * k)));
+            } else {  // SSE has no F16C (f32_rows takes the buffer there): lane by lane
+                for (int k = 0; k < V::kPieces; ++k)
+                    for (int j = 0; j < V::kPieceLanes; ++j) {
+                        uint16_t h;
+                        std::memcpy(&h, p + 2 * (k * V::kPieceLanes + j), 2);
+                        v.p[k][j] = fp16_to_f32(h);
+                    }
+            }
+            return v;
+        }
+#endif
         if constexpr (!simd::is_wide<V>) {  // the 512-bit form
             return widen.template operator()<V>(p);
         } else {
@@ -78,7 +113,7 @@ inline float value_w(const uint8_t* row, int64_t i) {
     } else {
         uint16_t h;
         std::memcpy(&h, row + 2 * i, 2);
-        return bits_to_f32(static_cast<uint32_t>(h) << 16);
+        return W == FloatW::BF16 ? bits_to_f32(static_cast<uint32_t>(h) << 16) : fp16_to_f32(h);
     }
 }
 
@@ -443,7 +478,16 @@ void f32_rows(const MatView& w, const float* x, int64_t ldx, int64_t T, float* y
     auto in_place = [&](int64_t r0, int) { return std::pair<const uint8_t*, size_t>(w.row(r0), w.row_stride); };
     switch (w.type) {
     case GgmlType::F32: return tiles.template operator()<FloatW::F32, true>(in_place);
-    case GgmlType::BF16: return tiles.template operator()<FloatW::BF16, true>(in_place);
+    // The 16-bit types in registers for a few tokens (decode, verify windows), where the
+    // buffer's stores cost more than widening each vector again for each tile of 4
+    // tokens; a prompt's rows once into the buffer.
+    case GgmlType::BF16:
+        if (T <= kWidenRows) return tiles.template operator()<FloatW::BF16, true>(in_place);
+        break;
+    case GgmlType::F16:
+        if constexpr (kF16InRegisters)
+            if (T <= kWidenRows && simd::vector_bits() >= 256) return tiles.template operator()<FloatW::F16, true>(in_place);
+        break;
     default: break;
     }
     thread_local std::vector<float> buf;
