@@ -133,8 +133,13 @@ void tile_dot(const uint8_t* rows, size_t stride, int64_t n, const float* x, int
             for (int t = 0; t < NT; ++t) acc[r][t] = simd::zero_as<V>();
         for (int64_t i = 0; i < nv; i += simd::kLanes) {
             // Each row's bytes asked for kFloatAhead ahead, a line at a time.
-            if (kAhead && (i * kBytes) % 64 == 0)
-                for (int r = 0; r < NR; ++r) __builtin_prefetch(rows + r * stride + i * kBytes + kFloatAhead);
+            // Past its end a row asks for the next tile's row r (the next NR rows: the
+            // rows of a task follow one another), so that tile does not start cold.
+            if (kAhead && (i * kBytes) % 64 == 0) {
+                const int64_t o = i * kBytes + kFloatAhead, end = n * kBytes;
+                for (int r = 0; r < NR; ++r)
+                    __builtin_prefetch(o < end ? rows + r * stride + o : rows + (r + NR) * stride + (o - end));
+            }
             V xv[NT];
             for (int t = 0; t < NT; ++t) xv[t] = simd::load_as<V>(x + t * ldx + i);
             for (int r = 0; r < NR; ++r) {
