@@ -132,9 +132,9 @@ void tile_dot(const uint8_t* rows, size_t stride, int64_t n, const float* x, int
         for (int r = 0; r < NR; ++r)
             for (int t = 0; t < NT; ++t) acc[r][t] = simd::zero_as<V>();
         for (int64_t i = 0; i < nv; i += simd::kLanes) {
-            // Each row's bytes asked for kFloatAhead ahead, a line at a time.
-            // Past its end a row asks for the next tile's row r (the next NR rows: the
-            // rows of a task follow one another), so that tile does not start cold.
+            // Each row's bytes asked for kFloatAhead ahead, a line at a time; past its end
+            // a row asks for the next tile's row r (NR rows on: the rows of a task follow
+            // one another), so that tile does not start cold.
             if (kAhead && (i * kBytes) % 64 == 0) {
                 const int64_t o = i * kBytes + kFloatAhead, end = n * kBytes;
                 for (int r = 0; r < NR; ++r)
@@ -468,8 +468,8 @@ void matmul_q(ThreadPool& pool, std::span<const MatIn> ins, std::span<const MatO
 }
 
 // Rows [r_begin, r_end) of y for all T tokens, on the calling thread (the f32 path): F32
-// and BF16 read as they are stored, the other types (F16 among them) dequantized a 4-row
-// tile at a time into a buffer.
+// read as stored, F16 and BF16 too for up to kWidenRows tokens, the rest dequantized a
+// 4-row tile at a time into a buffer.
 void f32_rows(const MatView& w, const float* x, int64_t ldx, int64_t T, float* y, int64_t ldy, int64_t r_begin,
               int64_t r_end) {
     const int64_t n = w.n_in;
