@@ -23,7 +23,7 @@ dim3 grid_cols(const Rows& x) {
     return dim3(static_cast<unsigned>((x.cols + kThreads - 1) / kThreads), static_cast<unsigned>(x.rows));
 }
 
-__global__ void rms_norm_k(Rows x, const float* w, float eps, Rows y) {
+__global__ void __launch_bounds__(rows::kNormThreads, 1) rms_norm_k(Rows x, const float* w, float eps, Rows y) {
     __shared__ float red[32];
     const float* xr = row(x, blockIdx.x);
     float* yr = row(y, blockIdx.x);

@@ -23,7 +23,7 @@ constexpr int kThreads = 128;  // swiglu_q's: a thread per value
 
 // A block per row: norm_q_row.
 template <Addend A>
-__global__ void rms_norm_q_k(Rows x, Rows a, MoeCombine c, Rows out, const float* w, float eps, Rows y, ActQ q) {
+__global__ void __launch_bounds__(rows::kNormThreads, 1) rms_norm_q_k(Rows x, Rows a, MoeCombine c, Rows out, const float* w, float eps, Rows y, ActQ q) {
     __shared__ float red[32];
     norm_q_row<A>(x, a, c, out, w, eps, y, q, blockIdx.x, red);
 }

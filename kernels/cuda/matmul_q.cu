@@ -234,7 +234,7 @@ static_assert(sizeof(AddNorm) == 2 * sizeof(Rows) + sizeof(ActQ) + 24, "no paddi
 // each of its rows in turn (norm_q_row, in a block of rows::kNormThreads threads: the same
 // sums).
 template <GgmlType T, int R, bool A16>
-__global__ void matmul_q_norm_k(MultiQ m, ActQ x, IqTables tab, AddNorm an) {
+__global__ void __launch_bounds__(rows::kNormThreads, 1) matmul_q_norm_k(MultiQ m, ActQ x, IqTables tab, AddNorm an) {
     __shared__ unsigned done;
     __shared__ float red[32];
     product_rows<T, R, 1, A16, true>(m, x, tab);
@@ -329,7 +329,7 @@ static_assert(sizeof(IdsCombine) == sizeof(MoeCombine) + sizeof(Rows) + sizeof(A
 // last of a token's blocks (its k routed rows' and its shared row's) runs
 // moe_combine_add_rms_norm_q's block for the token (norm_q_row: the same sums).
 template <GgmlType T>
-__global__ void matmul_ids_combine_k(const uint8_t* const* w, int64_t n_in, int64_t n_out, size_t stride,
+__global__ void __launch_bounds__(rows::kNormThreads, 1) matmul_ids_combine_k(const uint8_t* const* w, int64_t n_in, int64_t n_out, size_t stride,
                                      const int32_t* ids, ActQ x, Rows y, IqTables tab, IdsExtra ex, IdsCombine cb) {
     __shared__ unsigned done;
     __shared__ float red[32];

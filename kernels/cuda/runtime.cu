@@ -56,17 +56,22 @@ void device_memory(int dev, int64_t* free_bytes, int64_t* total_bytes) {
     *total_bytes = static_cast<int64_t>(t);
 }
 
+#if defined(STRATA_HIP_CPU)
 namespace {
 __global__ void warp_size_k(int* out) { *out = warpSize; }
 }  // namespace
+#endif
 
-// Asked of the device itself: a CPU HIP runtime's device properties give its SIMD width,
-// not the 64 lanes its kernels see.
+// A card's from its attributes. A CPU HIP runtime's device properties give its SIMD
+// width, not the 64 lanes its kernels see, so there the device itself is asked, by a
+// kernel: never on a card, where the probe's cudaFree waits for the whole device (a
+// stage's hand-off wait kernel spinning on a card two stages share would hold it).
 int warp_size() {
     thread_local int dev = -1, size = 0;
     int cur = 0;
     check(gpuGetDevice(&cur), "get device");
     if (cur != dev) {
+#if defined(STRATA_HIP_CPU)
         int* p = static_cast<int*>(dev_alloc(sizeof(int)));
         launch(warp_size_k, dim3(1), dim3(1), nullptr, p);
         check_launch("warp size");
@@ -74,6 +79,11 @@ int warp_size() {
         check(gpuMemcpyAsync(&size, p, sizeof(int), gpuMemcpyDefault, nullptr), "warp size");
         check(gpuStreamSynchronize(nullptr), "warp size");
         dev_free(p);
+#elif defined(STRATA_GPU_HIP)
+        check(hipDeviceGetAttribute(&size, hipDeviceAttributeWarpSize, cur), "warp size");
+#else
+        check(cudaDeviceGetAttribute(&size, cudaDevAttrWarpSize, cur), "warp size");
+#endif
         STRATA_CHECK(size == 32 || size == 64, "device {}: warp size {}", cur, size);
         dev = cur;
     }
