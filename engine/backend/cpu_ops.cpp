@@ -62,16 +62,12 @@ MatView CpuOps::prepare_weight(const MatView& w) {
         auto it = packed_of_.find(key);
         if (it == packed_of_.end()) {
             const void* copy = nullptr;
-            if (bf16_exact(w)) {
+            if (bf16_exact(w)) {  // the BF16 quantizer's rounding keeps exact values as they are
                 const size_t rb = row_bytes(GgmlType::BF16, w.n_in);
                 auto* dst = static_cast<uint8_t*>(store_.alloc(rb * static_cast<size_t>(w.n_out)));
                 for (int64_t r = 0; r < w.n_out; ++r)
-                    for (int64_t i = 0; i < w.n_in; ++i) {
-                        uint32_t u;
-                        std::memcpy(&u, w.row(r) + 4 * i, 4);
-                        const auto h = static_cast<uint16_t>(u >> 16);
-                        std::memcpy(dst + rb * static_cast<size_t>(r) + 2 * i, &h, 2);
-                    }
+                    quantize_row(GgmlType::BF16, reinterpret_cast<const float*>(w.row(r)), dst + rb * static_cast<size_t>(r),
+                                 w.n_in);
                 copy = dst;
             }
             it = packed_of_.emplace(key, copy).first;  // null: not BF16 values, read as F32

@@ -113,7 +113,7 @@ inline float value_w(const uint8_t* row, int64_t i) {
     } else {
         uint16_t h;
         std::memcpy(&h, row + 2 * i, 2);
-        return W == FloatW::BF16 ? bits_to_f32(static_cast<uint32_t>(h) << 16) : fp16_to_f32(h);
+        return W == FloatW::BF16 ? bf16_to_f32(h) : fp16_to_f32(h);
     }
 }
 
