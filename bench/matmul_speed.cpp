@@ -5,13 +5,18 @@
 // above the memory figure, a decode below the read bandwidth is a matter of the memory
 // access (prefetch, streams in flight), not of the arithmetic.
 //
-// Usage: matmul_speed [--isa NAME] [--mib N] [-t THREADS] [--tokens T] [--piece P] [TYPE...]
+// Usage: matmul_speed [--isa NAME] [--mib N] [-t THREADS] [--tokens T] [--piece P] [--experts E] [TYPE...]
 // (default types: q8_0 q4_K q6_K q4_0 iq4_xs iq3_xxs; N: MiB of the memory-resident matrix,
 // default 256; THREADS: the products' threads, default 1 (the read loop stays one thread);
 // T: the activation's rows, default 1 (a verify window's 1 + K: GB/s still counts the
 // weights' bytes once per product, so T rows at the same GB/s cost what one row does); P > 0:
 // also the memory figure over the same bytes as matrices of P MiB taken in turn, as a
-// decode step's products are: what each product's start and end cost)
+// decode step's products are: what each product's start and end cost; E > 0: also a MoE
+// layer's decode products over E experts of Qwen3-Next's shape, see experts_gbs)
+//
+// The memory figures need matrices well past the caches: on the 2-vCPU Zen 5 VM of
+// docs/benchmarks.md a 64 MiB product came partly from a cache (10-20% faster than one of
+// 512 MiB), and a prefetch distance chosen there was the wrong one for a model's weights.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -19,6 +24,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <immintrin.h>
@@ -45,20 +51,20 @@ struct Packed {
     HugeBuffer packed;
 };
 
-Packed make(GgmlType type, int64_t n_out) {
+Packed make(GgmlType type, int64_t n_out, int64_t n_in = kIn) {
     std::mt19937 rng(1);
     std::normal_distribution<float> nd(0.0f, 1.0f);
-    const size_t rb = row_bytes(type, kIn);
-    std::vector<float> f(static_cast<size_t>(kIn));
+    const size_t rb = row_bytes(type, n_in);
+    std::vector<float> f(static_cast<size_t>(n_in));
     Packed p;
     p.rows.resize(rb * static_cast<size_t>(n_out));
     for (int64_t r = 0; r < std::min(n_out, kSeedRows); ++r) {
         for (float& v : f) v = nd(rng);
-        quantize_row(type, f.data(), p.rows.data() + static_cast<size_t>(r) * rb, kIn);
+        quantize_row(type, f.data(), p.rows.data() + static_cast<size_t>(r) * rb, n_in);
     }
     for (int64_t r = kSeedRows; r < n_out; ++r)
         std::memcpy(p.rows.data() + static_cast<size_t>(r) * rb, p.rows.data() + static_cast<size_t>(r % kSeedRows) * rb, rb);
-    p.w = MatView{type, p.rows.data(), kIn, n_out, rb, nullptr};
+    p.w = MatView{type, p.rows.data(), n_in, n_out, rb, nullptr};
     if (packed_size(p.w) == 0) return p;  // no packed layout: the rows as they are
     p.packed = HugeBuffer(packed_size(p.w));
     pack_weights(p.w, p.packed.data());
@@ -94,6 +100,75 @@ double product_gbs(ThreadPool& pool, const std::vector<const MatView*>& mats, si
     return best;
 }
 
+// A MoE layer's decode products as CpuOps::moe_experts runs them: the gates and ups of
+// 11 experts (10 routed, drawn at random from n_experts, and a shared one) in one grouped
+// run over the token's row, then their downs over silu(gate) * up in another. Qwen3-Next's
+// expert shape (gate and up 512 x 2048, down 2048 x 512); each kind's copies lie in one
+// buffer, as an expert tensor's do. Returns the GB/s of the gates and ups and of the downs
+// (the mean over 200 layers, the best of 5 rounds).
+std::pair<double, double> experts_gbs(ThreadPool& pool, GgmlType type, int n_experts) {
+    constexpr int64_t kEmbd = 2048, kFf = 512;
+    constexpr int kUsed = 11, kLayers = 200;
+    struct Kind {
+        std::vector<MatView> w;
+        HugeBuffer buf;
+        size_t bytes = 0;
+    };
+    auto copies = [&](int64_t n_out, int64_t n_in) {
+        const Packed one = make(type, n_out, n_in);
+        Kind k;
+        k.bytes = bytes_read(one.w);
+        k.buf = HugeBuffer(k.bytes * static_cast<size_t>(n_experts));
+        const void* src = one.w.packed ? one.w.packed : one.w.data;
+        for (int e = 0; e < n_experts; ++e) {
+            uint8_t* dst = k.buf.data() + k.bytes * static_cast<size_t>(e);
+            std::memcpy(dst, src, k.bytes);
+            MatView v = one.w;
+            if (one.w.packed) v.packed = dst;
+            else v.data = dst;
+            k.w.push_back(v);
+        }
+        return k;
+    };
+    const Kind gate = copies(kFf, kEmbd), up = copies(kFf, kEmbd), down = copies(kEmbd, kFf);
+    std::vector<float> h(kEmbd), g(kUsed * kFf), u(kUsed * kFf), y(kUsed * kEmbd);
+    std::mt19937 rng(3);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    for (float& v : h) v = nd(rng);
+    double best_gu = 0, best_d = 0;
+    for (int round = 0; round < 5; ++round) {
+        double s_gu = 0, s_d = 0;
+        for (int l = 0; l < kLayers; ++l) {
+            int ids[kUsed];
+            for (int i = 0; i < kUsed; ++i) ids[i] = static_cast<int>(rng() % static_cast<unsigned>(n_experts));
+            const MatIn x{h.data(), kEmbd, 1};
+            std::vector<MatOut> outs;
+            std::vector<int> of(2 * kUsed, 0);
+            for (int i = 0; i < kUsed; ++i) {
+                outs.push_back({gate.w[static_cast<size_t>(ids[i])], g.data() + i * kFf, kFf});
+                outs.push_back({up.w[static_cast<size_t>(ids[i])], u.data() + i * kFf, kFf});
+            }
+            const auto t0 = Clock::now();
+            matmul_grouped(pool, std::span<const MatIn>(&x, 1), outs, of);
+            const auto t1 = Clock::now();
+            std::vector<MatIn> ins;
+            outs.clear();
+            of.clear();
+            for (int i = 0; i < kUsed; ++i) {
+                of.push_back(i);
+                ins.push_back({u.data() + i * kFf, kFf, 1, nullptr, g.data() + i * kFf});
+                outs.push_back({down.w[static_cast<size_t>(ids[i])], y.data() + i * kEmbd, kEmbd});
+            }
+            matmul_grouped(pool, ins, outs, of);
+            s_gu += std::chrono::duration<double>(t1 - t0).count();
+            s_d += seconds_since(t1);
+        }
+        best_gu = std::max(best_gu, 2.0 * kUsed * static_cast<double>(gate.bytes) * kLayers / s_gu / 1e9);
+        best_d = std::max(best_d, kUsed * static_cast<double>(down.bytes) * kLayers / s_d / 1e9);
+    }
+    return {best_gu, best_d};
+}
+
 // A read-only loop (512-bit loads, the sum kept live) over the same bytes.
 __attribute__((target("avx512f"))) double read_gbs(const uint8_t* p, size_t bytes, int reps) {
     double best = 0;
@@ -120,7 +195,7 @@ __attribute__((target("avx512f"))) double read_gbs(const uint8_t* p, size_t byte
 int main(int argc, char** argv) {
     std::vector<std::string> types;
     double mib = 256, piece_mib = 0;
-    int threads = 1;
+    int threads = 1, n_experts = 0;
     int64_t tokens = 1;
     try {
         for (int i = 1; i < argc; ++i) {
@@ -128,10 +203,11 @@ int main(int argc, char** argv) {
             if (a == "--isa" && i + 1 < argc) force_int_path(argv[++i]);
             else if (a == "--mib" && i + 1 < argc) mib = std::atof(argv[++i]);
             else if (a == "--piece" && i + 1 < argc) piece_mib = std::atof(argv[++i]);
+            else if (a == "--experts" && i + 1 < argc) n_experts = std::max(0, std::atoi(argv[++i]));
             else if (a == "--tokens" && i + 1 < argc) tokens = std::max(1, std::atoi(argv[++i]));
             else if ((a == "-t" || a == "--threads") && i + 1 < argc) threads = std::max(1, std::atoi(argv[++i]));
             else if (a == "-h" || a == "--help") {
-                std::printf("usage: matmul_speed [--isa NAME] [--mib N] [-t THREADS] [--tokens N] [--piece P] [TYPE...]\n");
+                std::printf("usage: matmul_speed [--isa NAME] [--mib N] [-t THREADS] [--tokens N] [--piece P] [--experts E] [TYPE...]\n");
                 return 0;
             } else types.push_back(a);
         }
@@ -172,6 +248,11 @@ int main(int argc, char** argv) {
                 const double gbs = product_gbs(pool, views, bytes_read(pieces[0].w), static_cast<int>(pieces.size()) * 3, 5, tokens);
                 std::printf("|  | %zu matrices of %lld rows in turn | | %.1f | | | |\n", pieces.size(),
                             static_cast<long long>(prow), gbs);
+            }
+            if (n_experts > 0) {
+                const auto [gu, d] = experts_gbs(pool, *type, n_experts);
+                std::printf("|  | 11 of %d experts: gates and ups 512 x 2048 | | %.1f | | | |\n", n_experts, gu);
+                std::printf("|  | 11 of %d experts: downs 2048 x 512 | | %.1f | | | |\n", n_experts, d);
             }
         }
     } catch (const std::exception& e) {
