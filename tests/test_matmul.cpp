@@ -250,13 +250,13 @@ TEST_CASE("matmul: random blocks of the grid formats and Q2_K on every path", "[
     }
 }
 
-// Packed IQ3_XXS, IQ3_S, IQ2_XXS and IQ2_XS where the CPU has AVX-512 VBMI look their grids up by
+// Packed IQ3_XXS, IQ3_S, IQ2_XXS, IQ2_XS and IQ2_S where the CPU has AVX-512 VBMI look their grids up by
 // byte permutes; AVX-512 CPUs without VBMI gather. Both forms give the same bits (decode, a window,
 // partial groups). Nothing to compare on a CPU without VBMI (it runs the gathers).
-TEST_CASE("matmul: packed IQ3_XXS, IQ3_S, IQ2_XXS and IQ2_XS by byte permutes and by gathers", "[matmul][determinism]") {
+TEST_CASE("matmul: packed IQ3_XXS, IQ3_S, IQ2_XXS, IQ2_XS and IQ2_S by byte permutes and by gathers", "[matmul][determinism]") {
     if (!kq::vbmi_usable()) return;
     ThreadPool pool(2);
-    for (const GgmlType type : {GgmlType::IQ3_XXS, GgmlType::IQ3_S, GgmlType::IQ2_XXS, GgmlType::IQ2_XS})
+    for (const GgmlType type : {GgmlType::IQ3_XXS, GgmlType::IQ3_S, GgmlType::IQ2_XXS, GgmlType::IQ2_XS, GgmlType::IQ2_S})
     for (const int64_t n_out : {int64_t{21}, int64_t{130}}) {
         Weights w = make_weights(type, 2048, n_out, 23);
         const PackedCopy packed = packed_copy(w.view);

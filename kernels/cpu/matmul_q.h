@@ -287,10 +287,10 @@ void rows_scalar(const Job& job, int64_t r0, int64_t r1);
 void rows_avx2(const Job& job, int64_t r0, int64_t r1);
 void rows_avxvnni(const Job& job, int64_t r0, int64_t r1);
 void rows_avx512(const Job& job, int64_t r0, int64_t r1);
-// Packed IQ3_XXS, IQ3_S, IQ2_XXS and IQ2_XS with AVX-512 VBMI (matmul_q_avx512vbmi.cpp);
+// Packed IQ3_XXS, IQ3_S, IQ2_XXS, IQ2_XS and IQ2_S with AVX-512 VBMI (matmul_q_avx512vbmi.cpp);
 // rows_avx512 calls it where vbmi_usable().
 bool vbmi_usable();
-// Tests: off makes vbmi_usable() false, so packed IQ3_XXS, IQ3_S, IQ2_XXS and IQ2_XS take the gather form that
+// Tests: off makes vbmi_usable() false, so packed IQ3_XXS, IQ3_S, IQ2_XXS, IQ2_XS and IQ2_S take the gather form that
 // AVX-512 CPUs without VBMI run (on by default).
 void allow_vbmi(bool on);
 void rows_grid_vbmi(const Job& job, int64_t r0, int64_t r1);

@@ -32,7 +32,8 @@
 namespace strata::kq {
 void rows_avx512(const Job& job, int64_t r0, int64_t r1) {
     const GgmlType t = job.w->type;
-    if (job.w->packed && (t == GgmlType::IQ3_XXS || t == GgmlType::IQ3_S || t == GgmlType::IQ2_XXS || t == GgmlType::IQ2_XS) &&
+    if (job.w->packed && (t == GgmlType::IQ3_XXS || t == GgmlType::IQ3_S || t == GgmlType::IQ2_XXS || t == GgmlType::IQ2_XS ||
+                          t == GgmlType::IQ2_S) &&
         vbmi_usable())
         return rows_grid_vbmi(job, r0, r1);
     avx512::run_rows(job, r0, r1);

@@ -1,4 +1,4 @@
-// Packed IQ3_XXS, IQ3_S, IQ2_XXS and IQ2_XS on AVX-512 VBMI and BITALG (matmul_q_simd_packed_k.inc,
+// Packed IQ3_XXS, IQ3_S, IQ2_XXS, IQ2_XS and IQ2_S on AVX-512 VBMI and BITALG (matmul_q_simd_packed_k.inc,
 // KQ_VBMI): their grid lookups as byte permutes instead of vpgatherdd / vpgatherdq, which
 // AMD's cores run slowly, and their signs by vpshufbitqmb. A translation unit of its own because AVX-512 VNNI CPUs
 // without them exist (Cascade Lake): only this code may use them, and rows_avx512 calls
@@ -29,7 +29,7 @@ const std::array<uint8_t, 1024>& iq3_planes() {
     }();
     return planes;
 }
-// IQ2_XXS, IQ2_XS: each grid entry's eight magnitudes {8, 25, 43} as 2-bit levels
+// IQ2_XXS, IQ2_XS, IQ2_S: each grid entry's eight magnitudes {8, 25, 43} as 2-bit levels
 // {0, 1, 2} (value v at bits 2 (v % 4) of byte v / 4 of a 16-bit code), as two planes of
 // N bytes (the codes' low bytes: values 0..3; high bytes: values 4..7).
 template <size_t N>
@@ -49,6 +49,10 @@ const std::array<uint8_t, 512>& iq2_code_planes() {
 }
 const std::array<uint8_t, 1024>& iq2xs_code_planes() {
     static const std::array<uint8_t, 1024> planes = iq2_codes(iq::kIq2xsGrid);
+    return planes;
+}
+const std::array<uint8_t, 2048>& iq2s_code_planes() {
+    static const std::array<uint8_t, 2048> planes = iq2_codes(iq::kIq2sGrid);
     return planes;
 }
 // IQ3_S: each of the 512 grid entries' four magnitudes (1..15) as nibbles of a 16-bit
