@@ -8,13 +8,14 @@
 # (AMX here, say) is left out.
 #
 # Usage: scripts/bench-paths.sh — env BUILD_DIR (build-bench; built unless NO_BUILD=1),
-# MODELS_DIR, TYPES (q8_0 q4_K q6_K iq4_xs), PATHS (amx avx512-vnni avx-vnni avx2), THREADS (2),
+# MODELS_DIR, TYPES (q8_0 q4_K q6_K iq4_xs iq3_xxs: a grid type, whose 256-bit kernels differ
+# most from the AVX-512 ones), PATHS (amx avx512-vnni avx-vnni avx2), THREADS (2),
 # PP (64), TG (32), REPS (3).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${BUILD_DIR:-$root/build-bench}"
 models="${MODELS_DIR:-$HOME/.cache/strata/models}"
-types="${TYPES:-q8_0 q4_K q6_K iq4_xs}"
+types="${TYPES:-q8_0 q4_K q6_K iq4_xs iq3_xxs}"
 paths="${PATHS:-amx avx512-vnni avx-vnni avx2}"
 threads="${THREADS:-2}"
 pp="${PP:-64}"
