@@ -233,7 +233,7 @@ int main(int argc, char** argv) {
             const double mem = product_gbs(pool, {&big.w}, big_bytes, 3, 5, tokens);
             const auto* bytes = static_cast<const uint8_t*>(big.w.packed ? big.w.packed : big.w.data);
             const double rd = avx512 ? read_gbs(bytes, big_bytes, 5) : 0.0;
-            std::printf("| %s | %s | %.1f | %.1f | %.1f | %.0f%% | %.0f%% |\n", name.c_str(), int_decode_path_name(*type), cache, mem, rd,
+            std::printf("| %s | %s | %.2f | %.2f | %.1f | %.0f%% | %.0f%% |\n", name.c_str(), int_decode_path_name(*type), cache, mem, rd,
                         rd > 0 ? 100.0 * mem / rd : 0.0, 100.0 * mem / cache);
             if (piece_mib > 0) {
                 const int64_t prow = std::max<int64_t>(
