@@ -445,7 +445,7 @@ TEST_CASE("spec: the MTP chain runs the LM head only where a draft reads its pre
     // which a feed's committed tokens widen before its own call (two of three past 4096).
     constexpr int64_t V2 = 20000;
     std::vector<int64_t> rows;
-    const MtpCall wide = [&](const float*, const int32_t*, int64_t T, int64_t, float* logits, float* hidden_out,
+    const MtpCall wide = [&](const float*, const int32_t*, int64_t, int64_t, float* logits, float* hidden_out,
                              int64_t r) {
         rows.push_back(r);
         if (hidden_out) std::fill(hidden_out, hidden_out + E, 0.0f);

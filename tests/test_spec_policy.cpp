@@ -328,3 +328,73 @@ TEST_CASE("spec policy: the default's K follows the measured rate of its windows
     bad.k_max = 2;
     CHECK_THROWS(SpecPolicy(3, true, bad, true));
 }
+
+namespace {
+
+// A timed greedy request of `steps` steps on a simulated clock: a plain step costs
+// `plain` seconds, a window of K drafts cost(K) seconds and keeps each draft with
+// probability a given the ones before it. Counts windows per K and tokens by windows.
+struct Clocked {
+    std::vector<int64_t> windows_at = std::vector<int64_t>(kMaxSpecK + 1, 0);
+    int64_t window_tokens = 0, plain_tokens = 0;
+};
+template <class Cost>
+Clocked run_clocked(SpecPolicy& p, double a, int64_t steps, double plain, Cost cost, uint64_t seed = 5) {
+    Clocked c;
+    std::mt19937_64 rng(seed);
+    std::bernoulli_distribution keep(a);
+    for (int64_t i = 0; i < steps; ++i) {
+        const int k = p.next_k();
+        if (k == 0) {
+            const bool probe = p.probe();
+            p.on_plain(plain);
+            if (probe) p.on_probe(keep(rng));
+            ++c.plain_tokens;
+            continue;
+        }
+        int64_t m = 0;
+        while (m < k && keep(rng)) ++m;
+        p.on_window(k, m, cost(k));
+        ++c.windows_at[static_cast<size_t>(k)];
+        c.window_tokens += m + 1;
+    }
+    return c;
+}
+
+}  // namespace
+
+TEST_CASE("spec policy: windows that do not pay step K down before drafting pauses", "[spec][policy]") {
+    // ~60% agreement where a window costs 1.15 + 0.35 K plain steps (the dense hybrid):
+    // K = 3 commits ~2.2 tokens for ~2.2 steps, K = 1 ~1.6 for 1.5. The default steps
+    // down to a K that pays instead of pausing, and keeps drafting.
+    const double plain = 0.01;
+    SpecPolicyParams prm;
+    prm.k_max = 8;
+    SpecPolicy p(3, true, prm, true);
+    const Clocked c = run_clocked(p, 0.6, 3000, plain, [&](int k) { return plain * (1.15 + 0.35 * k); });
+    // (Windows at K = 1 still meet runs of misses that pause them: K = 1 pays only a tenth
+    // of a token a window here. Without the step down K stayed at 3, and windows committed
+    // 493 tokens of 3236.)
+    CHECK(p.k() <= 2);
+    CHECK(2 * c.window_tokens > c.plain_tokens);
+    // Where no K pays (~30%), it pauses as before: most tokens come from plain steps.
+    SpecPolicy low(3, true, prm, true);
+    const Clocked l = run_clocked(low, 0.3, 3000, plain, [&](int k) { return plain * (1.15 + 0.35 * k); });
+    CHECK(low.pauses() >= 1);
+    CHECK(l.plain_tokens > 4 * l.window_tokens);
+}
+
+TEST_CASE("spec policy: trials of other Ks grow rarer while they fail", "[spec][policy]") {
+    // Every draft kept, and every K but 3 twice as slow a window: the walk stays at 3, and
+    // each failed trial doubles the windows before the next (up to 16 times k_try_every),
+    // so few windows run another K.
+    const double plain = 0.01;
+    SpecPolicyParams prm;
+    prm.k_max = 8;
+    SpecPolicy p(3, true, prm, true);
+    const Clocked c = run_clocked(p, 1.0, 1000, plain, [&](int k) { return plain * (1.15 + 0.35 * k) * (k == 3 ? 1.0 : 2.0); });
+    CHECK(p.k() == 3);
+    int64_t all = 0;
+    for (int64_t w : c.windows_at) all += w;
+    CHECK(c.windows_at[3] > all * 8 / 10);  // a trial every 4 windows: 433 of 973
+}

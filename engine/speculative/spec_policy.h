@@ -37,16 +37,21 @@
 //    steps draft.
 //
 //  - K (timed requests, when the caller gives a range: k_max). The default starts at
-//    kDefaultSpecK and moves between 1 and k_max by the tokens per second its timed
-//    windows commit: every k_try_every windows it runs another K for 1 + k_try_windows
-//    windows (the first not counted) and moves there when that K's rate is 3% higher:
-//    the next K up while most windows keep every draft, else the next down; after a
-//    trial that failed, the same way one K further (up to three away), then the other
-//    way; after a move that paid, the next trial starts at once. On this repository's
-//    CPU the best fixed K was 1-2 at ~60% agreement and 8 or more at ~98%
-//    (docs/benchmarks.md), and the rate is not smooth in K (the window tiles take rows
-//    four at a time: K = 4 ran slower than 3 and 5), which stopped a walk of single
-//    steps at 3.
+//    kDefaultSpecK and moves between 1 and k_max by the tokens per second its windows
+//    would commit: the tokens a K-window is expected to commit from each draft
+//    position's rate of being kept (pooled over all windows, whatever their K), over the
+//    measured seconds of that K's windows. Every k_try_every windows it runs another K
+//    for 1 + k_try_windows windows (the first not counted) and moves there when that
+//    K's rate is 3% higher: the next K up while most windows keep every draft, else the
+//    next down; after a trial that failed, the same way one K further (up to three
+//    away), then the other way, and twice as many windows before the next trial (up to
+//    16 k_try_every); after a move that paid, the next trial starts at once. Windows
+//    that do not pay (the credit at pause_at) halve K instead of pausing while the rates
+//    say the halved K beats plain decoding. On this repository's CPU the best fixed K
+//    was 1-2 at ~60% agreement, 3 at ~90% and 8 or more at ~98% (docs/benchmarks.md),
+//    and the rate is not smooth in K (the window tiles take rows four at a time: K = 4
+//    ran slower than 3 and 5), which stopped a walk of single steps at 3.
+//    bench/spec_policy_sim runs the policy on a simulated clock against every fixed K.
 //
 // Without timing it reads only the acceptance, never the clock, so which steps draft is
 // the same on every run; sampled requests are never timed, so a seeded sampled request's
@@ -90,7 +95,7 @@ struct SpecPolicyParams {
     double plain_mean_steps = 16;   // timed plain steps' running mean: weight 1/n up to 1/this
     bool timed = true;              // greedy requests weigh the measured cost ("Cost" above)
     int k_max = 0;                  // "K" above: K moves within 1 .. k_max (0: K does not move)
-    int64_t k_try_every = 4;        // timed windows between tries of a neighbouring K
+    int64_t k_try_every = 4;        // timed windows between tries of a neighbouring K (doubling while they fail)
     int64_t k_try_windows = 4;      // timed windows a tried K runs (after its first) before the rates are compared
 };
 
@@ -142,15 +147,21 @@ private:
     int64_t left_ = 0;     // plain steps left in the current pause
     bool probing_ = false;  // after a pause, until the credit is positive again
     int64_t pauses_ = 0, plain_ = 0, probes_ = 0;
-    // "K": committed tokens and seconds of timed windows per K (decayed sums of the last
-    // few), the K under trial (0: none), and the trial's bookkeeping.
-    double tok_[kMaxSpecK + 1] = {};
+    // "K": seconds and counts of timed windows per K (decayed sums of the last few), each
+    // draft position's tests and keeps over every timed window (decayed more slowly), the
+    // K under trial (0: none), and the trial's bookkeeping.
     double sec_[kMaxSpecK + 1] = {};
+    double cnt_[kMaxSpecK + 1] = {};
+    double tested_[kMaxSpecK + 1] = {};
+    double kept_[kMaxSpecK + 1] = {};
     int trying_ = 0, failed_dir_ = 0;  // failed_dir_: the direction of the last trial, if it failed
     int failed_stride_ = 0;            // and how far from K it was
     double all_kept_ = 0;              // decayed share of windows that kept every draft
     int64_t since_try_ = 0, tried_ = 0, k_moves_ = 0;
+    int64_t try_every_ = 4;  // windows between trials: k_try_every, doubled by each failed trial
     void adapt_k(int64_t drafted, int64_t accepted, double seconds);
+    double expected_tokens(int k) const;  // "K": tokens a window of k drafts commits, by the positions' rates
+    double rate(int k) const;             // expected_tokens(k) per second of k's windows
 };
 
 }  // namespace strata
