@@ -259,6 +259,40 @@ TEST_CASE("spec policy: a greedy request weighs a window's measured cost against
     CHECK(mean.plain_seconds() == Approx(0.003));
 }
 
+namespace {
+
+// A timed greedy request of `steps` steps on a simulated clock: a plain step costs
+// `plain` seconds, a window of K drafts cost(K) seconds and keeps each draft with
+// probability a given the ones before it. Counts windows per K and tokens by windows.
+struct Clocked {
+    std::vector<int64_t> windows_at = std::vector<int64_t>(kMaxSpecK + 1, 0);
+    int64_t window_tokens = 0, plain_tokens = 0;
+};
+template <class Cost>
+Clocked run_clocked(SpecPolicy& p, double a, int64_t steps, double plain, Cost cost, uint64_t seed = 5) {
+    Clocked c;
+    std::mt19937_64 rng(seed);
+    std::bernoulli_distribution keep(a);
+    for (int64_t i = 0; i < steps; ++i) {
+        const int k = p.next_k();
+        if (k == 0) {
+            const bool probe = p.probe();
+            p.on_plain(plain);
+            if (probe) p.on_probe(keep(rng));
+            ++c.plain_tokens;
+            continue;
+        }
+        int64_t m = 0;
+        while (m < k && keep(rng)) ++m;
+        p.on_window(k, m, cost(k));
+        ++c.windows_at[static_cast<size_t>(k)];
+        c.window_tokens += m + 1;
+    }
+    return c;
+}
+
+}  // namespace
+
 // The default's K (SpecPolicy, "K"): on a clock where a window of 1 + K rows costs
 // 1.15 + 0.35 K plain steps (this repository's CPU), K climbs while every draft is kept
 // and a step up pays 3% or more (to 7 here: the rate (K + 1) / (1.15 + 0.35 K) gains 2.7%
@@ -270,20 +304,7 @@ TEST_CASE("spec policy: the default's K follows the measured rate of its windows
         SpecPolicyParams prm;
         prm.k_max = k_max;
         SpecPolicy p(3, true, prm, greedy);
-        std::mt19937_64 rng(5);
-        std::bernoulli_distribution keep(a);
-        for (int64_t i = 0; i < steps; ++i) {
-            const int k = p.next_k();
-            if (k == 0) {
-                const bool probe = p.probe();
-                p.on_plain(plain);
-                if (probe) p.on_probe(keep(rng));
-                continue;
-            }
-            int64_t m = 0;
-            while (m < k && keep(rng)) ++m;
-            p.on_window(k, m, plain * (1.15 + 0.35 * k));
-        }
+        run_clocked(p, a, steps, plain, [&](int k) { return plain * (1.15 + 0.35 * k); });
         return p;
     };
     // The first trial goes up (every draft kept): after a probe and 10 windows (the first
@@ -328,40 +349,6 @@ TEST_CASE("spec policy: the default's K follows the measured rate of its windows
     bad.k_max = 2;
     CHECK_THROWS(SpecPolicy(3, true, bad, true));
 }
-
-namespace {
-
-// A timed greedy request of `steps` steps on a simulated clock: a plain step costs
-// `plain` seconds, a window of K drafts cost(K) seconds and keeps each draft with
-// probability a given the ones before it. Counts windows per K and tokens by windows.
-struct Clocked {
-    std::vector<int64_t> windows_at = std::vector<int64_t>(kMaxSpecK + 1, 0);
-    int64_t window_tokens = 0, plain_tokens = 0;
-};
-template <class Cost>
-Clocked run_clocked(SpecPolicy& p, double a, int64_t steps, double plain, Cost cost, uint64_t seed = 5) {
-    Clocked c;
-    std::mt19937_64 rng(seed);
-    std::bernoulli_distribution keep(a);
-    for (int64_t i = 0; i < steps; ++i) {
-        const int k = p.next_k();
-        if (k == 0) {
-            const bool probe = p.probe();
-            p.on_plain(plain);
-            if (probe) p.on_probe(keep(rng));
-            ++c.plain_tokens;
-            continue;
-        }
-        int64_t m = 0;
-        while (m < k && keep(rng)) ++m;
-        p.on_window(k, m, cost(k));
-        ++c.windows_at[static_cast<size_t>(k)];
-        c.window_tokens += m + 1;
-    }
-    return c;
-}
-
-}  // namespace
 
 TEST_CASE("spec policy: windows that do not pay step K down before drafting pauses", "[spec][policy]") {
     // ~60% agreement where a window costs 1.15 + 0.35 K plain steps (the dense hybrid):
