@@ -108,10 +108,11 @@ void SpecPolicy::adapt_k(int64_t drafted, int64_t accepted, double seconds) {
 
 // A window's tokens as the positions' rates predict them, 1 + sum over i <= k of the
 // chance that the first i drafts are kept, rather than the tokens the few windows of a
-// trial happened to commit: one window that kept nothing, among four, moved that count by
-// a quarter (a trial is five windows), and the walk followed such luck (the MoE preset at
-// ~90%: K ended at 2 where 3 was best, 0.86x of --spec-draft 3 in 128 tokens). A position
-// not yet tested often enough takes the rate of the one before it.
+// trial happened to commit: one window that kept nothing, the last of the four counted
+// (a trial is five windows, the decay weighing the last most), took about a quarter off
+// that count, and the walk followed such luck (the MoE preset at ~90%: K went down to 2
+// in three runs of three, 0.86x of --spec-draft 3 in 128 tokens). A position not yet
+// tested often enough takes the rate of the one before it.
 double SpecPolicy::expected_tokens(int k) const {
     double e = 1, chain = 1, c = 0.5;
     for (int i = 1; i <= k; ++i) {
