@@ -48,7 +48,8 @@
 //    16 k_try_every); after a move that paid, the next trial starts at once. Windows
 //    that do not pay (the credit at pause_at) halve K instead of pausing while the rates
 //    say the halved K beats plain decoding. On this repository's CPU the best fixed K
-//    was 1-2 at ~60% agreement, 3 at ~90% and 8 or more at ~98% (docs/benchmarks.md),
+//    was 1-2 at ~60% agreement and 8 or more at ~98%, and K = 2..6 ran within the noise
+//    of each other at ~90% (docs/benchmarks.md, docs/spec.md),
 //    and the rate is not smooth in K (the window tiles take rows four at a time: K = 4
 //    ran slower than 3 and 5), which stopped a walk of single steps at 3.
 //    bench/spec_policy_sim runs the policy on a simulated clock against every fixed K.
