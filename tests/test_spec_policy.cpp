@@ -369,6 +369,17 @@ TEST_CASE("spec policy: windows that do not pay step K down before drafting paus
     const Clocked l = run_clocked(low, 0.3, 3000, plain, [&](int k) { return plain * (1.15 + 0.35 * k); });
     CHECK(low.pauses() >= 1);
     CHECK(l.plain_tokens > 4 * l.window_tokens);
+    // And K halves there only where a few lucky windows made K = 1 look as if it paid:
+    // 12 of 100 seeded requests end below K = 3 (halving whenever the credit fell, without
+    // the rates' say, took all 100 to K = 1, for windows that lose). The request above
+    // is one of the 12.
+    int halved = 0;
+    for (uint64_t seed = 1; seed <= 100; ++seed) {
+        SpecPolicy q(3, true, prm, true);
+        run_clocked(q, 0.3, 500, plain, [&](int k) { return plain * (1.15 + 0.35 * k); }, seed);
+        halved += q.k() < 3;
+    }
+    CHECK(halved < 50);
 }
 
 TEST_CASE("spec policy: trials of other Ks grow rarer while they fail", "[spec][policy]") {
