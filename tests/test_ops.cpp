@@ -338,6 +338,17 @@ struct Harness {
             ops.copy(big_out, db.in(big, 130, 3001));
             EXPECT((db.out(big_out) == big));
             ran("copy");
+            // zero: the same megabytes cleared (a recurrent state reset in place), then
+            // strided rows, whose other columns keep their values.
+            ops.zero(big_out);
+            EXPECT((db.out(big_out) == Floats(big.size(), 0.0f)));
+            float* wide = db.in(src);
+            ops.zero(Tensor::f32(wide + 2, 5, 7, 10));
+            const Floats z = db.out(wide, 7 * 10);
+            for (int64_t r = 0; r < 7; ++r)
+                for (int64_t c = 0; c < 10; ++c)
+                    EXPECT(z[r * 10 + c] == (c >= 2 && c < 7 ? 0.0f : src[r * 10 + c]));
+            ran("zero");
         }
 
         // Memory: zeroed and aligned, host copies in and out exact, a prepared vector the same values.
@@ -1243,7 +1254,7 @@ TEST_CASE("ops: every op on every backend agrees with its reference", "[ops]") {
         ops.insert(h.ops_seen.begin(), h.ops_seen.end());
         cases += h.cases;
     }
-    CHECK(ops.size() == 27);  // every op of engine/backend/ops.h, memory and host copies included
+    CHECK(ops.size() == 28);  // every op of engine/backend/ops.h, memory and host copies included
     if (g_failed == 0)
         std::printf("ops: %zu ops x %zu backends, %lld cases passed\n", ops.size(), bes.size(),
                     static_cast<long long>(cases));

@@ -260,3 +260,51 @@ TEST_CASE("hand-off: the writer's event handed to a reader on the same device", 
     h.mark_issued(1, &ev1);
     CHECK(h.await_issued(1, 10) == &ev1);
 }
+
+TEST_CASE("split: a reset sequence keeps its memory and starts over as a new one", "[split][state]") {
+    for (auto arch : {synth::Arch::Qwen3Next, synth::Arch::Qwen35, synth::Arch::Llama}) {
+        synth::ModelConfig c = synth::make_config(arch, synth::Preset::Tiny);
+        c.n_layer = 4;
+        c.mtp = c.hybrid();
+        std::shared_ptr<const Model> m = Model::load(test::to_file(synth::build_model(c, GgmlType::Q8_0, 7)));
+        const int64_t V = m->hp().n_vocab;
+        const std::vector<int32_t> a = {3, 14, 15, 92, 65, 35, 89}, b = {27, 18, 28, 45};
+        for (int mode = 0; mode < 3; ++mode) {
+            SplitConfig cfg;
+            cfg.wait_ms = 10000;
+            cfg.pipeline_windows = mode == 2 ? 2 : 1;
+            auto r = mode == 0 ? make_local_runner(m, 2, 32, GgmlType::F16)
+                               : make_split_runner(m, plan(*m, "cpu:0,cpu:1", "auto"), 1, 32, GgmlType::F16, cfg);
+            INFO(synth::arch_name(arch) << " " << r->describe());
+            const std::vector<float> fresh = test::run_windows(*r, b);
+
+            // A request that leaves state behind: a prompt, then a verify window undone
+            // (a hybrid's state then reads from the snapshot's buffer: StateSnapshot::load).
+            const int seq = r->new_sequence();
+            const Runner::Item p{seq, a, false};
+            r->eval(std::span<const Runner::Item>(&p, 1), nullptr);
+            r->snapshot(seq, 4);
+            const int32_t window[4] = {7, 1, 8, 2};
+            const Runner::Item w{seq, std::span<const int32_t>(window, 4), false};
+            r->eval(std::span<const Runner::Item>(&w, 1), nullptr);
+            r->restore(seq);
+            REQUIRE(r->n_past(seq) == static_cast<int64_t>(a.size()));
+            const size_t kept = r->snapshot_bytes();
+            CHECK((kept > 0) == m->hp().hybrid());
+
+            r->reset_sequence(seq);
+            CHECK(r->n_past(seq) == 0);
+            CHECK(r->snapshot_bytes() == kept);  // the memory stays with the slot
+            std::vector<float> again(fresh.size());
+            const Runner::Item pb{seq, b, true};
+            r->eval(std::span<const Runner::Item>(&pb, 1), again.data());
+            for (int i = 0; i < 3; ++i) {  // as run_windows decodes
+                const int32_t tok[1] = {40 + i};
+                const Runner::Item d{seq, std::span<const int32_t>(tok, 1), false};
+                r->eval(std::span<const Runner::Item>(&d, 1), again.data() + (b.size() + i) * static_cast<size_t>(V));
+            }
+            CHECK(again == fresh);
+            r->free_sequence(seq);
+        }
+    }
+}

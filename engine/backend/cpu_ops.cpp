@@ -229,6 +229,15 @@ void CpuOps::copy(Tensor dst, Tensor src) {
     });
 }
 
+void CpuOps::zero(Tensor dst) {
+    const OpTimer tm = timed("zero", dst.ne1);
+    const size_t row = sizeof(float) * static_cast<size_t>(dst.ne0);
+    const int64_t grain = std::max<int64_t>(1, static_cast<int64_t>((size_t{256} << 10) / std::max<size_t>(row, 1)));
+    pool_.parallel_for(dst.ne1, grain, [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) std::memset(dst.row(r), 0, row);
+    });
+}
+
 void CpuOps::matmul(const MatView& w, Tensor x, Tensor y) {
     const OpTimer tm = timed("matmul", x.ne1, profile_ ? shape(w) : std::string());
     strata::matmul(pool_, w, x.f(), x.ld(), x.ne1, y.f(), y.ld());

@@ -50,6 +50,7 @@ public:
     void add(Tensor y, Tensor x) override;
     void swiglu(Tensor g, Tensor u, Tensor y) override;
     void copy(Tensor dst, Tensor src) override;
+    void zero(Tensor dst) override;
 
     void matmul(const MatView& w, Tensor x, Tensor y) override;
     void matmul_multi(std::span<const MatOut> outs, Tensor x) override;

@@ -543,6 +543,17 @@ void GpuOps::copy(Tensor dst, Tensor src) {
     gpu::copy(rows(dst), rows(src), stream_);
 }
 
+void GpuOps::zero(Tensor dst) {
+    STRATA_CHECK(dst.type == GgmlType::F32, "GPU ops take f32 rows");
+    bind();
+    const size_t row = sizeof(float) * static_cast<size_t>(dst.ne0);
+    if (dst.contiguous()) {
+        gpu::memset_async(dst.data, 0, row * static_cast<size_t>(dst.ne1), stream_);
+        return;
+    }
+    for (int64_t r = 0; r < dst.ne1; ++r) gpu::memset_async(dst.row(r), 0, row, stream_);
+}
+
 gpu::ActQ GpuOps::quantized(gpu::Rows x, size_t slot) {
     if (fused_) {
         // x is fused_'s rows r0 .. r0 + x.rows - 1 (a window's last row, say): their digits.

@@ -60,6 +60,7 @@ public:
     void add(Tensor y, Tensor x) override;
     void swiglu(Tensor g, Tensor u, Tensor y) override;
     void copy(Tensor dst, Tensor src) override;
+    void zero(Tensor dst) override;
 
     int64_t scratch_bytes(const WindowShape& w) const override;
     void matmul(const MatView& w, Tensor x, Tensor y) override;

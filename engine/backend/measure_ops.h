@@ -36,6 +36,7 @@ public:
     void add(Tensor, Tensor) override {}
     void swiglu(Tensor, Tensor, Tensor) override {}
     void copy(Tensor, Tensor) override {}
+    void zero(Tensor) override {}
     void matmul(const MatView&, Tensor, Tensor) override {}
     void matmul_multi(std::span<const MatOut>, Tensor) override {}
     void norm_rope(const Batch&, std::span<const RopeHeads>, int64_t, float, const RopeParams&) override {}

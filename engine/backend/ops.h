@@ -177,6 +177,9 @@ public:
     // y = silu(g) * u elementwise (e^x from simd::exp); y may be g.
     virtual void swiglu(Tensor g, Tensor u, Tensor y) = 0;
     virtual void copy(Tensor dst, Tensor src) = 0;  // row by row, ne0 values each
+    // Every value of dst's rows set to +0.0f: a sequence's recurrent state cleared in place
+    // for its next request (Runner::reset_sequence keeps the memory).
+    virtual void zero(Tensor dst) = 0;
 
     // --- matmul: y = x W^T for a weight in any supported block format ---
     // Each output element is one fixed sequence of operations (kernels/cpu/matmul.h): the

@@ -18,6 +18,7 @@ SpecDecoder::SpecDecoder(Runner& runner, int seq, const Sampler& sampler, const 
     STRATA_CHECK(opt.k >= 1, "speculative decoding needs k >= 1, got {}", opt.k);
     stats_.drafted_at.assign(static_cast<size_t>(opt.k), 0);
     stats_.accepted_at.assign(static_cast<size_t>(opt.k), 0);
+    target_.reserve(opt.k + 1);
 }
 
 void SpecDecoder::start(const float* prompt_hidden, std::span<const int32_t> prompt, int32_t first, int64_t from) {

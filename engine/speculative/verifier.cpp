@@ -35,19 +35,26 @@ void RunnerTarget::run(std::span<const int32_t> tokens, int64_t pos0, bool verif
         runner_.eval(std::span<const Runner::Item>(&replay, 1), nullptr);
         return;
     }
-    const int64_t V = runner_.model().hp().n_vocab, E = runner_.model().hp().n_embd;
     const auto rows = static_cast<int64_t>(tokens.size());
-    logits_.resize(static_cast<size_t>(rows * V));
-    hidden_.resize(static_cast<size_t>(rows * E));
+    reserve(rows);
+    rows_ = rows;
     const Runner::Item item{seq_, tokens, true, hidden_.data()};
     runner_.eval(std::span<const Runner::Item>(&item, 1), logits_.data());
+}
+
+void RunnerTarget::reserve(int64_t rows) {
+    if (rows <= cap_rows_) return;
+    const int64_t V = runner_.model().hp().n_vocab, E = runner_.model().hp().n_embd;
+    logits_.resize(static_cast<size_t>(rows * V));
+    hidden_.resize(static_cast<size_t>(rows * E));
+    cap_rows_ = rows;
 }
 
 std::span<const float> RunnerTarget::logits(int64_t row) const { return const_cast<RunnerTarget*>(this)->logits(row); }
 
 std::span<float> RunnerTarget::logits(int64_t row) {
     const size_t V = static_cast<size_t>(runner_.model().hp().n_vocab);
-    STRATA_CHECK(row >= 0 && (static_cast<size_t>(row) + 1) * V <= logits_.size(), "no logits row {}", row);
+    STRATA_CHECK(row >= 0 && row < rows_, "no logits row {}", row);
     return {logits_.data() + static_cast<size_t>(row) * V, V};
 }
 

@@ -72,11 +72,16 @@ public:
     std::span<float> logits(int64_t row);
     std::span<const float> logits(int64_t row) const;
     const float* hidden() const { return hidden_.data(); }
+    // The widest window it will run: the buffers are allocated and written here, not in
+    // the first window of each width, where the page faults of a few MiB cost as much as
+    // the window (a window wider than this still grows them).
+    void reserve(int64_t rows);
 
 private:
     Runner& runner_;
     int seq_;
-    std::vector<float> logits_, hidden_;
+    std::vector<float> logits_, hidden_;  // [cap_rows_, n_vocab], [cap_rows_, n_embd]
+    int64_t rows_ = 0, cap_rows_ = 0;     // the last window's rows; the rows the buffers hold
 };
 
 }  // namespace strata

@@ -94,6 +94,19 @@ private:
     std::unique_ptr<GdnState> gdn_;
 };
 
+// s as a new sequence's state, in its own memory: length 0, the Gated DeltaNet state zeroed
+// (read from its own buffer again), the log disarmed. The KV cache keeps its bytes: no
+// position at or past n_past is read before a window writes it. A queued op on s's device.
+inline void clear_state(Ops& ops, SeqState& s) {
+    s.n_past = 0;
+    if (s.gdn) {
+        s.gdn->read_here();
+        if (const int64_t cr = s.gdn->all_conv_rows(); cr > 0) ops.zero(Tensor::f32(s.gdn->conv(0), s.gdn->conv_dim(), cr));
+        if (const int64_t sr = s.gdn->all_ssm_rows(); sr > 0) ops.zero(Tensor::f32(s.gdn->ssm(0), s.gdn->ssm_row(), sr));
+    }
+    if (s.gdn_log) s.gdn_log->disarm();
+}
+
 // After a snapshot for a verify window of `rows` rows (0: not one), the window's Gated
 // DeltaNet inputs go into the state's log (allocated at the first such window), so the
 // window can roll back without a replay (Runner::rollback). Call it where save is called;

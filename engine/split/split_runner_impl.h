@@ -222,7 +222,19 @@ public:
         return id;
     }
     void free_sequence(int seq) override { seqs_.erase(seq); }
-    void reset_sequence(int seq) override { sequence(seq) = fresh_sequence(); }
+    // In place: the state, its snapshots and logs keep their memory for the next request
+    // (a server's slot), so it pays no allocation (a GPU's, or a CPU's page faults) in
+    // its prompt and first verify windows.
+    void reset_sequence(int seq) override {
+        Sequence& q = sequence(seq);
+        on_every_stage([this, &q](size_t s) { clear_state(stages_[s].dev->ops(), q.states[s]); });
+        q.n_past = 0;
+        for (StateSnapshot& s : q.snaps) s.invalidate();
+        for (auto& slots : q.pipe_snaps)
+            for (StateSnapshot& s : slots) s.invalidate();
+        for (auto& log : q.parked_logs)
+            if (log) log->disarm();
+    }
     int64_t n_past(int seq) const override { return const_cast<SplitRunnerImpl*>(this)->sequence(seq).n_past; }
     void truncate_sequence(int seq, int64_t n) override {
         Sequence& q = sequence(seq);
