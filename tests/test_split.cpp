@@ -8,6 +8,7 @@
 
 #include "engine/backend/device.h"
 #include "engine/backend/handoff.h"
+#include "engine/core/alarm.h"
 #include "engine/split/plan.h"
 #include "engine/split/split_runner.h"
 #include "tests/model_helpers.h"
@@ -144,19 +145,27 @@ TEST_CASE("split: a dropped hand-off fails the window in bounded time, then serv
     } catch (const HandoffError&) {
         FAIL("window 3 must succeed");
     }
-    // Same hook in serial mode: it does nothing.
+    // Serial mode, where each stage runs on the caller's thread: the same.
     cfg.overlap = false;
     auto serial = make_split_runner(m, plan(*m, "cpu:0,cpu:1", "auto"), 1, 32, GgmlType::F16, cfg);
     const int s2 = serial->new_sequence();
     const Runner::Item it2{s2, toks, false};
-    for (int i = 0; i < 3; ++i) serial->eval(std::span<const Runner::Item>(&it2, 1), logits.data());
-    CHECK(serial->stats().handoff_timeouts == 0);
+    serial->eval(std::span<const Runner::Item>(&it2, 1), logits.data());
+    const auto t1 = std::chrono::steady_clock::now();
+    CHECK_THROWS_AS(serial->eval(std::span<const Runner::Item>(&it2, 1), logits.data()), HandoffError);
+    CHECK(std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count() >= 0.25);
+    serial->eval(std::span<const Runner::Item>(&it2, 1), logits.data());
+    CHECK(serial->stats().handoff_timeouts == 1);
 }
 
 TEST_CASE("split: the host watchdog restarts the engine and the next request succeeds", "[split][fault]") {
     std::shared_ptr<const Model> m = Model::load(test::to_file(test::tiny_model(synth::Arch::Llama, GgmlType::Q8_0, 4)));
+    // Overlap: the stages run on their queues' threads, and the host waits for their
+    // events. Serial: each stage runs on the caller's thread, and the alarm releases it.
+    const bool overlap = GENERATE(true, false);
+    INFO("overlap " << overlap);
     SplitConfig cfg;
-    cfg.overlap = true;
+    cfg.overlap = overlap;
     cfg.wait_ms = 0;  // no limit: only the watchdog can end the stuck wait
     cfg.host_timeout_ms = 300;
     cfg.drop_window = 1;
@@ -307,4 +316,21 @@ TEST_CASE("split: a reset sequence keeps its memory and starts over as a new one
             r->free_sequence(seq);
         }
     }
+}
+
+TEST_CASE("alarm: fires once past its deadline, never after disarm", "[split][alarm]") {
+    std::atomic<int> fired{0};
+    Alarm alarm([&] { ++fired; }, std::chrono::milliseconds(2));
+    alarm.arm(std::chrono::milliseconds(20));
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    CHECK(fired == 1);  // once, though the deadline stays past
+    CHECK(alarm.disarm());
+
+    alarm.arm(std::chrono::seconds(60));
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    CHECK_FALSE(alarm.disarm());
+    alarm.arm(std::chrono::milliseconds(5));  // re-armed: the new deadline counts
+    CHECK_FALSE(alarm.disarm());              // disarmed in time
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    CHECK(fired == 1);
 }

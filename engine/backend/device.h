@@ -67,10 +67,11 @@ public:
     // device operation (cudaStreamWaitEvent on a GPU).
     virtual void wait_event(const DeviceEvent& ev) = 0;
     // op as the queue's next item, returning when it is done and rethrowing its error:
-    // for a host that would only wait (a one-stage chain, its snapshots). A CPU device
-    // runs it on the calling thread once its queue is idle, with no hop to the queue's
-    // thread; a GPU's is submit, record and wait. No time limit: the caller is the one
-    // who would enforce it.
+    // for a host that would only wait (a serial window's stage, its snapshots). CPU and
+    // GPU devices run it on the calling thread once the queue is idle, with no hop to
+    // the queue's thread (a GPU's then waits for its stream); this default is submit,
+    // record and wait. No time limit: the caller is the one who would enforce it
+    // (SplitRunnerImpl::run_on's alarm).
     virtual void run(std::function<void()> op) {
         submit(std::move(op));
         const DeviceEvent ev = record();

@@ -33,9 +33,9 @@ void SplitRunnerImpl::run_stage(size_t s, uint64_t w) {
         step.logits = win_logits_;
     } else {
         step.out = handoffs_[s].get();
-        // Test hook: leave the flag down in the Nth window (overlap mode only; in serial
-        // mode the host orders the stages and the flag is not waited for).
-        step.drop = overlap_ && cfg_.drop_window > 0 && w == static_cast<uint64_t>(cfg_.drop_window);
+        // Test hook: leave the flag down in the Nth window. The next stage waits for it
+        // in either mode (serial mode starts that stage once this one is done).
+        step.drop = cfg_.drop_window > 0 && w == static_cast<uint64_t>(cfg_.drop_window);
     }
     try {
         if (run_stage_step(*model_, stages_[s], step) == StepEnd::HandInFailed) {
@@ -189,14 +189,29 @@ void SplitRunnerImpl::mtp(int seq, const float* hidden, const int32_t* tokens, i
 }
 
 void SplitRunnerImpl::run_on(size_t s, const std::function<void()>& op, int64_t limit_ms, uint64_t w) {
-    if (cfg_.host_timeout_ms == 0) {  // nothing to bound: the host only waits, so the device may run it here
+    if (!alarm_) {  // nothing to bound
         stages_[s].dev->run(op);
         return;
     }
-    stages_[s].dev->submit(op);
-    const DeviceEvent ev = stages_[s].dev->record();
-    if (!ev.wait(limit_ms)) watchdog(s, w);
-    ev.rethrow();
+    watched_stage_.store(s);
+    watched_window_.store(w);
+    alarm_->arm(std::chrono::milliseconds(limit_ms));
+    try {
+        stages_[s].dev->run(op);
+    } catch (...) {
+        if (alarm_->disarm()) watchdog(s, w);
+        throw;
+    }
+    if (alarm_->disarm()) watchdog(s, w);
+}
+
+void SplitRunnerImpl::alarm_fired() {
+    const size_t s = watched_stage_.load();
+    spdlog::error("watchdog: window {} not done after STRATA_HOST_TIMEOUT_MS={} ms (stage {} on {}); releasing its "
+                  "waits",
+                  watched_window_.load(), cfg_.host_timeout_ms, s, plan_.stages[s].device);
+    for (auto& h : handoffs_) h->abort();  // a wait for a flag that will not rise returns
+    if (pipe_) pipe_->abort();
 }
 
 bool SplitRunnerImpl::rollback(int seq, int64_t n_keep) {
@@ -211,9 +226,9 @@ bool SplitRunnerImpl::rollback(int seq, int64_t n_keep) {
     return true;
 }
 
-void SplitRunnerImpl::on_every_stage(const std::function<void(size_t)>& op) {
-    if (cfg_.host_timeout_ms == 0) {
-        for (size_t s = 0; s < stages_.size(); ++s) stages_[s].dev->run([&op, s] { op(s); });
+void SplitRunnerImpl::on_every_stage(const std::function<void(size_t)>& op, bool spread) {
+    if (!spread) {
+        for (size_t s = 0; s < stages_.size(); ++s) run_on(s, [&op, s] { op(s); }, cfg_.host_timeout_ms, window_);
         return;
     }
     std::vector<DeviceEvent> events(stages_.size());

@@ -2,7 +2,9 @@
 // stage chain: windows through every stage, the watchdog) and stage_pipe.cpp (the stage
 // pipe of pipelined windows). Not for use outside engine/split.
 #pragma once
+#include <algorithm>
 #include <array>
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -12,6 +14,7 @@
 #include <spdlog/spdlog.h>
 
 #include "engine/backend/handoff.h"
+#include "engine/core/alarm.h"
 #include "engine/split/split_runner.h"
 #include "engine/split/snapshot.h"
 
@@ -175,6 +178,9 @@ public:
                 pipe_ = std::make_unique<Pipe>(*this);
             }
         }
+        if (cfg.host_timeout_ms > 0)  // polled at an eighth of the limit: a fire comes at most that late
+            alarm_ = std::make_unique<Alarm>([this] { alarm_fired(); },
+                                             std::chrono::milliseconds(std::clamp<int64_t>(cfg.host_timeout_ms / 8, 1, 250)));
     }
 
     ~SplitRunnerImpl() override {
@@ -310,13 +316,19 @@ private:
         return it->second;
     }
     void run_stage(size_t s, uint64_t w);
-    // op(s) queued on every stage's device; returns when all ran (rethrowing the first
-    // error), or runs the watchdog.
-    void on_every_stage(const std::function<void(size_t)>& op);
-    // op on stage s's device, returning when it is done and rethrowing its error: inline
-    // (Device::run) when there is no host timeout to enforce, else queued and waited for
-    // at most limit_ms (> 0) before the watchdog fires for window w.
+    // op(s) on every stage's device, stage by stage on this thread (run_on), or with
+    // `spread` queued on every device at once (large copies: each device does its own
+    // part meanwhile); returns when all ran (rethrowing the first error), or runs the
+    // watchdog.
+    void on_every_stage(const std::function<void(size_t)>& op, bool spread = false);
+    // op on stage s's device, on this thread once its queue is idle (Device::run),
+    // returning when it is done and rethrowing its error. A serial window hops to no
+    // queue thread: on a small VM waking one that went idle costs up to a millisecond,
+    // and a split window with speculation took several (1.3-1.5x of its speed). The host
+    // timeout (limit_ms > 0) is the alarm's: when it fires it releases every hand-off
+    // wait, and once op is back the watchdog restarts the engine for window w.
     void run_on(size_t s, const std::function<void()>& op, int64_t limit_ms, uint64_t w);
+    void alarm_fired();  // on the alarm's thread
     [[noreturn]] void watchdog(size_t stuck_stage, uint64_t w);
 
     std::shared_ptr<const Model> model_;
@@ -328,6 +340,11 @@ private:
     std::vector<Stage> stages_;
     std::vector<std::unique_ptr<Handoff>> handoffs_;  // handoffs_[s]: stage s -> s + 1
     std::unique_ptr<Pipe> pipe_;  // --pipeline-windows 2 on a two-stage split
+    // The host timeout over what runs on this thread (run_on); null without one. Its
+    // thread reads which stage and window it watches.
+    std::unique_ptr<Alarm> alarm_;
+    std::atomic<size_t> watched_stage_{0};
+    std::atomic<uint64_t> watched_window_{0};
     std::map<int, Sequence> seqs_;
     uint64_t window_ = 0;
     mutable std::mutex stats_mu_;

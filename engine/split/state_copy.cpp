@@ -115,7 +115,7 @@ void SplitRunnerImpl::save_state(int seq, std::span<const KvRange> kv, uint8_t* 
         Ops& ops = stages_[s].dev->ops();
         for (const KvRange& r : kv) save_kv(ops, q.states[s], at(r, o.kv[s]));
         if (recurrent) save_recurrent(ops, q.states[s], recurrent + o.rec[s]);
-    });
+    }, /*spread=*/true);
 }
 
 void SplitRunnerImpl::load_state(int seq, std::span<const KvRange> kv, const uint8_t* recurrent, int64_t n_past) {
@@ -135,15 +135,19 @@ void SplitRunnerImpl::load_state(int seq, std::span<const KvRange> kv, const uin
     // buffer (snapshot.h) is written whole below, so it forgets that buffer first.
     for (SeqState& st : q.states)
         if (st.gdn) st.gdn->read_here();
-    q.snaps.clear();
+    for (StateSnapshot& s : q.snaps) s.invalidate();  // the memory stays (reset_sequence)
     try {
         on_every_stage([&](size_t s) {
             Ops& ops = stages_[s].dev->ops();
             for (const KvRange& r : kv) load_kv(ops, q.states[s], at(r, o.kv[s]));
             if (recurrent) load_recurrent(ops, q.states[s], recurrent + o.rec[s]);
-        });
+        }, /*spread=*/true);
     } catch (...) {
-        reset_sequence(seq);  // half written: nothing of it may be used
+        try {
+            reset_sequence(seq);  // half written: nothing of it may be used
+        } catch (...) {
+            q = fresh_sequence();  // the devices failed the reset too: new memory, not a half-cleared state
+        }
         throw;
     }
     q.n_past = n_past;

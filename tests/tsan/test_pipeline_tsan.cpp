@@ -4,7 +4,8 @@
 // mode and with the prestage and snapshot variables flipped. Any data race between the
 // host, the two stage queues and their thread pools fails the run, as does output that
 // differs from plain decoding. Then the same under device budgets with every layer
-// streamed and the experts on the host (the copy threads and the host's pools).
+// streamed and the experts on the host (the copy threads and the host's pools); last,
+// the host timeout's alarm releasing a serial window's dropped hand-off.
 #include <cstdio>
 #include <string_view>
 #include <vector>
@@ -109,6 +110,33 @@ int main() {
                     static_cast<long long>(rs.expert_rows_device));
         if (got != want6 || rs.stream_copies == 0) {
             std::fprintf(stderr, "streamed: output wrong or nothing streamed\n");
+            ++failures;
+        }
+    }
+    // Serial windows run each stage on the caller's thread; a dropped hand-off with no
+    // wait limit is released by the host timeout's alarm, from its own thread.
+    {
+        SplitConfig sc;
+        sc.wait_ms = 0;
+        sc.host_timeout_ms = 300;
+        sc.drop_window = 2;
+        auto serial = make_split_runner(m, plan_split("cpu:0,cpu:1", "auto", n, layer_weight_bytes(m->file(), n),
+                                                      head_weight_bytes(m->file())),
+                                        2, 96, GgmlType::F16, sc);
+        const int seq = serial->new_sequence();
+        const Runner::Item it{seq, prompt, false};
+        int restarted = 0;
+        for (int w = 0; w < 3; ++w) {
+            try {
+                serial->eval(std::span<const Runner::Item>(&it, 1), nullptr);
+            } catch (const EngineRestarted&) {
+                ++restarted;
+            }
+        }
+        std::printf("serial: %d restart(s), %lld positions after\n", restarted,
+                    static_cast<long long>(serial->n_past(seq)));
+        if (restarted != 1 || serial->n_past(seq) != P) {  // the restart emptied it; window 3 refilled it
+            std::fprintf(stderr, "serial: the watchdog did not restart exactly once\n");
             ++failures;
         }
     }
