@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "engine/core/buffer.h"
 #include "engine/core/error.h"
 
 namespace strata {
@@ -10,7 +11,7 @@ struct PromptStore::Block : std::enable_shared_from_this<Block> {
     PromptStore* store = nullptr;
     std::shared_ptr<Block> parent;
     std::vector<int32_t> tokens;  // block_ of them
-    std::vector<uint8_t> kv;      // their rows, Runner::KvRange's layout with cap = block_
+    Buffer kv;                    // their rows, Runner::KvRange's layout with cap = block_
     uint64_t hash = 0;
     ~Block() { store->drop(this); }
 };
@@ -18,8 +19,8 @@ struct PromptStore::Block : std::enable_shared_from_this<Block> {
 struct PromptStore::Entry {
     std::vector<int32_t> tokens;                // every position it holds
     std::vector<std::shared_ptr<Block>> chain;  // tokens' whole blocks
-    std::vector<uint8_t> tail_kv;               // the rest (cap = its length)
-    std::vector<uint8_t> recurrent;             // the state at tokens.size() (empty: none)
+    Buffer tail_kv;                             // the rest (cap = its length)
+    Buffer recurrent;                           // the state at tokens.size() (empty: none)
     std::vector<float> mtp_row;                 // the hidden row of the last position (empty: none)
     size_t own_bytes = 0;                       // tail and recurrent state
     uint64_t used = 0;                          // LRU clock
@@ -27,6 +28,14 @@ struct PromptStore::Entry {
 };
 
 namespace {
+
+// Memory for a copy of a state: pages the kernel zeroes as they are first written, 2 MiB
+// ones from a megabyte up (HugeBuffer). A recurrent state is megabytes (3.2 MiB for the
+// small qwen3next preset, ~72 MiB for a 48-layer Qwen3-Next), copied out at every save:
+// in zero-filled 4 KiB pages that was a fill and then a fault per page, ~1700 faults a
+// request on the small preset, in the scheduler's loop.
+Buffer state_bytes(size_t n) { return n > 0 ? host_buffer(n) : Buffer(); }
+uint8_t* bytes_of(const Buffer& b) { return static_cast<uint8_t*>(b.data()); }
 
 uint64_t block_hash(uint64_t parent_hash, std::span<const int32_t> tokens) {
     uint64_t h = parent_hash ^ 0x9e3779b97f4a7c15ull;
@@ -108,12 +117,12 @@ void PromptStore::load(Runner& runner, int seq, const Match& m) {
     for (size_t i = 0; i < e.chain.size(); ++i) {
         const int64_t p0 = static_cast<int64_t>(i) * block_;
         if (p0 >= m.n) break;
-        kv.push_back({p0, std::min(p0 + block_, m.n), e.chain[i]->kv.data(), block_});
+        kv.push_back({p0, std::min(p0 + block_, m.n), bytes_of(e.chain[i]->kv), block_});
     }
     const int64_t t0 = static_cast<int64_t>(e.chain.size()) * block_;
     if (m.n > t0)
-        kv.push_back({t0, m.n, const_cast<uint8_t*>(e.tail_kv.data()), e.n() - t0});
-    runner.load_state(seq, kv, recurrent_ > 0 ? e.recurrent.data() : nullptr, m.n);
+        kv.push_back({t0, m.n, bytes_of(e.tail_kv), e.n() - t0});
+    runner.load_state(seq, kv, recurrent_ > 0 ? bytes_of(e.recurrent) : nullptr, m.n);
     touch(e);
     ++counts_.loads;
     counts_.loaded_tokens += m.n;
@@ -179,17 +188,17 @@ bool PromptStore::save(Runner& runner, int seq, std::span<const int32_t> tokens,
         const auto p0 = static_cast<int64_t>(i) * block_;
         b->tokens.assign(tokens.begin() + p0, tokens.begin() + p0 + block_);
         b->hash = block_hash(b->parent ? b->parent->hash : 0, b->tokens);
-        b->kv.resize(block_bytes);
-        kv.push_back({p0, p0 + block_, b->kv.data(), block_});
+        b->kv = state_bytes(block_bytes);
+        kv.push_back({p0, p0 + block_, bytes_of(b->kv), block_});
         entry->chain[i] = b;
         bytes_ += block_bytes;  // drop() gives it back
         ++counts_.blocks;
     }
-    entry->tail_kv.resize(static_cast<size_t>(tail) * kv_pos_);
-    if (tail > 0) kv.push_back({whole * block_, n, entry->tail_kv.data(), tail});
-    entry->recurrent.resize(recurrent_);
+    entry->tail_kv = state_bytes(static_cast<size_t>(tail) * kv_pos_);
+    if (tail > 0) kv.push_back({whole * block_, n, bytes_of(entry->tail_kv), tail});
+    entry->recurrent = state_bytes(recurrent_);
     entry->mtp_row.assign(mtp_row.begin(), mtp_row.end());
-    runner.save_state(seq, kv, recurrent_ > 0 ? entry->recurrent.data() : nullptr);  // a throw frees the new blocks
+    runner.save_state(seq, kv, recurrent_ > 0 ? bytes_of(entry->recurrent) : nullptr);  // a throw frees the new blocks
     for (size_t i : fresh) index_.emplace(entry->chain[i]->hash, entry->chain[i].get());
     entry->own_bytes = own;
     bytes_ += own;
