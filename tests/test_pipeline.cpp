@@ -139,6 +139,40 @@ TEST_CASE("pipeline: greedy output is identical across every execution mode", "[
     }
 }
 
+TEST_CASE("pipeline: no guess is drafted where the window's own estimate is below theta", "[spec][pipeline]") {
+    auto m = mtp_model();
+    const Tokenizer tok = Tokenizer::from_gguf(m->file());
+    const std::vector<int32_t> prompt = tok.encode("The quick brown fox jumps over the lazy dog", false);
+    auto local = make_local_runner(m, 2, 160, GgmlType::F16);
+    const std::vector<int32_t> want = gen(*local, tok, prompt, 0, 24, {}).out;
+    auto pipe = split(m, "cpu:0,cpu:1", false, 2);
+    // Right drafts, each drawn at probability 0.2: W's estimate is below the default theta
+    // (0.25) whatever the guess's own first probability, so no early window can start.
+    const int64_t P = static_cast<int64_t>(prompt.size());
+    int calls = 0;
+    GenerateOptions opt;
+    opt.n_predict = 24;
+    opt.spec_draft = 3;
+    opt.pipeline = PipelineOptions{};
+    opt.spec_policy = SpecPolicyParams{};
+    opt.spec_policy->timed = false;
+    opt.spec_edit_draft = [&](int64_t pos, int k, Draft& d) {
+        ++calls;
+        d.tokens.clear();
+        for (int j = 0; j < k && pos + 1 + j - P < static_cast<int64_t>(want.size()); ++j)
+            d.tokens.push_back(want[static_cast<size_t>(pos + 1 + j - P)]);
+        d.probs.assign(d.tokens.size(), 0.2f);
+    };
+    std::vector<int32_t> out;
+    const GenerateStats st = generate(*pipe, tok, prompt, opt, [](std::string_view) { return true; }, &out);
+    CHECK(out == want);
+    REQUIRE(st.pipelined);
+    CHECK(st.pipe.early == 0);
+    CHECK(st.pipe.below_theta > 0);
+    // One chain a window, the drafts: the guess's chain (a second edit_draft call) never ran.
+    CHECK(calls == st.spec.windows);
+}
+
 TEST_CASE("pipeline: the early window's state is undone when generation stops", "[spec][pipeline]") {
     auto m = mtp_model();
     const Tokenizer tok = Tokenizer::from_gguf(m->file());

@@ -144,7 +144,7 @@ void PipelinedDecoder::run_step(int64_t max_emit, std::vector<int32_t>& out, int
     } else {
         const int k = static_cast<int>(std::min<int64_t>(k_round, max_emit - 1));
         const int64_t pos = n_;
-        const DeviceEvent ev = on(1, [this, k, pos] {
+        pipe_.run(1, [this, k, pos] {  // the host only waits for the drafts: no hop to stage 1's thread
             draft_.tokens.clear();
             draft_.probs.clear();
             chain_.feed(call_, pend_.hidden.data(), pend_.tokens.data(), pend_.size(), pend_.pos0);
@@ -155,7 +155,6 @@ void PipelinedDecoder::run_step(int64_t max_emit, std::vector<int32_t>& out, int
                              draft_.tokens.size(), k);
             }
         });
-        pipe_.wait(ev, 1);
         wtok.insert(wtok.end(), draft_.tokens.begin(), draft_.tokens.end());
         wprobs = draft_.probs;
         buf = buf_next_;
@@ -173,7 +172,14 @@ void PipelinedDecoder::run_step(int64_t max_emit, std::vector<int32_t>& out, int
     const int64_t remaining = max_emit - (kd + 1);
     Early* e = nullptr;
     DeviceEvent ev_chain;
-    if (popt_.theta <= 1.0 && remaining >= 1) {
+    double est = 1;  // the chance that W is kept whole, as the drafts' own probabilities put it
+    for (float p : wprobs) est *= p;
+    // The guess's first probability is at most 1, so where est is below theta already no
+    // early window can start: the chain would run for nothing (at ~30% agreement, most
+    // windows), and is not run.
+    const bool may_start = popt_.theta <= 1.0 && remaining >= 1;
+    if (may_start && est < popt_.theta) ++pstats_.below_theta;
+    if (may_start && est >= popt_.theta) {
         e = &early_[static_cast<size_t>(early_next_)];
         early_next_ ^= 1;
         e->guess.tokens.clear();
@@ -186,8 +192,6 @@ void PipelinedDecoder::run_step(int64_t max_emit, std::vector<int32_t>& out, int
         e->slot = 1 - slot_w;
         e->window = pipe_.next_window();
         const int j = static_cast<int>(std::min<int64_t>(k_round, remaining - 1));
-        double est = 1;
-        for (float p : wprobs) est *= p;
         ev_chain = on(1, [this, e, prev, j, est, wtok] {
             if (prev) {  // the real pairs of the previous window, then W's drafts as given
                 // the feed's prediction is overridden by W's first draft when W has one

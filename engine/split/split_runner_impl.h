@@ -83,6 +83,7 @@ class Pipe final : public StagePipe {
 public:
     explicit Pipe(SplitRunnerImpl& r);
     DeviceEvent submit(size_t stage, std::function<void()> op) override;
+    void run(size_t stage, const std::function<void()>& op) override;
     void wait_event(size_t stage, const DeviceEvent& ev) override;
     void wait(const DeviceEvent& ev, size_t stage) override;
     bool forward(size_t stage, int seq, std::span<const int32_t> tokens, int64_t pos0, int buf, uint64_t window,

@@ -29,6 +29,11 @@ DeviceEvent Pipe::submit(size_t stage, std::function<void()> op) {
     return dev.record();
 }
 
+void Pipe::run(size_t stage, const std::function<void()>& op) {
+    STRATA_CHECK(stage < r_.stages_.size(), "no stage {}", stage);
+    r_.run_on(stage, op, r_.cfg_.host_timeout_ms, r_.window_);
+}
+
 void Pipe::wait_event(size_t stage, const DeviceEvent& ev) {
     STRATA_CHECK(stage < r_.stages_.size(), "no stage {}", stage);
     r_.stages_[stage].dev->wait_event(ev);

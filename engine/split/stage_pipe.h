@@ -38,6 +38,11 @@ public:
     };
 
     virtual DeviceEvent submit(size_t stage, std::function<void()> op) = 0;
+    // op on `stage` as its queue's next item, on the calling thread once the queue is
+    // idle, returning when it is done (rethrowing its error; the watchdog bounds it):
+    // for work the host would submit and then only wait for, which then costs no
+    // wake-up of the queue's thread (SplitRunnerImpl::run_on).
+    virtual void run(size_t stage, const std::function<void()>& op) = 0;
     // Queues on `stage` a wait for ev (recorded on the other stage): the ops queued after
     // it start once ev is done (Device::wait_event), whatever ev's outcome.
     virtual void wait_event(size_t stage, const DeviceEvent& ev) = 0;
