@@ -173,6 +173,41 @@ TEST_CASE("pipeline: no guess is drafted where the window's own estimate is belo
     CHECK(calls == st.spec.windows);
 }
 
+TEST_CASE("pipeline: early windows stop where the measured acceptance says they will not be kept",
+          "[spec][pipeline]") {
+    auto m = mtp_model();
+    const Tokenizer tok = Tokenizer::from_gguf(m->file());
+    const std::vector<int32_t> prompt = tok.encode("The quick brown fox jumps over the lazy dog", false);
+    auto local = make_local_runner(m, 2, 160, GgmlType::F16);
+    const std::vector<int32_t> want = gen(*local, tok, prompt, 0, 24, {}).out;
+    auto pipe = split(m, "cpu:0,cpu:1", false, 2);
+    // Confidently wrong drafts (probability 0.9, never the next token): by the drafts'
+    // own probabilities every window would start its successor early.
+    const int64_t P = static_cast<int64_t>(prompt.size());
+    const int32_t V = static_cast<int32_t>(m->hp().n_vocab);
+    GenerateOptions opt;
+    opt.n_predict = 24;
+    opt.spec_draft = 3;
+    opt.pipeline = PipelineOptions{};
+    opt.spec_policy = SpecPolicyParams{};
+    opt.spec_policy->timed = false;
+    opt.spec_policy->k_max = 0;  // K stays at 3 however little is kept
+    opt.spec_edit_draft = [&](int64_t pos, int k, Draft& d) {
+        d.tokens.clear();
+        for (int j = 0; j < k && pos + 1 + j - P < static_cast<int64_t>(want.size()); ++j)
+            d.tokens.push_back((want[static_cast<size_t>(pos + 1 + j - P)] + 1) % V);
+        d.probs.assign(d.tokens.size(), 0.9f);
+    };
+    std::vector<int32_t> out;
+    const GenerateStats st = generate(*pipe, tok, prompt, opt, [](std::string_view) { return true; }, &out);
+    CHECK(out == want);
+    REQUIRE(st.pipelined);
+    INFO("windows " << st.spec.windows << ", early " << st.pipe.early << ", below theta " << st.pipe.below_theta);
+    CHECK(st.pipe.hits == 0);
+    CHECK(st.pipe.early <= 8);  // until 8 windows have measured the rate
+    CHECK(st.pipe.below_theta >= 8);  // the windows after them, but the last few (no room for a guess)
+}
+
 TEST_CASE("pipeline: the early window's state is undone when generation stops", "[spec][pipeline]") {
     auto m = mtp_model();
     const Tokenizer tok = Tokenizer::from_gguf(m->file());

@@ -172,11 +172,16 @@ void PipelinedDecoder::run_step(int64_t max_emit, std::vector<int32_t>& out, int
     const int64_t remaining = max_emit - (kd + 1);
     Early* e = nullptr;
     DeviceEvent ev_chain;
-    double est = 1;  // the chance that W is kept whole, as the drafts' own probabilities put it
+    // The chance that W is kept whole, as the drafts' own probabilities put it, and at
+    // most as often as this request's windows of kd drafts were, times how often a first
+    // draft was kept (the guess's first token must be the bonus): an MTP head that is
+    // confidently wrong draws high probabilities for drafts it keeps a third of.
+    double est = 1;
     for (float p : wprobs) est *= p;
+    if (kd > 0 && stats_.drafted_at[static_cast<size_t>(kd - 1)] >= kMeasuredFrom)
+        est = std::min(est, stats_.acceptance_at(static_cast<size_t>(kd - 1)) * stats_.acceptance_at(0));
     // The guess's first probability is at most 1, so where est is below theta already no
-    // early window can start: the chain would run for nothing (at ~30% agreement, most
-    // windows), and is not run.
+    // early window can start: the chain would run for nothing, and is not run.
     const bool may_start = popt_.theta <= 1.0 && remaining >= 1;
     if (may_start && est < popt_.theta) ++pstats_.below_theta;
     if (may_start && est >= popt_.theta) {

@@ -94,6 +94,10 @@ public:
     }
 
 private:
+    // Windows that drafted a position before its measured rate of being kept caps the
+    // estimate of an early window (run_step).
+    static constexpr int64_t kMeasuredFrom = 8;
+
     // The guess for the window after the current one, written by the chain op on stage 1
     // and read by stage 0's op (after the chain's event) and by the host (after stage 1's
     // verify, queued behind the chain). Two, alternating: an early window's op may still
