@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -65,10 +66,11 @@ std::vector<int32_t> orbit(const PredictableMap& p, size_t from, size_t n) {
 }
 
 GenerateStats gen(Runner& r, const Tokenizer& tok, const std::vector<int32_t>& prompt, int spec, int64_t n,
-                  std::vector<int32_t>& out) {
+                  std::vector<int32_t>& out, std::optional<PipelineOptions> pipeline = std::nullopt) {
     GenerateOptions opt;
     opt.n_predict = n;
     opt.spec_draft = spec;
+    opt.pipeline = pipeline;
     out.clear();
     return generate(r, tok, prompt, opt, [](std::string_view) { return true; }, &out);
 }
@@ -276,7 +278,9 @@ TEST_CASE("predictable: the same output and acceptance on a two-stage split, ser
         cfg.wait_ms = 10000;
         cfg.pipeline_windows = pipeline;
         auto split = make_split_runner(m, plan, 1, 512, GgmlType::F16, cfg);
-        const GenerateStats ss = gen(*split, tok, prompt, 3, 120, got);
+        PipelineOptions always;  // every window that has room starts its successor early
+        always.theta = 0;
+        const GenerateStats ss = gen(*split, tok, prompt, 3, 120, got, always);
         CHECK(got == want);
         CHECK(ss.pipelined == (pipeline == 2));
         if (pipeline == 0) {
@@ -291,6 +295,13 @@ TEST_CASE("predictable: the same output and acceptance on a two-stage split, ser
             const double hit_rate = static_cast<double>(ss.pipe.hits) / static_cast<double>(ss.pipe.early);
             CHECK(std::abs(hit_rate - std::pow(0.6, 4)) < 0.12);
             CHECK(std::abs(ss.spec.acceptance_at(0) - 0.6) < 0.12);
+            // The default theta (0.25): the MTP's own probabilities (~1) would start every
+            // window early, but 8 windows in the measured rates (~0.6^3 of windows kept
+            // whole, 0.6 of guesses right: ~0.13) stop them.
+            const GenerateStats sd = gen(*split, tok, prompt, 3, 120, got);
+            CHECK(got == want);
+            CHECK(sd.pipe.early <= 12);
+            CHECK(sd.pipe.below_theta >= sd.spec.windows - 16);
         }
     }
 }
