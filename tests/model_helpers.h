@@ -48,12 +48,10 @@ inline std::vector<float> eval_all(const Model& m, int threads, const std::vecto
 }
 
 // Logits of a prompt (every position) and of n_decode steps after it (tokens 40, 41...),
-// through any runner, on a sequence of its own.
-inline std::vector<float> run_windows(Runner& r, const std::vector<int32_t>& prompt = {5, 9, 2, 77, 31, 8},
-                                      int n_decode = 3) {
+// through any runner, on sequence seq.
+inline std::vector<float> run_windows_on(Runner& r, int seq, const std::vector<int32_t>& prompt, int n_decode = 3) {
     const int64_t V = r.model().hp().n_vocab;
     std::vector<float> out((prompt.size() + static_cast<size_t>(n_decode)) * static_cast<size_t>(V));
-    const int seq = r.new_sequence();
     const Runner::Item p{seq, prompt, true};
     r.eval(std::span<const Runner::Item>(&p, 1), out.data());
     for (int i = 0; i < n_decode; ++i) {
@@ -61,6 +59,14 @@ inline std::vector<float> run_windows(Runner& r, const std::vector<int32_t>& pro
         const Runner::Item d{seq, std::span<const int32_t>(tok, 1), false};
         r.eval(std::span<const Runner::Item>(&d, 1), out.data() + (prompt.size() + i) * static_cast<size_t>(V));
     }
+    return out;
+}
+
+// The same on a sequence of its own.
+inline std::vector<float> run_windows(Runner& r, const std::vector<int32_t>& prompt = {5, 9, 2, 77, 31, 8},
+                                      int n_decode = 3) {
+    const int seq = r.new_sequence();
+    std::vector<float> out = run_windows_on(r, seq, prompt, n_decode);
     r.free_sequence(seq);
     return out;
 }

@@ -139,50 +139,24 @@ TEST_CASE("pipeline: greedy output is identical across every execution mode", "[
     }
 }
 
-TEST_CASE("pipeline: no guess is drafted where the window's own estimate is below theta", "[spec][pipeline]") {
-    auto m = mtp_model();
-    const Tokenizer tok = Tokenizer::from_gguf(m->file());
-    const std::vector<int32_t> prompt = tok.encode("The quick brown fox jumps over the lazy dog", false);
-    auto local = make_local_runner(m, 2, 160, GgmlType::F16);
-    const std::vector<int32_t> want = gen(*local, tok, prompt, 0, 24, {}).out;
-    auto pipe = split(m, "cpu:0,cpu:1", false, 2);
-    // Right drafts, each drawn at probability 0.2: W's estimate is below the default theta
-    // (0.25) whatever the guess's own first probability, so no early window can start.
-    const int64_t P = static_cast<int64_t>(prompt.size());
-    int calls = 0;
-    GenerateOptions opt;
-    opt.n_predict = 24;
-    opt.spec_draft = 3;
-    opt.pipeline = PipelineOptions{};
-    opt.spec_policy = SpecPolicyParams{};
-    opt.spec_policy->timed = false;
-    opt.spec_edit_draft = [&](int64_t pos, int k, Draft& d) {
-        ++calls;
-        d.tokens.clear();
-        for (int j = 0; j < k && pos + 1 + j - P < static_cast<int64_t>(want.size()); ++j)
-            d.tokens.push_back(want[static_cast<size_t>(pos + 1 + j - P)]);
-        d.probs.assign(d.tokens.size(), 0.2f);
-    };
-    std::vector<int32_t> out;
-    const GenerateStats st = generate(*pipe, tok, prompt, opt, [](std::string_view) { return true; }, &out);
-    CHECK(out == want);
-    REQUIRE(st.pipelined);
-    CHECK(st.pipe.early == 0);
-    CHECK(st.pipe.below_theta > 0);
-    // One chain a window, the drafts: the guess's chain (a second edit_draft call) never ran.
-    CHECK(calls == st.spec.windows);
-}
+namespace {
 
-TEST_CASE("pipeline: early windows stop where the measured acceptance says they will not be kept",
-          "[spec][pipeline]") {
+// 24 greedy tokens on a two-stage pipelined split at the default theta, K = 3, every draft
+// drawn at probability p: the reference continuation (right) or the token after it
+// (wrong). calls: how many times a chain drafted (the window's drafts, then its guess).
+struct Drafted {
+    std::vector<int32_t> out, want;
+    GenerateStats st;
+    int calls = 0;
+};
+Drafted gen_drafted(bool right, float p) {
     auto m = mtp_model();
     const Tokenizer tok = Tokenizer::from_gguf(m->file());
     const std::vector<int32_t> prompt = tok.encode("The quick brown fox jumps over the lazy dog", false);
     auto local = make_local_runner(m, 2, 160, GgmlType::F16);
-    const std::vector<int32_t> want = gen(*local, tok, prompt, 0, 24, {}).out;
+    Drafted d;
+    d.want = gen(*local, tok, prompt, 0, 24, {}).out;
     auto pipe = split(m, "cpu:0,cpu:1", false, 2);
-    // Confidently wrong drafts (probability 0.9, never the next token): by the drafts'
-    // own probabilities every window would start its successor early.
     const int64_t P = static_cast<int64_t>(prompt.size());
     const int32_t V = static_cast<int32_t>(m->hp().n_vocab);
     GenerateOptions opt;
@@ -191,21 +165,44 @@ TEST_CASE("pipeline: early windows stop where the measured acceptance says they 
     opt.pipeline = PipelineOptions{};
     opt.spec_policy = SpecPolicyParams{};
     opt.spec_policy->timed = false;
-    opt.spec_policy->k_max = 0;  // K stays at 3 however little is kept
-    opt.spec_edit_draft = [&](int64_t pos, int k, Draft& d) {
-        d.tokens.clear();
-        for (int j = 0; j < k && pos + 1 + j - P < static_cast<int64_t>(want.size()); ++j)
-            d.tokens.push_back((want[static_cast<size_t>(pos + 1 + j - P)] + 1) % V);
-        d.probs.assign(d.tokens.size(), 0.9f);
+    opt.spec_edit_draft = [&](int64_t pos, int k, Draft& draft) {
+        ++d.calls;
+        draft.tokens.clear();
+        for (int j = 0; j < k && pos + 1 + j - P < static_cast<int64_t>(d.want.size()); ++j) {
+            const int32_t t = d.want[static_cast<size_t>(pos + 1 + j - P)];
+            draft.tokens.push_back(right ? t : (t + 1) % V);
+        }
+        draft.probs.assign(draft.tokens.size(), p);
     };
-    std::vector<int32_t> out;
-    const GenerateStats st = generate(*pipe, tok, prompt, opt, [](std::string_view) { return true; }, &out);
-    CHECK(out == want);
-    REQUIRE(st.pipelined);
-    INFO("windows " << st.spec.windows << ", early " << st.pipe.early << ", below theta " << st.pipe.below_theta);
-    CHECK(st.pipe.hits == 0);
-    CHECK(st.pipe.early <= 8);  // until 8 windows have measured the rate
-    CHECK(st.pipe.below_theta >= 8);  // the windows after them, but the last few (no room for a guess)
+    d.st = generate(*pipe, tok, prompt, opt, [](std::string_view) { return true; }, &d.out);
+    return d;
+}
+
+}  // namespace
+
+TEST_CASE("pipeline: no guess is drafted where the window's own estimate is below theta", "[spec][pipeline]") {
+    // Right drafts at probability 0.2: W's estimate is below theta (0.25) whatever the
+    // guess's own first probability, so no early window can start.
+    const Drafted d = gen_drafted(/*right=*/true, 0.2f);
+    CHECK(d.out == d.want);
+    REQUIRE(d.st.pipelined);
+    CHECK(d.st.pipe.early == 0);
+    CHECK(d.st.pipe.below_theta > 0);
+    // One chain a window, the drafts: the guess's chain (a second call) never ran.
+    CHECK(d.calls == d.st.spec.windows);
+}
+
+TEST_CASE("pipeline: early windows stop where the measured acceptance says they will not be kept",
+          "[spec][pipeline]") {
+    // Confidently wrong drafts (probability 0.9): by the drafts' own probabilities every
+    // window would start its successor early.
+    const Drafted d = gen_drafted(/*right=*/false, 0.9f);
+    CHECK(d.out == d.want);
+    REQUIRE(d.st.pipelined);
+    INFO("windows " << d.st.spec.windows << ", early " << d.st.pipe.early << ", below theta " << d.st.pipe.below_theta);
+    CHECK(d.st.pipe.hits == 0);
+    CHECK(d.st.pipe.early <= 8);      // until 8 windows have measured the rate
+    CHECK(d.st.pipe.below_theta >= 8);  // the windows after them, but the last few (no room for a guess)
 }
 
 TEST_CASE("pipeline: the early window's state is undone when generation stops", "[spec][pipeline]") {

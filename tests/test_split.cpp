@@ -276,7 +276,6 @@ TEST_CASE("split: a reset sequence keeps its memory and starts over as a new one
         c.n_layer = 4;
         c.mtp = c.hybrid();
         std::shared_ptr<const Model> m = Model::load(test::to_file(synth::build_model(c, GgmlType::Q8_0, 7)));
-        const int64_t V = m->hp().n_vocab;
         const std::vector<int32_t> a = {3, 14, 15, 92, 65, 35, 89}, b = {27, 18, 28, 45};
         for (int mode = 0; mode < 3; ++mode) {
             SplitConfig cfg;
@@ -304,15 +303,7 @@ TEST_CASE("split: a reset sequence keeps its memory and starts over as a new one
             r->reset_sequence(seq);
             CHECK(r->n_past(seq) == 0);
             CHECK(r->snapshot_bytes() == kept);  // the memory stays with the slot
-            std::vector<float> again(fresh.size());
-            const Runner::Item pb{seq, b, true};
-            r->eval(std::span<const Runner::Item>(&pb, 1), again.data());
-            for (int i = 0; i < 3; ++i) {  // as run_windows decodes
-                const int32_t tok[1] = {40 + i};
-                const Runner::Item d{seq, std::span<const int32_t>(tok, 1), false};
-                r->eval(std::span<const Runner::Item>(&d, 1), again.data() + (b.size() + i) * static_cast<size_t>(V));
-            }
-            CHECK(again == fresh);
+            CHECK(test::run_windows_on(*r, seq, b) == fresh);
             r->free_sequence(seq);
         }
     }
