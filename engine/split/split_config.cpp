@@ -36,7 +36,7 @@ std::vector<EnvSpec> SplitConfig::env_specs() {
         {"STRATA_HOST_TIMEOUT_MS", env_default(d.host_timeout_ms),
          "a window not done after this many ms restarts the engine (0 = no limit)"},
         {"STRATA_TEST_HANDOFF_DROP", env_default(d.drop_window),
-         "test hook: the Nth window's publish leaves the ready flag down (overlap mode and pipelined windows)"},
+         "test hook: the Nth window's publish leaves the ready flag down (serial, overlap and pipelined windows)"},
         {"STRATA_GPU_GRAPHS", env_default(d.gpu_graphs),
          "1: a GPU stage captures a window's kernels into a graph the second time the same window comes and replays "
          "it after (0: every kernel launched one by one)"},
