@@ -107,6 +107,10 @@ TEST_CASE("pipeline: greedy output is identical across every execution mode", "[
         add("DOOM_SKIP=0", [](PipelineOptions& o) { o.doom_skip = false; });
         add("PRESTAGE=0", [](PipelineOptions& o) { o.prestage = false; });
         add("SNAP_OVERLAP=0", [](PipelineOptions& o) { o.snap_overlap = false; });
+        add("THETA=0.5 SNAP_OVERLAP=0", [](PipelineOptions& o) {  // host windows and early ones, host copies
+            o.theta = 0.5;
+            o.snap_overlap = false;
+        });
         add("PRESTAGE=0 SNAP_OVERLAP=0", [](PipelineOptions& o) {
             o.prestage = false;
             o.snap_overlap = false;
@@ -280,26 +284,33 @@ TEST_CASE("pipeline: a hand-off timeout fails the request and the runner recover
     auto m = mtp_model();
     const Tokenizer tok = Tokenizer::from_gguf(m->file());
     const std::vector<int32_t> prompt = tok.encode("The quick brown fox", false);
+    // theta 0: the dropped window is queued on the stages' threads; theta 2: no window
+    // starts early, so every one runs on the host's thread (PipelinedDecoder::run_here).
+    const double theta = GENERATE(0.0, 2.0);
+    INFO("theta " << theta);
     SplitConfig cfg;
     cfg.wait_ms = 200;
     cfg.pipeline_windows = 2;
     // Window ids: the prompt's windows (5 tokens each), then per step the verified window
-    // and the early one (every early window misses with this MTP head): drop the second
-    // verified window's flag.
+    // and, at theta 0, the early one (every early window misses with this MTP head): the
+    // second verified window's flag at theta 0, the third's at theta 2.
     const int64_t prompt_windows = (static_cast<int64_t>(prompt.size()) + 4) / 5;
     cfg.drop_window = prompt_windows + 3;
     const int64_t n = m->hp().n_layer;
     auto r = make_split_runner(m, plan_split("cpu:0,cpu:1", "auto", n, layer_weight_bytes(m->file(), n),
                                              head_weight_bytes(m->file())),
                                1, 160, GgmlType::F16, cfg);
-    PipelineOptions always;
-    always.theta = 0;
+    PipelineOptions popt;
+    popt.theta = theta;
     auto local = make_local_runner(m, 1, 160, GgmlType::F16);
     const std::vector<int32_t> want = gen(*local, tok, prompt, 0, 20, {}).out;
-    CHECK_THROWS_AS(gen(*r, tok, prompt, 3, 20, {}, always), HandoffError);
+    CHECK_THROWS_AS(gen(*r, tok, prompt, 3, 20, {}, popt), HandoffError);
     CHECK(r->stats().handoff_timeouts >= 1);
     // The window ids have moved past the dropped one: the next request runs whole.
-    CHECK(gen(*r, tok, prompt, 3, 20, {}, always).out == want);
+    const Run again = gen(*r, tok, prompt, 3, 20, {}, popt);
+    CHECK(again.out == want);
+    CHECK(again.st.pipelined);
+    if (theta > 1) CHECK(again.st.pipe.early == 0);
 }
 
 TEST_CASE("spec: the default pauses a drafter that is not kept", "[spec][auto]") {

@@ -52,9 +52,20 @@ void PipelinedDecoder::start(const float* prompt_hidden, std::span<const int32_t
 }
 
 DeviceEvent PipelinedDecoder::on(size_t stage, std::function<void()> op) {
+    if (here_) {
+        run_here(stage, op);
+        return {};
+    }
     DeviceEvent ev = pipe_.submit(stage, std::move(op));
     last_ev_[stage] = ev;
     return ev;
+}
+
+void PipelinedDecoder::run_here(size_t stage, const std::function<void()>& op) {
+    // What the stage's queue still holds (an early window) first: its error is this op's.
+    if (last_ev_[stage].valid()) pipe_.wait(last_ev_[stage], stage);
+    last_ev_[stage] = DeviceEvent();
+    pipe_.run(stage, op);
 }
 
 void PipelinedDecoder::StageTarget::run(std::span<const int32_t> tokens, int64_t pos0, bool verify) {
@@ -144,7 +155,7 @@ void PipelinedDecoder::run_step(int64_t max_emit, std::vector<int32_t>& out, int
     } else {
         const int k = static_cast<int>(std::min<int64_t>(k_round, max_emit - 1));
         const int64_t pos = n_;
-        pipe_.run(1, [this, k, pos] {  // the host only waits for the drafts: no hop to stage 1's thread
+        run_here(1, [this, k, pos] {  // the host only waits for the drafts: no hop to stage 1's thread
             draft_.tokens.clear();
             draft_.probs.clear();
             chain_.feed(call_, pend_.hidden.data(), pend_.tokens.data(), pend_.size(), pend_.pos0);
@@ -162,7 +173,6 @@ void PipelinedDecoder::run_step(int64_t max_emit, std::vector<int32_t>& out, int
         w = pipe_.next_window();
         slot_w = 0;
         stage_[0].set(buf, slot_w, w);
-        verifier_[0].run(wtok, n_);
     }
     const int64_t kd = static_cast<int64_t>(wtok.size()) - 1;
     const bool fed = !prev;  // whether this step's chain consumed the pending pairs
@@ -184,7 +194,14 @@ void PipelinedDecoder::run_step(int64_t max_emit, std::vector<int32_t>& out, int
     // early window can start: the chain would run for nothing, and is not run.
     const bool may_start = popt_.theta <= 1.0 && remaining >= 1;
     if (may_start && est < popt_.theta) ++pstats_.below_theta;
-    if (may_start && est >= popt_.theta) {
+    // Where no early window starts, nothing of this step overlaps: the host runs W's
+    // halves, its commit and its state copies itself, one after the other as serial
+    // windows do (StagePipe::run), rather than handing each to a stage's queue thread and
+    // sleeping until it is done: on a CPU stage those wake-ups cost more than the rest of
+    // the pipeline's bookkeeping (docs/spec.md).
+    here_ = !(may_start && est >= popt_.theta);
+    if (!prev) verifier_[0].run(wtok, n_);
+    if (!here_) {
         e = &early_[static_cast<size_t>(early_next_)];
         early_next_ ^= 1;
         e->guess.tokens.clear();
@@ -319,11 +336,8 @@ void PipelinedDecoder::advance(const float* hidden, int32_t next, bool paused) {
 void PipelinedDecoder::feed_but_newest() {
     const int64_t T = pend_.size();
     if (T <= 1) return;
-    const DeviceEvent ev = on(1, [this, T] {
-        chain_.feed(call_, pend_.hidden.data(), pend_.tokens.data(), T - 1, pend_.pos0);
-    });
     try {
-        pipe_.wait(ev, 1);
+        run_here(1, [this, T] { chain_.feed(call_, pend_.hidden.data(), pend_.tokens.data(), T - 1, pend_.pos0); });
     } catch (...) {
         fail_cleanup();
         throw;
@@ -344,15 +358,14 @@ int32_t PipelinedDecoder::guess() {
     STRATA_CHECK(!broken_, "the pipelined decoder failed earlier; the sequence must be reset");
     STRATA_CHECK(!ready_, "guess: call finish() before plain steps");
     const int64_t pos = n_;
-    const DeviceEvent ev = on(1, [this, pos] {
-        draft_.tokens.clear();
-        draft_.probs.clear();
-        chain_.feed(call_, pend_.hidden.data(), pend_.tokens.data(), pend_.size(), pend_.pos0);
-        chain_.draft(call_, 1, opt_.draft_min_p, draft_);
-        if (opt_.edit_draft) opt_.edit_draft(pos, 1, draft_);
-    });
     try {
-        pipe_.wait(ev, 1);
+        run_here(1, [this, pos] {
+            draft_.tokens.clear();
+            draft_.probs.clear();
+            chain_.feed(call_, pend_.hidden.data(), pend_.tokens.data(), pend_.size(), pend_.pos0);
+            chain_.draft(call_, 1, opt_.draft_min_p, draft_);
+            if (opt_.edit_draft) opt_.edit_draft(pos, 1, draft_);
+        });
     } catch (...) {
         fail_cleanup();
         throw;

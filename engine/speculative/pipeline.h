@@ -134,7 +134,12 @@ private:
     };
 
     void run_step(int64_t max_emit, std::vector<int32_t>& out, int k_round);
-    DeviceEvent on(size_t stage, std::function<void()> op);  // submit and remember as the stage's last op
+    // Submit and remember as the stage's last op; while here_, run_here instead (and an
+    // empty event back).
+    DeviceEvent on(size_t stage, std::function<void()> op);
+    // op on `stage` on the calling thread (StagePipe::run), once the stage's queued ops
+    // are done (their error thrown here).
+    void run_here(size_t stage, const std::function<void()>& op);
     // Stage `stage`'s state into (save, for a window of `rows` rows) or back from snapshot
     // slot `slot`: queued or on the host (PipelineOptions::snap_overlap).
     void state_copy(size_t stage, int slot, bool save, int64_t rows = 0);
@@ -174,6 +179,7 @@ private:
     int buf_next_ = 0;      // buffer set of the next new window
     int64_t n_early_ = 0;   // early windows started (FORCE_MISS=2 counts them)
     bool broken_ = false;   // an op failed; the sequence must be reset
+    bool here_ = false;     // this step starts no early window: its ops run on the host (run_step)
 
     Draft draft_;
     std::vector<float> probs_;
