@@ -1,8 +1,8 @@
 // The stage chain. Each stage owns a device, a layer range and, per sequence, the
 // state of its layers; a window runs stage by stage, the activations crossing each
 // boundary through a Handoff (the writer's last op publishes, the reader's first op
-// waits). Serial mode submits stage i+1 only after stage i is done; overlap mode submits
-// every stage up front and lets the flags order them.
+// waits). Serial mode runs stage i+1 only after stage i is done; overlap mode queues
+// every later stage up front and lets the flags order them.
 #include <chrono>
 #include <cstring>
 
@@ -108,11 +108,19 @@ void SplitRunnerImpl::eval(std::span<const Item> items, float* logits_rows) {
     std::vector<DeviceEvent> events(stages_.size());
     std::exception_ptr op_error;
     if (overlap_) {
-        for (size_t s = 0; s < stages_.size(); ++s) {
+        // The later stages are queued up front (their launches, and the wake-up of a CPU
+        // stage's thread, overlap stage 0's work); stage 0 runs on this thread, which
+        // would otherwise only wait for it.
+        for (size_t s = 1; s < stages_.size(); ++s) {
             stages_[s].dev->submit([this, s, w] { run_stage(s, w); });
             events[s] = stages_[s].dev->record();
         }
-        for (size_t s = 0; s < stages_.size(); ++s)
+        try {
+            run_on(0, [this, w] { run_stage(0, w); }, time_left(), w);
+        } catch (...) {
+            op_error = std::current_exception();  // run_stage released the stage after it
+        }
+        for (size_t s = 1; s < stages_.size(); ++s)
             if (!events[s].wait(time_left())) watchdog(s, w);
     } else {
         for (size_t s = 0; s < stages_.size(); ++s) {

@@ -1,11 +1,12 @@
 // The pipelined verify windows under ThreadSanitizer (built by scripts/tsan.sh): a tiny
 // qwen3next model with an MTP head decodes on a two-stage split with --pipeline-windows
 // 2, drafts forced so that early windows are both kept and rolled back, in the default
-// mode and with the prestage and snapshot variables flipped. Any data race between the
+// mode, with the prestage and snapshot variables flipped, and with steps that start no
+// early window (their ops on the host's thread) between ones that do. Any data race between the
 // host, the two stage queues and their thread pools fails the run, as does output that
 // differs from plain decoding. Then the same under device budgets with every layer
-// streamed and the experts on the host (the copy threads and the host's pools); last,
-// the host timeout's alarm releasing a serial window's dropped hand-off.
+// streamed and the experts on the host (the copy threads and the host's pools); overlap
+// mode; last, the host timeout's alarm releasing a serial window's dropped hand-off.
 #include <cstdio>
 #include <string_view>
 #include <vector>
@@ -42,11 +43,11 @@ int main() {
     const int64_t P = static_cast<int64_t>(prompt.size());
     const int32_t V = static_cast<int32_t>(m->hp().n_vocab);
     int failures = 0;
-    for (int variant = 0; variant < 3; ++variant) {
+    for (int variant = 0; variant < 4; ++variant) {
         GenerateOptions opt = plain;
         opt.spec_draft = 2;
         PipelineOptions po;
-        po.theta = 0;
+        po.theta = variant == 3 ? 0.5 : 0;
         po.prestage = variant != 1;
         po.snap_overlap = variant != 2;
         opt.pipeline = po;
@@ -56,7 +57,9 @@ int main() {
                 const int64_t at = pos + 1 + j - P;
                 d.tokens.push_back(at % 4 == 3 ? (want[static_cast<size_t>(at)] + 1) % V : want[static_cast<size_t>(at)]);
             }
-            d.probs.assign(d.tokens.size(), 1.0f);
+            // Variant 3: every third position's drafts too unsure for theta 0.5, so the
+            // windows after them start no early window and run on the host's thread.
+            d.probs.assign(d.tokens.size(), variant == 3 && pos % 3 == 0 ? 0.1f : 1.0f);
         };
         std::vector<int32_t> got;
         const GenerateStats st = generate(*r, tok, prompt, opt, quiet, &got);
@@ -111,6 +114,25 @@ int main() {
         if (got != want6 || rs.stream_copies == 0) {
             std::fprintf(stderr, "streamed: output wrong or nothing streamed\n");
             ++failures;
+        }
+    }
+    // Overlap mode: the later stage queued up front, stage 0 on the caller's thread.
+    {
+        SplitConfig sc;
+        sc.overlap = true;
+        auto ov = make_split_runner(m, plan_split("cpu:0,cpu:1", "auto", n, layer_weight_bytes(m->file(), n),
+                                                  head_weight_bytes(m->file())),
+                                    2, 96, GgmlType::F16, sc);
+        for (int k : {0, 2}) {
+            GenerateOptions opt = plain;
+            opt.spec_draft = k;
+            std::vector<int32_t> got;
+            generate(*ov, tok, prompt, opt, quiet, &got);
+            std::printf("overlap, K=%d: %zu tokens\n", k, got.size());
+            if (got != want) {
+                std::fprintf(stderr, "overlap, K=%d: output differs from plain decoding\n", k);
+                ++failures;
+            }
         }
     }
     // Serial windows run each stage on the caller's thread; a dropped hand-off with no
