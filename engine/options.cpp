@@ -7,6 +7,8 @@
 
 #include "engine/core/env.h"
 #include "engine/generate.h"
+#include "engine/speculative/draft_vocab.h"
+#include "engine/speculative/pipeline.h"
 #include "engine/split/split_runner.h"
 
 namespace strata {
@@ -22,7 +24,7 @@ std::vector<FlagSpec> runner_flags() {
         {"--cache-type", "TYPE", "f16", "KV cache type: f16, q8_0 or q4_0"},
         {"--batch", "N", "256", "prompt tokens per window"},
         {"--devices", "LIST", "", "devices for a layer split, e.g. cpu:0,cpu:1 (empty: one device)"},
-        {"--split", "RANGES", "auto", "layer ranges per device, e.g. 0-3,4-7, or auto (balanced by weight bytes)"},
+        {"--split", "RANGES", "auto", "layer ranges per device, e.g. 0-3,4-7, or auto (balanced by the weight bytes each stage holds; with --pipeline-windows 2, by what a window reads on each)"},
         {"--threads-per-device", "N", "0", "threads of each split device (0 = --threads / number of devices)"},
         {"--pipeline-windows", "N", "0",
          "2: on a two-stage split, stage 0 starts the next speculative verify window while stage 1 verifies the "
@@ -197,6 +199,39 @@ SplitConfig placement_config(SplitConfig c, const RunnerOptions& o) {
 
 }  // namespace
 
+SplitPlan runner_plan(const Model& model, const RunnerOptions& o) {
+    const HParams& hp = model.hp();
+    const int64_t n_layer = hp.n_layer;
+    const bool auto_split = o.split.empty() || o.split == "auto";
+    SplitPlan plan = plan_split(o.devices, o.split, n_layer, layer_weight_bytes(model.file(), n_layer),
+                                head_weight_bytes(model.file()));
+    const bool pipelined = o.pipeline_windows == 2 && model.has_mtp() && plan.stages.size() == 2 &&
+                           plan.stages[0].device != plan.stages[1].device;  // where the pipeline turns itself on
+    if (pipelined && auto_split) {
+        // Pipelined windows keep both stages busy at once, so the split balances the time
+        // of a window on each (the weight bytes it reads: a verify window's rows' share of
+        // the experts; on the last stage the head and the draft chain too), not the weights
+        // each holds: a serial split's stages take turns, so there only the memory matters.
+        const int k = SpecOptions{}.k;
+        const std::vector<uint64_t> window = layer_window_bytes(model.file(), n_layer, hp.n_expert,
+                                                                hp.n_expert_used, k + 1);
+        const std::vector<uint64_t> step = layer_window_bytes(model.file(), n_layer, hp.n_expert, hp.n_expert_used, 1);
+        uint64_t mean = 0;
+        for (uint64_t b : step) mean += b / static_cast<uint64_t>(n_layer);
+        const int64_t draft_rows = o.draft_vocab > 0 ? o.draft_vocab
+                                   : o.draft_vocab == 0 ? hp.n_vocab
+                                                        : DraftVocab::kAutoStart;
+        const uint64_t last = PipelinedDecoder::last_stage_bytes(head_weight_bytes(model.file()), mean, draft_rows,
+                                                                 hp.n_vocab, k);
+        plan = plan_split(o.devices, o.split, n_layer, window, last);
+        spdlog::info("split: {} (auto, pipelined windows: balanced by what a window of {} rows reads on each stage)",
+                     plan.describe(), k + 1);
+    } else if (auto_split) {
+        spdlog::debug("split: {} (auto: balanced by the weight bytes each stage holds)", plan.describe());
+    }
+    return plan;
+}
+
 std::unique_ptr<Runner> make_runner(std::shared_ptr<const Model> model, const RunnerOptions& o) {
     const int64_t n_ctx = effective_context(model->hp(), o.n_ctx, o.cache_type);
     if (o.devices.empty()) {
@@ -204,9 +239,7 @@ std::unique_ptr<Runner> make_runner(std::shared_ptr<const Model> model, const Ru
         SplitConfig cfg = placement_config(SplitConfig::process(), o);
         return make_local_runner(std::move(model), o.threads, n_ctx, o.cache_type, cfg);
     }
-    const int64_t n_layer = model->hp().n_layer;
-    const SplitPlan plan = plan_split(o.devices, o.split, n_layer, layer_weight_bytes(model->file(), n_layer),
-                                      head_weight_bytes(model->file()));
+    const SplitPlan plan = runner_plan(*model, o);
     const int n_dev = static_cast<int>(plan.stages.size());
     const int tpd = o.threads_per_device > 0 ? o.threads_per_device : std::max(1, o.threads / n_dev);
     return make_split_runner(std::move(model), plan, tpd, n_ctx, o.cache_type,

@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 
 #include "engine/generate.h"
+#include "engine/options.h"
 #include "engine/split/split_runner.h"
 #include "tests/generate_helpers.h"
 #include "tests/model_helpers.h"
@@ -243,6 +244,50 @@ TEST_CASE("pipeline: it turns itself off where it does not apply", "[spec][pipel
     const Run run = gen(*on, tok, prompt, 0, 8, {});
     CHECK_FALSE(run.st.pipelined);
     CHECK(run.st.spec_draft == 0);
+}
+
+TEST_CASE("pipeline: --split auto balances what a window reads on each stage", "[spec][pipeline][plan]") {
+    synth::ModelConfig c = synth::make_config(synth::Arch::Qwen3Next, synth::Preset::Tiny);
+    c.n_layer = 8;
+    c.mtp = true;
+    auto m = Model::load(test::to_file(synth::build_model(c, GgmlType::Q8_0, 3)));
+    const GgufFile& f = m->file();
+    const int64_t n = c.n_layer;
+    // One row reads one token's share of the experts (decode_weight_bytes, but the head);
+    // a window's rows read more of them, all of them as the rows grow.
+    const std::vector<uint64_t> one = layer_window_bytes(f, n, c.n_expert, c.n_expert_used, 1);
+    const std::vector<uint64_t> four = layer_window_bytes(f, n, c.n_expert, c.n_expert_used, 4);
+    const std::vector<uint64_t> many = layer_window_bytes(f, n, c.n_expert, c.n_expert_used, 4096);
+    const std::vector<uint64_t> held = layer_weight_bytes(f, n);
+    uint64_t sum1 = 0;
+    for (int64_t i = 0; i < n; ++i) {
+        const auto l = static_cast<size_t>(i);
+        sum1 += one[l];
+        CHECK(one[l] < four[l]);
+        CHECK(four[l] < held[l]);
+        CHECK(static_cast<double>(many[l]) >= 0.999 * static_cast<double>(held[l]));
+    }
+    const double want1 = static_cast<double>(decode_weight_bytes(f, n, c.n_expert, c.n_expert_used) - head_weight_bytes(f));
+    CHECK(std::abs(static_cast<double>(sum1) - want1) <= static_cast<double>(n));
+    // The last stage's extra: the head, k + 1 MTP block reads, k + 2 draft heads.
+    CHECK(PipelinedDecoder::last_stage_bytes(1000, 100, 256, 1024, 3) == 1000 + 4 * 100 + 5 * 250);
+    CHECK(PipelinedDecoder::last_stage_bytes(1000, 100, 4096, 1024, 1) == 1000 + 2 * 100 + 3 * 1000);
+
+    RunnerOptions o;
+    o.devices = "cpu:0,cpu:1";
+    const SplitPlan held_plan = runner_plan(*m, o);
+    o.pipeline_windows = 2;
+    const SplitPlan pipe_plan = runner_plan(*m, o);
+    INFO(held_plan.describe() << " / " << pipe_plan.describe());
+    REQUIRE(pipe_plan.stages.size() == 2);
+    // The head and the draft chain weigh on the last stage: it gets fewer layers.
+    CHECK(pipe_plan.stages[1].l1 - pipe_plan.stages[1].l0 < held_plan.stages[1].l1 - held_plan.stages[1].l0);
+    // Where the pipeline does not run (one device twice), or the ranges are given, the split is the usual one.
+    o.devices = "cpu:0,cpu:0";
+    CHECK(runner_plan(*m, o).describe() == plan_split("cpu:0,cpu:0", "auto", n, held, head_weight_bytes(f)).describe());
+    o.devices = "cpu:0,cpu:1";
+    o.split = "0-3,4-7";
+    CHECK(runner_plan(*m, o).describe() == "cpu:0 layers 0-3 | cpu:1 layers 4-7");
 }
 
 TEST_CASE("pipeline: sampled output is reproducible for a seed", "[spec][pipeline][stochastic]") {

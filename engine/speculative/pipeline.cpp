@@ -16,6 +16,16 @@ StagePipe& pipe_of(Runner& r) {
 using Mode = StagePipe::Mode;
 }  // namespace
 
+uint64_t PipelinedDecoder::last_stage_bytes(uint64_t head_bytes, uint64_t layer_bytes, int64_t draft_rows,
+                                            int64_t n_vocab, int k) {
+    STRATA_CHECK(n_vocab > 0 && draft_rows > 0 && k >= 1, "last_stage_bytes: {} draft rows of {}, k {}", draft_rows,
+                 n_vocab, k);
+    const double draft_head =
+        static_cast<double>(head_bytes) * static_cast<double>(std::min(draft_rows, n_vocab)) / static_cast<double>(n_vocab);
+    return head_bytes + static_cast<uint64_t>(k + 1) * layer_bytes +
+           static_cast<uint64_t>(static_cast<double>(k + 2) * draft_head);
+}
+
 PipelinedDecoder::PipelinedDecoder(Runner& runner, int seq, const Sampler& sampler, const SpecOptions& opt,
                                    const PipelineOptions& popt)
     : runner_(runner),

@@ -54,6 +54,18 @@ struct PipelineStats {
 
 class PipelinedDecoder final : public Speculator {
 public:
+    // Weight bytes a pipelined window of k drafts reads on the last stage beyond its
+    // layers, for --split auto to balance the stages by (docs/spec.md): the LM head once,
+    // and the draft chain's MTP steps. After a kept guess the chain feeds the committed
+    // pairs, forces the window's k drafts and drafts k + 1: 2k + 2 steps of the MTP block
+    // (a main layer's read, layer_bytes), k + 2 of them through the draft vocabulary's rows
+    // of the head (draft_rows of n_vocab). The block's steps count as k + 1 reads: the
+    // feed and the forced steps re-read what the drafted ones read, mostly from the
+    // caches; counted at 2k + 2, the split of two small models was 0.85-0.95x as fast as
+    // the best one (docs/benchmarks.md, twenty-sixth session).
+    static uint64_t last_stage_bytes(uint64_t head_bytes, uint64_t layer_bytes, int64_t draft_rows, int64_t n_vocab,
+                                     int k);
+
     // stage_pipe_of(runner) must be non-null. Same contract as SpecDecoder otherwise.
     PipelinedDecoder(Runner& runner, int seq, const Sampler& sampler, const SpecOptions& opt,
                      const PipelineOptions& popt);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <limits>
 
 #include <fmt/format.h>
@@ -134,6 +135,24 @@ uint64_t head_weight_bytes(const GgufFile& f) {
     const GgufTensorInfo* t = f.find_tensor("output.weight");
     if (!t) t = f.find_tensor("token_embd.weight");
     return t ? t->nbytes : 0;
+}
+
+std::vector<uint64_t> layer_window_bytes(const GgufFile& f, int64_t n_layer, int64_t n_expert, int64_t n_expert_used,
+                                         int64_t rows) {
+    STRATA_CHECK(rows >= 1, "a window of {} rows", rows);
+    const double share =
+        n_expert > 0 ? 1.0 - std::pow(1.0 - static_cast<double>(n_expert_used) / static_cast<double>(n_expert),
+                                      static_cast<double>(rows))
+                     : 1.0;
+    std::vector<uint64_t> bytes(static_cast<size_t>(n_layer), 0);
+    for (const auto& t : f.tensors()) {
+        const int64_t il = layer_of(t.name, n_layer);
+        if (il < 0) continue;
+        const bool experts = t.name.find("_exps.") != std::string::npos && n_expert > 0;
+        bytes[static_cast<size_t>(il)] +=
+            experts ? static_cast<uint64_t>(static_cast<double>(t.nbytes) * share) : t.nbytes;
+    }
+    return bytes;
 }
 
 uint64_t decode_weight_bytes(const GgufFile& f, int64_t n_layer, int64_t n_expert, int64_t n_expert_used) {

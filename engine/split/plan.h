@@ -32,6 +32,12 @@ SplitPlan plan_split(const std::string& devices, const std::string& split, int64
 // Weight bytes per main layer (tensors named blk.N.*), and of the output head.
 std::vector<uint64_t> layer_weight_bytes(const GgufFile& f, int64_t n_layer);
 uint64_t head_weight_bytes(const GgufFile& f);
+// Weight bytes one window of `rows` tokens reads per main layer: every tensor once, the
+// stacked experts' at the share the rows are expected to route to between them,
+// 1 - (1 - n_expert_used / n_expert)^rows (each row's experts drawn independently): a
+// verify window's cost per layer, against which a pipelined split balances its stages.
+std::vector<uint64_t> layer_window_bytes(const GgufFile& f, int64_t n_layer, int64_t n_expert, int64_t n_expert_used,
+                                         int64_t rows);
 // Weight bytes one decode step reads: every main layer's tensors, the stacked experts'
 // (names with "_exps.") at n_expert_used / n_expert of their bytes (one token's routed
 // experts), the output head; not the embedding table (one row per token) nor the MTP
