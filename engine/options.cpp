@@ -223,9 +223,21 @@ SplitPlan runner_plan(const Model& model, const RunnerOptions& o) {
                                                         : DraftVocab::kAutoStart;
         const uint64_t last = PipelinedDecoder::last_stage_bytes(head_weight_bytes(model.file()), mean, draft_rows,
                                                                  hp.n_vocab, k);
-        plan = plan_split(o.devices, o.split, n_layer, window, last);
-        spdlog::info("split: {} (auto, pipelined windows: balanced by what a window of {} rows reads on each stage)",
-                     plan.describe(), k + 1);
+        SplitPlan timed = plan_split(o.devices, o.split, n_layer, window, last);
+        // A GPU's memory is its own: moving layers onto a stage may take it past what the
+        // card holds, so there the split stays the one by held bytes, and the log names
+        // the other. CPU stages share the host's memory.
+        const bool host = plan.stages[0].device.rfind("cpu", 0) == 0 && plan.stages[1].device.rfind("cpu", 0) == 0;
+        if (host) {
+            plan = std::move(timed);
+            spdlog::info("split: {} (auto, pipelined windows: balanced by what a window of {} rows reads on each stage)",
+                         plan.describe(), k + 1);
+        } else if (timed.describe() != plan.describe()) {
+            spdlog::info("split: {} (auto: balanced by the weight bytes each stage holds); pipelined windows would "
+                         "balance their time with --split {}-{},{}-{}, where the memory allows",
+                         plan.describe(), timed.stages[0].l0, timed.stages[0].l1 - 1, timed.stages[1].l0,
+                         timed.stages[1].l1 - 1);
+        }
     } else if (auto_split) {
         spdlog::debug("split: {} (auto: balanced by the weight bytes each stage holds)", plan.describe());
     }

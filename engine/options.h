@@ -59,9 +59,9 @@ struct SpecFlags {
 std::vector<FlagSpec> spec_flags();
 SpecFlags spec_options(const Flags& f);
 
-// The layer split of make_runner for --devices (logged where it is auto): by the weight
-// bytes each stage holds, or for pipelined windows (--pipeline-windows 2, an MTP head, two
-// devices) by what a window reads on each stage (docs/spec.md).
+// The layer split of make_runner for --devices: by the weight bytes each stage holds, or
+// for pipelined windows (--pipeline-windows 2, an MTP head, two CPU devices) by what a
+// window reads on each stage (docs/spec.md).
 SplitPlan runner_plan(const Model& model, const RunnerOptions& o);
 // The Runner the options ask for, for an already loaded model.
 std::unique_ptr<Runner> make_runner(std::shared_ptr<const Model> model, const RunnerOptions& o);

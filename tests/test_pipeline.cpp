@@ -282,9 +282,13 @@ TEST_CASE("pipeline: --split auto balances what a window reads on each stage", "
     REQUIRE(pipe_plan.stages.size() == 2);
     // The head and the draft chain weigh on the last stage: it gets fewer layers.
     CHECK(pipe_plan.stages[1].l1 - pipe_plan.stages[1].l0 < held_plan.stages[1].l1 - held_plan.stages[1].l0);
-    // Where the pipeline does not run (one device twice), or the ranges are given, the split is the usual one.
-    o.devices = "cpu:0,cpu:0";
-    CHECK(runner_plan(*m, o).describe() == plan_split("cpu:0,cpu:0", "auto", n, held, head_weight_bytes(f)).describe());
+    // Where the pipeline does not run (one device twice), on GPUs (their memory is their
+    // own), or where the ranges are given, the split is the usual one.
+    for (const char* devs : {"cpu:0,cpu:0", "cuda:0,cuda:1", "cpu:0,hip:0"}) {
+        INFO(devs);
+        o.devices = devs;
+        CHECK(runner_plan(*m, o).describe() == plan_split(devs, "auto", n, held, head_weight_bytes(f)).describe());
+    }
     o.devices = "cpu:0,cpu:1";
     o.split = "0-3,4-7";
     CHECK(runner_plan(*m, o).describe() == "cpu:0 layers 0-3 | cpu:1 layers 4-7");
