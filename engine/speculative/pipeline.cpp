@@ -210,7 +210,7 @@ void PipelinedDecoder::run_step(int64_t max_emit, std::vector<int32_t>& out, int
     // sleeping until it is done: on a CPU stage those wake-ups cost more than the rest of
     // the pipeline's bookkeeping (docs/spec.md).
     here_ = !(may_start && est >= popt_.theta);
-    if (!prev) verifier_[0].run(wtok, n_);
+    if (!prev) verifier_[0].run(wtok, n_);  // stage 0's half of W, unless it ran early
     if (!here_) {
         e = &early_[static_cast<size_t>(early_next_)];
         early_next_ ^= 1;
