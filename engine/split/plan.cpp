@@ -120,15 +120,30 @@ int64_t layer_of(const std::string& name, int64_t n_layer) {
     return ec == std::errc() && il >= 0 && il < n_layer ? il : -1;
 }
 
+// Bytes per main layer: every tensor's, the stacked experts' (names with "_exps.")
+// times `share` (the part of them a token or a window reads), in double so that a sum
+// over layers rounds once.
+std::vector<double> layer_bytes(const GgufFile& f, int64_t n_layer, int64_t n_expert, double share) {
+    std::vector<double> bytes(static_cast<size_t>(n_layer), 0.0);
+    for (const auto& t : f.tensors()) {
+        const int64_t il = layer_of(t.name, n_layer);
+        if (il < 0) continue;
+        const bool experts = n_expert > 0 && t.name.find("_exps.") != std::string::npos;
+        bytes[static_cast<size_t>(il)] += static_cast<double>(t.nbytes) * (experts ? share : 1.0);
+    }
+    return bytes;
+}
+
+std::vector<uint64_t> rounded(const std::vector<double>& v) {
+    std::vector<uint64_t> out(v.size());
+    for (size_t i = 0; i < v.size(); ++i) out[i] = static_cast<uint64_t>(v[i]);
+    return out;
+}
+
 }  // namespace
 
 std::vector<uint64_t> layer_weight_bytes(const GgufFile& f, int64_t n_layer) {
-    std::vector<uint64_t> bytes(static_cast<size_t>(n_layer), 0);
-    for (const auto& t : f.tensors()) {
-        const int64_t il = layer_of(t.name, n_layer);
-        if (il >= 0) bytes[static_cast<size_t>(il)] += t.nbytes;
-    }
-    return bytes;
+    return rounded(layer_bytes(f, n_layer, 0, 1.0));
 }
 
 uint64_t head_weight_bytes(const GgufFile& f) {
@@ -140,29 +155,14 @@ uint64_t head_weight_bytes(const GgufFile& f) {
 std::vector<uint64_t> layer_window_bytes(const GgufFile& f, int64_t n_layer, int64_t n_expert, int64_t n_expert_used,
                                          int64_t rows) {
     STRATA_CHECK(rows >= 1, "a window of {} rows", rows);
-    const double share =
-        n_expert > 0 ? 1.0 - std::pow(1.0 - static_cast<double>(n_expert_used) / static_cast<double>(n_expert),
-                                      static_cast<double>(rows))
-                     : 1.0;
-    std::vector<uint64_t> bytes(static_cast<size_t>(n_layer), 0);
-    for (const auto& t : f.tensors()) {
-        const int64_t il = layer_of(t.name, n_layer);
-        if (il < 0) continue;
-        const bool experts = t.name.find("_exps.") != std::string::npos && n_expert > 0;
-        bytes[static_cast<size_t>(il)] +=
-            experts ? static_cast<uint64_t>(static_cast<double>(t.nbytes) * share) : t.nbytes;
-    }
-    return bytes;
+    const double one = n_expert > 0 ? static_cast<double>(n_expert_used) / static_cast<double>(n_expert) : 1.0;
+    return rounded(layer_bytes(f, n_layer, n_expert, 1.0 - std::pow(1.0 - one, static_cast<double>(rows))));
 }
 
 uint64_t decode_weight_bytes(const GgufFile& f, int64_t n_layer, int64_t n_expert, int64_t n_expert_used) {
+    const double share = n_expert > 0 ? static_cast<double>(n_expert_used) / static_cast<double>(n_expert) : 1.0;
     double bytes = static_cast<double>(head_weight_bytes(f));
-    for (const auto& t : f.tensors()) {
-        if (layer_of(t.name, n_layer) < 0) continue;
-        const bool experts = t.name.find("_exps.") != std::string::npos && n_expert > 0;
-        bytes += experts ? static_cast<double>(t.nbytes) * static_cast<double>(n_expert_used) / static_cast<double>(n_expert)
-                         : static_cast<double>(t.nbytes);
-    }
+    for (double b : layer_bytes(f, n_layer, n_expert, share)) bytes += b;
     return static_cast<uint64_t>(bytes);
 }
 
