@@ -10,8 +10,13 @@
 // the default, of each fixed K (with the same first-window cost, no probes), and the
 // default's share of the best fixed K, as means over many seeded requests.
 //
+// With --carry the requests of a cell run one after another as a server's do, each
+// weighing its probes against the one-draft window cost the one before it measured
+// (SpecPolicyParams::window_cost_k1); without it each starts knowing nothing, as
+// `strata run` does.
+//
 // usage: spec_policy_sim [--a A] [--b B] [--first F] [--noise X] [--requests R]
-//                        [--tokens "128 512"] [--p "0.6 0.75 0.9 0.98"]
+//                        [--tokens "128 512"] [--p "0.6 0.75 0.9 0.98"] [--carry 1]
 // The defaults are the costs traced on the MoE preset on a 2-core AMD EPYC (2026-12-07,
 // docs/spec.md "The default K"): a K-window 1.0 + 0.45 K plain steps, the first 8 times
 // a window's cost.
@@ -41,12 +46,13 @@ std::vector<double> parse_list(const std::string& s) {
 
 // Tokens per plain step of one request of n tokens; k_fixed > 0 runs that K without the
 // policy's probes and trials.
-double run(const Sim& s, double p, int64_t n, int k_fixed, uint64_t seed, int* k_end = nullptr) {
+double run(const Sim& s, double p, int64_t n, int k_fixed, uint64_t seed, int* k_end = nullptr, double* carry = nullptr) {
     std::mt19937_64 rng(seed);
     std::bernoulli_distribution keep(p);
     std::uniform_real_distribution<double> jitter(1 - s.noise, 1 + s.noise);
     SpecPolicyParams prm;
     prm.k_max = k_fixed > 0 ? 0 : kAdaptiveMaxSpecK;
+    if (carry) prm.window_cost_k1 = *carry;
     SpecPolicy pol(k_fixed > 0 ? k_fixed : kDefaultSpecK, k_fixed == 0, prm, /*greedy=*/true);
     const double plain = 1e-3;  // seconds of a plain step: the unit
     double t = 0;
@@ -72,6 +78,7 @@ double run(const Sim& s, double p, int64_t n, int k_fixed, uint64_t seed, int* k
         done += m + 1;
     }
     if (k_end) *k_end = pol.k();
+    if (carry && pol.window_cost(1) > 0) *carry = pol.window_cost(1);
     return static_cast<double>(n - 1) / (t / plain);
 }
 
@@ -80,12 +87,13 @@ double run(const Sim& s, double p, int64_t n, int k_fixed, uint64_t seed, int* k
 int main(int argc, char** argv) {
     Sim s;
     int requests = 400;
+    bool carry = false;
     std::vector<double> lens{128, 512}, ps{0.6, 0.75, 0.9, 0.98};
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         const char* v = i + 1 < argc ? argv[i + 1] : nullptr;
         if (!v) {
-            std::fprintf(stderr, "usage: spec_policy_sim [--a A] [--b B] [--first F] [--noise X] [--requests R] [--tokens LIST] [--p LIST]\n");
+            std::fprintf(stderr, "usage: spec_policy_sim [--a A] [--b B] [--first F] [--noise X] [--requests R] [--tokens LIST] [--p LIST] [--carry 0|1]\n");
             return 2;
         }
         ++i;
@@ -96,13 +104,15 @@ int main(int argc, char** argv) {
         else if (a == "--requests") requests = std::atoi(v);
         else if (a == "--tokens") lens = parse_list(v);
         else if (a == "--p") ps = parse_list(v);
+        else if (a == "--carry") carry = std::atoi(v) != 0;
         else {
             std::fprintf(stderr, "spec_policy_sim: unknown flag %s\n", a.c_str());
             return 2;
         }
     }
-    std::printf("windows of K drafts cost %.2f + %.2f K plain steps (the first %.1fx), time noise +-%.0f%%, %d requests each\n\n",
-                s.a, s.b, s.first, 100 * s.noise, requests);
+    std::printf("windows of K drafts cost %.2f + %.2f K plain steps (the first %.1fx), time noise +-%.0f%%, %d requests each%s\n\n",
+                s.a, s.b, s.first, 100 * s.noise, requests,
+                carry ? ", each after the one before it (its window cost carried)" : "");
     std::printf("| p | tokens | default | K = 1 | K = 2 | K = 3 | K = 4 | K = 5 | K = 6 | K = 7 | K = 8 | best fixed | default / best | default's K at the end |\n");
     std::printf("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---|\n");
     for (double p : ps)
@@ -110,9 +120,10 @@ int main(int argc, char** argv) {
             const auto n = static_cast<int64_t>(len);
             double def = 0;
             std::vector<int> ends(kAdaptiveMaxSpecK + 1, 0);
+            double cost_k1 = 0;  // --carry: what the request before measured
             for (int r = 0; r < requests; ++r) {
                 int k_end = 0;
-                def += run(s, p, n, 0, 1000 + static_cast<uint64_t>(r), &k_end);
+                def += run(s, p, n, 0, 1000 + static_cast<uint64_t>(r), &k_end, carry ? &cost_k1 : nullptr);
                 ++ends[static_cast<size_t>(k_end)];
             }
             def /= requests;

@@ -64,6 +64,9 @@ std::string Metrics::render(const EngineStats& e, bool ready) const {
     one("strata_spec_acceptance_ratio", "gauge", "accepted / drafted tokens since start (0 before any draft)",
         fmt::format("{:.4f}", e.spec_drafted > 0 ? static_cast<double>(e.spec_accepted) / static_cast<double>(e.spec_drafted)
                                                  : 0.0));
+    one("strata_spec_window_cost_steps", "gauge",
+        "plain decode steps a verify window of one draft costs, as the last timed request measured it (0: none yet)",
+        fmt::format("{:.3f}", e.spec_window_cost_k1));
     one("strata_pipeline_early_windows_total", "counter",
         "verify windows started on stage 0 before the previous verdict (--pipeline-windows 2)", e.pipeline_early);
     one("strata_pipeline_kept_windows_total", "counter", "early windows kept (the guess was right)", e.pipeline_kept);

@@ -77,6 +77,7 @@ struct ServerConfig {
     std::function<void(std::span<const int32_t>, int64_t, int, Draft&)> spec_edit_draft = {};
     bool split = false;        // two CPU stages (--devices cpu:0,cpu:1, auto split)
     int pipeline_windows = 0;  // with split: --pipeline-windows
+    bool spec_timed = false;   // EngineOptions::spec_timed (off: counts that do not depend on speed)
 };
 
 // The runner a test server uses: local, or a two-stage split of CPU devices.
@@ -107,7 +108,7 @@ public:
         o.engine.queue_limit = c.queue;
         o.engine.n_batch = 64;
         o.engine.spec_draft = c.spec_draft;
-        o.engine.spec_timed = false;  // the default's windows by acceptance: counts that do not depend on speed
+        o.engine.spec_timed = c.spec_timed;
         o.engine.spec_edit_draft = c.spec_edit_draft;
         http_ = std::make_unique<server::HttpServer>(o);
         port_ = http_->bind();

@@ -295,9 +295,11 @@ Clocked run_clocked(SpecPolicy& p, double a, int64_t steps, double plain, Cost c
 
 // The default's K (SpecPolicy, "K"): on a clock where a window of 1 + K rows costs
 // 1.15 + 0.35 K plain steps (this repository's CPU), K climbs while every draft is kept
-// and a step up pays 3% or more (to 7 here: the rate (K + 1) / (1.15 + 0.35 K) gains 2.7%
-// from 7 to 8), and comes down to 1-2 at ~50% agreement, where a long window wastes its
-// rows; a request that is not timed, or has no range, keeps its K.
+// and a step up pays 3% or more, each step up that paid followed by one twice as far (3,
+// 4, 6, then 8, the range's end: the rate (K + 1) / (1.15 + 0.35 K) grows with K, 8 beats
+// 6 by 5.8%, where single steps stopped at 7, 8 beating it by only 2.7%), and comes down
+// to 1-2 at ~50% agreement, where a long window wastes its rows; a request that is not
+// timed, or has no range, keeps its K.
 TEST_CASE("spec policy: the default's K follows the measured rate of its windows", "[spec][policy]") {
     const double plain = 0.01;
     auto run = [&](double a, bool greedy, int k_max, int64_t steps) {
@@ -312,12 +314,13 @@ TEST_CASE("spec policy: the default's K follows the measured rate of its windows
     const SpecPolicy first = run(1.0, true, 8, 15);
     CHECK(first.k() == 4);
     CHECK(first.k_moves() == 1);
-    // Each move that paid is followed by the next trial at once: 3 -> 7 in 26 steps (a
-    // probe, an untimed window, 4 at K = 3, then four trials of 5).
-    CHECK(run(1.0, true, 8, 26).k() == 7);
+    // Each move that paid is followed by the next trial at once, twice as far up: 3 -> 8
+    // in 21 steps (a probe, an untimed window, 4 at K = 3, then three trials of 5).
+    CHECK(run(1.0, true, 8, 20).k() == 6);
+    CHECK(run(1.0, true, 8, 21).k() == 8);
     const SpecPolicy high = run(1.0, true, 8, 400);
-    CHECK(high.k() == 7);
-    CHECK(high.k_moves() == 4);
+    CHECK(high.k() == 8);
+    CHECK(high.k_moves() == 3);
     const SpecPolicy mid = run(0.5, true, 8, 2000);
     CHECK(mid.k() <= 2);
     CHECK(mid.k_moves() >= 1);
@@ -395,4 +398,80 @@ TEST_CASE("spec policy: trials of other Ks grow rarer while they fail", "[spec][
     int64_t all = 0;
     for (int64_t w : c.windows_at) all += w;
     CHECK(c.windows_at[3] > all * 8 / 10);  // a trial every 4 windows: 433 of 973
+}
+
+TEST_CASE("spec policy: a timed window pays by its cost, also below 1.5 plain steps", "[spec][policy]") {
+    // K = 3 windows that commit 1.4 tokens on average (kept 1, 0, 0, 1, 0) at 1.2 plain
+    // steps each (a window as cheap as a GPU's should be): they gain, and the default
+    // keeps drafting. Counted against 1.5 tokens (the floor the cost rule had), the
+    // second window sent the request to probes.
+    const double step = 0.004;
+    SpecPolicy p(3, true, {}, true);
+    p.on_plain(step);
+    p.on_probe(true);
+    const int kept[5] = {1, 0, 0, 1, 0};
+    for (int i = 0; i < 500; ++i) {
+        REQUIRE(p.next_k() == 3);
+        p.on_window(3, kept[i % 5], 1.2 * step);
+    }
+    CHECK(p.pauses() == 0);
+    CHECK(p.probes() == 1);
+    // The same windows at 1.6 plain steps lose, and drafting stops.
+    SpecPolicy dear(3, true, {}, true);
+    dear.on_plain(step);
+    dear.on_probe(true);
+    int windows = 0;
+    for (; windows < 500 && dear.next_k() == 3; ++windows) dear.on_window(3, kept[windows % 5], 1.6 * step);
+    CHECK(windows < 20);
+}
+
+TEST_CASE("spec policy: probes count against a cheap window's cost once it is known", "[spec][policy]") {
+    const double step = 0.004;
+    // A server's earlier requests measured a one-draft window at 1.1 plain steps: a missed
+    // probe then costs a tenth of a token, so three misses do not pause, and the next kept
+    // probe starts windows. Unknown (0), or not cheap (1.45, a CPU's), each miss costs half
+    // a token and two pause, as before.
+    for (double prior : {1.1, 0.0, 1.45}) {
+        INFO("window_cost_k1 " << prior);
+        SpecPolicyParams prm;
+        prm.window_cost_k1 = prior;
+        SpecPolicy p(3, true, prm, true);
+        for (int i = 0; i < 3 && p.next_k() == 0 && !p.paused(); ++i) {
+            p.on_plain(step);
+            p.on_probe(false);
+        }
+        if (prior == 1.1) {
+            CHECK(p.pauses() == 0);
+            CHECK(p.credit() == Approx(-0.3));
+            p.on_plain(step);
+            p.on_probe(true);
+            CHECK(p.next_k() == 3);
+        } else {
+            CHECK(p.pauses() == 1);
+            CHECK(p.probes() == 2);
+        }
+    }
+    // Not timed (a sampled request): the prior is not used.
+    SpecPolicyParams prm;
+    prm.window_cost_k1 = 1.1;
+    SpecPolicy sampled(3, true, prm, /*greedy=*/false);
+    for (int i = 0; i < 2; ++i) {
+        sampled.on_plain();
+        sampled.on_probe(false);
+    }
+    CHECK(sampled.pauses() == 1);
+    // The request's own windows tell the cost (window_cost): K = 3 windows at 1.3 plain
+    // steps say a one-draft window costs 1.1 (a plain step plus a third of K = 3's cost
+    // beyond one); probes after them count against that.
+    SpecPolicyParams walk;
+    walk.k_max = 8;
+    SpecPolicy q(3, true, walk, true);
+    q.on_plain(step);
+    q.on_probe(true);
+    for (int i = 0; i < 3; ++i) q.on_window(3, 3, 1.3 * step);  // the first is not timed
+    CHECK(q.window_cost(3) == Approx(1.3));
+    CHECK(q.window_cost(1) == Approx(1.1));
+    CHECK(q.window_cost(2) == Approx(1.2));
+    SpecPolicy fresh(3, true, walk, true);
+    CHECK(fresh.window_cost(1) == 0);
 }

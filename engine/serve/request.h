@@ -147,6 +147,10 @@ struct EngineStats {
     // Speculative decoding: verify windows (counted in `windows` too), draft tokens
     // proposed, drafts the target kept.
     int64_t spec_windows = 0, spec_drafted = 0, spec_accepted = 0;
+    // Plain steps a one-draft verify window costs, as the last greedy request with timed
+    // windows measured it (0: none yet); later requests' probes count against it
+    // (SpecPolicyParams::window_cost_k1).
+    double spec_window_cost_k1 = 0;
     // Pipelined verify windows (--pipeline-windows 2): windows started on stage 0 before
     // the previous verdict, those kept, those rolled back.
     int64_t pipeline_early = 0, pipeline_kept = 0, pipeline_rolled_back = 0;

@@ -96,6 +96,7 @@ private:
     bool accepting_ = true, stop_ = false, cancel_active_ = false;
     int64_t active_ = 0;
     EngineStats stats_;
+    double spec_cost_k1_ = 0;  // the last timed estimate of a one-draft window's cost (scheduler thread)
     std::thread thread_;  // last member: started once everything above exists
 };
 

@@ -35,6 +35,7 @@ void Scheduler::start_spec(Slot& s, std::span<const float> carry) {
         SpecPolicyParams prm;
         prm.timed = opt_.spec_timed;
         prm.k_max = adaptive_k_max(choice, prm.timed, s.req.sampling.greedy(), pipelined);
+        prm.window_cost_k1 = spec_cost_k1_;
         SpecOptions so;
         so.k = std::max(k, prm.k_max);
         so.draft_min_p = opt_.spec_draft_min_p;
@@ -120,7 +121,11 @@ void Scheduler::spec_window(Slot& s) {
         if (!commit(s, spec_out_[i], s.spec->logits(i), n0 + static_cast<int64_t>(i) + 1)) break;
     }
     if (s.busy() && s.policy->on_window(drafted, accepted, window_s)) log_pause(s);
+    // What a one-draft window costs on this runner, for the next requests' probes
+    // (SpecPolicyParams::window_cost_k1): the device's cost, not the request's.
+    if (s.policy && s.policy->window_cost(1) > 0) spec_cost_k1_ = s.policy->window_cost(1);
     std::lock_guard lk(mu_);
+    stats_.spec_window_cost_k1 = spec_cost_k1_;
     stats_.windows += windows;
     stats_.generated_tokens += used;
     stats_.busy_seconds += seconds_between(t0, clock::now());

@@ -68,6 +68,7 @@ void SpecPolicy::adapt_k(int64_t drafted, int64_t accepted, double seconds) {
         // A move needs a rate 3% higher: noise alone should not walk K around (1% moved
         // K no better on this CPU).
         if (sec_[static_cast<size_t>(cur)] <= 0 || rate(trying_) > 1.03 * rate(cur)) {
+            paid_up_ = trying_ > k_ ? trying_ - k_ : 0;
             k_ = trying_;
             ++k_moves_;
             try_every_ = p_.k_try_every;
@@ -77,6 +78,7 @@ void SpecPolicy::adapt_k(int64_t drafted, int64_t accepted, double seconds) {
             // the new K's rate already): a walk from 3 to 7 (the MoE preset at ~98%)
             // spent its first 40 windows climbing, a third of a 512-token request.
         } else {
+            paid_up_ = 0;
             failed_dir_ = trying_ > k_ ? 1 : -1;
             failed_stride_ = std::abs(trying_ - k_);
             trying_ = 0;
@@ -93,11 +95,18 @@ void SpecPolicy::adapt_k(int64_t drafted, int64_t accepted, double seconds) {
     // window tiles take rows four at a time, so K = 4 can be slower than 3 and 5), and
     // a walk of single steps stopped at such a dip; past the stride, or the range, the
     // other way.
+    // After a step up that paid, the next trial up goes twice as far (to k_max at most):
+    // where every draft is kept the best K is often the largest, and single steps from 3
+    // to 8 took most of a short request (bench/spec_policy_sim: a window costing 1.05 +
+    // 0.05 K plain steps, as a GPU's verify should, at ~98% agreement and 128 tokens:
+    // 0.82 -> 0.85 of the best fixed K).
     constexpr int kMaxStride = 3;
     const int dir = all_kept_ > 0.5 ? 1 : -1;
-    const int stride = dir == failed_dir_ ? failed_stride_ + 1 : 1;
+    const bool doubling = dir > 0 && paid_up_ > 0 && failed_dir_ != dir;
+    const int stride = dir == failed_dir_ ? failed_stride_ + 1 : doubling ? 2 * paid_up_ : 1;
     int next = k_ + dir * stride;
-    if (stride > kMaxStride || next < 1 || next > p_.k_max) {  // that way is done: one K the other way
+    if (doubling && next > p_.k_max && k_ < p_.k_max) next = p_.k_max;
+    if ((stride > kMaxStride && !doubling) || next < 1 || next > p_.k_max) {  // that way is done: one K the other way
         next = k_ - dir;
         if (next < 1 || next > p_.k_max) next = k_ + dir;
     }
@@ -129,15 +138,51 @@ double SpecPolicy::rate(int k) const {
     return sec_[at] > 0 ? expected_tokens(k) * cnt_[at] / sec_[at] : 0;
 }
 
+double SpecPolicy::window_cost(int k) const {
+    const auto at = static_cast<size_t>(k), kk = static_cast<size_t>(k_);
+    if (plain_s_ <= 0) return 0;
+    if (cnt_[at] > 0) return sec_[at] / cnt_[at] / plain_s_;
+    // Not run at k yet: a plain step plus the current K's cost beyond one, by the drafts.
+    if (cnt_[kk] > 0) return 1 + (sec_[kk] / cnt_[kk] / plain_s_ - 1) * k / k_;
+    return 0;
+}
+
+bool SpecPolicy::on_probe(bool kept) {
+    // A probe is a one-draft window's verdict, counted against 1.5 tokens (pays_tokens):
+    // a drafter kept less than half the time pauses within a few probes. Where a timed
+    // one-draft window is known to be cheap (this request's windows, window_cost, else
+    // earlier requests', SpecPolicyParams::window_cost_k1), the probe is counted against
+    // that cost instead: at ~1.1 plain steps a window (a GPU's verify is expected to cost
+    // about one step) K = 2-3 gain 1.12-1.42x at 30-45% agreement, which 1.5 sent to
+    // pauses (bench/spec_policy_sim --a 1.05 --b 0.05 --carry 1: 0.84-0.90 -> 0.97-0.99 of
+    // the best fixed K at 30%, 0.75-0.86 -> 0.98-0.99 at 45%). Only below kCheapWindow:
+    // near 1.5 (the CPU presets' 1.45-1.5) a count of 1.45 let a third missed probe start
+    // windows that lost (the MoE preset at 30%, 128 tokens: 0.945 -> 0.915 of plain decoding).
+    constexpr double kCheapWindow = 1.3;
+    double cost = 0;
+    if (timed_) cost = window_cost(1);
+    if (timed_ && cost <= 0) cost = p_.window_cost_k1;
+    return judge(1, kept ? 1 : 0, cost > 0 && cost < kCheapWindow ? cost : p_.pays_tokens);
+}
+
 bool SpecPolicy::probe() const { return adaptive_ && left_ == 0 && credit_ <= 0; }
 
 bool SpecPolicy::on_window(int64_t drafted, int64_t accepted, double seconds) {
     if (!adaptive_ || drafted <= 0) return false;  // a window without drafts says nothing
     double pays = p_.pays_tokens;
+    // Timed, a window pays when it commits more tokens than the plain steps it cost. (The
+    // acceptance rule's 1.5 tokens stayed a floor until 2026-12-07: on a CPU, where a
+    // window costs 1.5 plain steps or more, that changed nothing; where one costs ~1.1, a
+    // GPU's, it stopped windows that gained.)
     if (timed_ && seconds > 0 && plain_s_ > 0 && timed_windows_++ > 0) {
-        pays = std::max(pays, seconds / plain_s_);
+        pays = seconds / plain_s_;
         adapt_k(drafted, accepted, seconds);
     }
+    return judge(drafted, accepted, pays);
+}
+
+bool SpecPolicy::judge(int64_t drafted, int64_t accepted, double pays) {
+    if (!adaptive_ || drafted <= 0) return false;
     // The cap holds at least one window's cost, so that one window that keeps nothing,
     // after a good run, does not stop drafting however many plain steps a window costs
     // (at K = 7 on the MoE preset one costs ~5: with a cap of 3 a single early rejection
@@ -156,10 +201,8 @@ bool SpecPolicy::on_window(int64_t drafted, int64_t accepted, double seconds) {
     // Its cost is guessed from K's: a plain step plus K's cost beyond one, by the drafts.
     // At ~30% agreement no K pays, and the pause comes as before. The walk goes on from
     // there.
-    const auto kk = static_cast<size_t>(k_);
     const int down = std::max(1, k_ / 2);
-    if (p_.k_max > 1 && timed_ && k_ > 1 && plain_s_ > 0 && cnt_[kk] > 0 &&
-        expected_tokens(down) > 1.05 * (1 + (sec_[kk] / cnt_[kk] / plain_s_ - 1) * down / k_)) {
+    if (p_.k_max > 1 && timed_ && k_ > 1 && window_cost(k_) > 0 && expected_tokens(down) > 1.05 * window_cost(down)) {
         k_ = down;
         ++k_moves_;
         trying_ = 0;

@@ -98,6 +98,10 @@ struct SpecPolicyParams {
     int k_max = 0;                  // "K" above: K moves within 1 .. k_max (0: K does not move)
     int64_t k_try_every = 4;        // timed windows between tries of a neighbouring K (doubling while they fail)
     int64_t k_try_windows = 4;      // timed windows a tried K runs (after its first) before the rates are compared
+    // Plain steps a one-draft window cost in earlier requests on this runner (their
+    // window_cost(1); 0: unknown): a timed request's probes are weighed against it until
+    // its own windows are timed ("Cost"; on_probe).
+    double window_cost_k1 = 0;
 };
 
 class SpecPolicy {
@@ -124,7 +128,7 @@ public:
     void on_plain(double seconds = 0);
     // After the plain step of a probe: whether the drafter's guess was the token it
     // produced (as a one-draft window). Returns true when this paused drafting.
-    bool on_probe(bool kept) { return on_window(1, kept ? 1 : 0); }
+    bool on_probe(bool kept);
 
     double credit() const { return credit_; }
     int64_t pause_left() const { return left_; }  // plain steps left in the current pause
@@ -133,6 +137,11 @@ public:
     int64_t plain_steps() const { return plain_; }  // plain steps the policy asked for (probes, pauses)
     int64_t probes() const { return probes_; }
     double plain_seconds() const { return plain_s_; }  // the timed plain steps' mean (0: none yet)
+    // Plain steps a window of k drafts costs by this request's timed windows: measured at
+    // k, or guessed from the current K's (a plain step plus its cost beyond one, by the
+    // drafts); 0 while none is timed. A caller keeps window_cost(1) for its next
+    // requests (SpecPolicyParams::window_cost_k1).
+    double window_cost(int k) const;
     const SpecPolicyParams& params() const { return p_; }
 
 private:
@@ -157,9 +166,11 @@ private:
     double kept_[kMaxSpecK + 1] = {};
     int trying_ = 0, failed_dir_ = 0;  // failed_dir_: the direction of the last trial, if it failed
     int failed_stride_ = 0;            // and how far from K it was
+    int paid_up_ = 0;                  // the stride of the last move, where it went up and paid
     double all_kept_ = 0;              // decayed share of windows that kept every draft
     int64_t since_try_ = 0, tried_ = 0, k_moves_ = 0;
     int64_t try_every_ = 4;  // windows between trials: k_try_every, doubled by each failed trial
+    bool judge(int64_t drafted, int64_t accepted, double pays);  // the credit's rule, and the pause
     void adapt_k(int64_t drafted, int64_t accepted, double seconds);
     double expected_tokens(int k) const;  // "K": tokens a window of k drafts commits, by the positions' rates
     double rate(int k) const;             // expected_tokens(k) per second of k's windows
