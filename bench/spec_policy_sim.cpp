@@ -136,7 +136,12 @@ int main(int argc, char** argv) {
             }
             std::string hist;
             for (int k = 1; k <= kAdaptiveMaxSpecK; ++k)
-                if (ends[static_cast<size_t>(k)]) hist += std::to_string(k) + ":" + std::to_string(ends[static_cast<size_t>(k)]) + " ";
+                if (const int e = ends[static_cast<size_t>(k)]) {  // appended piece by piece: GCC 12 warned (-Wrestrict) of a + chain
+                    hist += std::to_string(k);
+                    hist += ':';
+                    hist += std::to_string(e);
+                    hist += ' ';
+                }
             std::printf("| %.2f | %lld | %.3f |", p, static_cast<long long>(n), def);
             for (int k = 1; k <= kAdaptiveMaxSpecK; ++k) std::printf(" %.3f |", fixed[k]);
             std::printf(" K = %d | %.3f | %s|\n", best, def / fixed[best], hist.c_str());

@@ -154,8 +154,9 @@ bool SpecPolicy::on_probe(bool kept) {
     // earlier requests', SpecPolicyParams::window_cost_k1), the probe is counted against
     // that cost instead: at ~1.1 plain steps a window (a GPU's verify is expected to cost
     // about one step) K = 2-3 gain 1.12-1.42x at 30-45% agreement, which 1.5 sent to
-    // pauses (bench/spec_policy_sim --a 1.05 --b 0.05 --carry 1: 0.84-0.90 -> 0.97-0.99 of
-    // the best fixed K at 30%, 0.75-0.86 -> 0.98-0.99 at 45%). Only below kCheapWindow:
+    // pauses (bench/spec_policy_sim --a 1.05 --b 0.05 --carry 1, of the better of plain
+    // decoding and the best fixed K: 0.84-0.87 -> 0.97-0.98 at 30%, 0.75-0.80 -> 0.98-0.99
+    // at 45%). Only below kCheapWindow:
     // near 1.5 (the CPU presets' 1.45-1.5) a count of 1.45 let a third missed probe start
     // windows that lost (the MoE preset at 30%, 128 tokens: 0.945 -> 0.915 of plain decoding).
     constexpr double kCheapWindow = 1.3;

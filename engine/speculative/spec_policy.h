@@ -26,14 +26,17 @@
 //
 //  - Cost (greedy requests, when the caller times its steps). A window pays only when it
 //    commits more tokens than it cost in plain steps: each timed window adds (tokens) -
-//    max(1.5, its time / a plain step's), a plain step's time being the running mean of
-//    the timed plain steps (probes and pauses), and the first timed window (buffers
-//    allocated, caches cold) counted by acceptance only. The cap is then the larger of 3
-//    and the window's cost: after a good run one window that keeps nothing never stops
-//    drafting (two in a row can). On a CPU where a K = 3 verify
-//    window costs two to four plain steps this stops the default at ~60% agreement, where
-//    it lost up to a third of the speed; where a window costs about one step (expected of
-//    a GPU, not yet measured) it changes nothing. Greedy text does not depend on which
+//    (its time / a plain step's), a plain step's time being the running mean of the timed
+//    plain steps (probes and pauses), and the first timed window (buffers allocated,
+//    caches cold) counted by acceptance only. The cap is then the larger of 3 and the
+//    window's cost: after a good run one window that keeps nothing never stops drafting
+//    (two in a row can). A probe counts against the cost of a one-draft window where that
+//    is known to be below 1.3 plain steps (window_cost(1), else the caller's
+//    window_cost_k1 from earlier requests), else against 1.5 tokens. On a CPU where a
+//    K = 3 verify window costs two to four plain steps this stops the default at ~60%
+//    agreement, where it lost up to a third of the speed; where a window costs about one
+//    step (expected of a GPU, not yet measured) windows go on down to ~20% agreement,
+//    where they still gain (bench/spec_policy_sim). Greedy text does not depend on which
 //    steps draft.
 //
 //  - K (timed requests, when the caller gives a range: k_max). The default starts at
@@ -45,7 +48,8 @@
 //    K's rate is 3% higher: the next K up while most windows keep every draft, else the
 //    next down; after a trial that failed, the same way one K further (up to three
 //    away), then the other way, and twice as many windows before the next trial (up to
-//    16 k_try_every); after a move that paid, the next trial starts at once. Windows
+//    16 k_try_every); after a move that paid, the next trial starts at once, and after
+//    one up, twice as far up (to k_max at most). Windows
 //    that do not pay (the credit at pause_at) halve K instead of pausing while the rates
 //    say the halved K beats plain decoding. On this repository's CPU the best fixed K
 //    was 1-2 at ~60% agreement and 8 or more at ~98%, and K = 2..6 ran within the noise
