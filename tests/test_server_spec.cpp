@@ -73,16 +73,18 @@ TEST_CASE("server spec: greedy text is the same with speculation on and off", "[
 
 TEST_CASE("server spec: a timed greedy request measures what a window costs, for the next ones", "[server][spec]") {
     // The default K of a greedy request with timing on: its windows' cost in plain steps
-    // (SpecPolicy::window_cost) is kept by the scheduler for the next requests' probes
-    // and shown in /metrics; before any such request it is 0.
+    // (SpecPolicy::window_cost, once four plain steps were timed) is kept by the scheduler
+    // for the next requests' probes and shown in /metrics; before any such request it is 0.
     const auto prompt = ids("Once upon a time there was");
     auto o = std::make_shared<Oracle>();
-    o->want[prompt] = greedy(prompt, 64);  // drafts always right: the default keeps drafting
+    o->want[prompt] = greedy(prompt, 120);
+    o->wrong_before = 3;  // the first two probes miss: a pause of 64 plain steps, then windows
+    o->n_vocab = static_cast<int32_t>(mtp_model()->hp().n_vocab);
     TestServer s({.mtp = true, .spec_edit_draft = edit(o), .spec_timed = true});
     CHECK(metric(get(s, "/metrics").body, "strata_spec_window_cost_steps") == 0);
-    const Out off = run(s, completion(prompt, 48, 0), false);
+    const Out off = run(s, completion(prompt, 120, 0), false);
     CHECK(metric(get(s, "/metrics").body, "strata_spec_window_cost_steps") == 0);  // no windows
-    const Out on = run(s, completion(prompt, 48), false);
+    const Out on = run(s, completion(prompt, 120), false);
     CHECK(on.text == off.text);
     CHECK(on.timings["draft_n_accepted"].get<int64_t>() > 0);
     const double cost = metric(get(s, "/metrics").body, "strata_spec_window_cost_steps");

@@ -138,13 +138,23 @@ double SpecPolicy::rate(int k) const {
     return sec_[at] > 0 ? expected_tokens(k) * cnt_[at] / sec_[at] : 0;
 }
 
-double SpecPolicy::window_cost(int k) const {
+double SpecPolicy::cost_of(int k) const {
     const auto at = static_cast<size_t>(k), kk = static_cast<size_t>(k_);
     if (plain_s_ <= 0) return 0;
     if (cnt_[at] > 0) return sec_[at] / cnt_[at] / plain_s_;
     // Not run at k yet: a plain step plus the current K's cost beyond one, by the drafts.
     if (cnt_[kk] > 0) return 1 + (sec_[kk] / cnt_[kk] / plain_s_ - 1) * k / k_;
     return 0;
+}
+
+double SpecPolicy::window_cost(int k) const {
+    // Not from one to three plain steps: a request's first (caches cold) took longer than
+    // the rest, and window costs by it came out low (the MoE preset at ~98% on a CPU,
+    // one plain step: 1.25 plain steps for a one-draft window, which costs ~1.45). At
+    // least kMinWindowCost (on_probe).
+    if (n_plain_s_ < std::min<int64_t>(kMinPlainSteps, static_cast<int64_t>(p_.plain_mean_steps))) return 0;
+    const double c = cost_of(k);
+    return c > 0 ? std::max(c, kMinWindowCost) : 0;
 }
 
 bool SpecPolicy::on_probe(bool kept) {
@@ -160,10 +170,15 @@ bool SpecPolicy::on_probe(bool kept) {
     // near 1.5 (the CPU presets' 1.45-1.5) a count of 1.45 let a third missed probe start
     // windows that lost (the MoE preset at 30%, 128 tokens: 0.945 -> 0.915 of plain decoding).
     constexpr double kCheapWindow = 1.3;
+    // The cost is kMinWindowCost at least: a window does a plain step's work and a draft's.
+    // Below it the clock misled (a slow plain step in the mean: 0.69 was seen in the
+    // server), and a probe counted against one token or less would never lower the credit
+    // when missed.
     double cost = 0;
     if (timed_) cost = window_cost(1);
     if (timed_ && cost <= 0) cost = p_.window_cost_k1;
-    return judge(1, kept ? 1 : 0, cost > 0 && cost < kCheapWindow ? cost : p_.pays_tokens);
+    cost = cost > 0 ? std::max(cost, kMinWindowCost) : p_.pays_tokens;
+    return judge(1, kept ? 1 : 0, cost < kCheapWindow ? cost : p_.pays_tokens);
 }
 
 bool SpecPolicy::probe() const { return adaptive_ && left_ == 0 && credit_ <= 0; }
@@ -203,7 +218,7 @@ bool SpecPolicy::judge(int64_t drafted, int64_t accepted, double pays) {
     // At ~30% agreement no K pays, and the pause comes as before. The walk goes on from
     // there.
     const int down = std::max(1, k_ / 2);
-    if (p_.k_max > 1 && timed_ && k_ > 1 && window_cost(k_) > 0 && expected_tokens(down) > 1.05 * window_cost(down)) {
+    if (p_.k_max > 1 && timed_ && k_ > 1 && cost_of(k_) > 0 && expected_tokens(down) > 1.05 * cost_of(down)) {
         k_ = down;
         ++k_moves_;
         trying_ = 0;
@@ -224,6 +239,10 @@ bool SpecPolicy::judge(int64_t drafted, int64_t accepted, double pays) {
 void SpecPolicy::on_plain(double seconds) {
     if (!adaptive_) return;
     if (timed_ && seconds > 0) {  // a running mean, then an exponential one of weight 1/plain_mean_steps
+        // A step more than twice the mean counts as twice the mean: one slow step (12.5 ms
+        // among 3 ms ones in the server, a fault or a wake-up) lifted the mean of a few
+        // by a third, and every window's cost in plain steps came out that much lower.
+        if (n_plain_s_ >= 2) seconds = std::min(seconds, 2 * plain_s_);
         n_plain_s_ = std::min<int64_t>(n_plain_s_ + 1, static_cast<int64_t>(p_.plain_mean_steps));
         plain_s_ += (seconds - plain_s_) / static_cast<double>(n_plain_s_);
     }

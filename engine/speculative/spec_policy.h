@@ -143,9 +143,12 @@ public:
     double plain_seconds() const { return plain_s_; }  // the timed plain steps' mean (0: none yet)
     // Plain steps a window of k drafts costs by this request's timed windows: measured at
     // k, or guessed from the current K's (a plain step plus its cost beyond one, by the
-    // drafts); 0 while none is timed. A caller keeps window_cost(1) for its next
+    // drafts), kMinWindowCost at least; 0 while none is timed or fewer than
+    // kMinPlainSteps plain steps were. A caller keeps window_cost(1) for its next
     // requests (SpecPolicyParams::window_cost_k1).
     double window_cost(int k) const;
+    static constexpr int64_t kMinPlainSteps = 4;  // timed plain steps window_cost needs
+    static constexpr double kMinWindowCost = 1.05;  // plain steps a window costs at least (window_cost, on_probe)
     const SpecPolicyParams& params() const { return p_; }
 
 private:
@@ -176,6 +179,7 @@ private:
     int64_t try_every_ = 4;  // windows between trials: k_try_every, doubled by each failed trial
     bool judge(int64_t drafted, int64_t accepted, double pays);  // the credit's rule, and the pause
     void adapt_k(int64_t drafted, int64_t accepted, double seconds);
+    double cost_of(int k) const;          // window_cost without its guards: the step down's guess
     double expected_tokens(int k) const;  // "K": tokens a window of k drafts commits, by the positions' rates
     double rate(int k) const;             // expected_tokens(k) per second of k's windows
 };
