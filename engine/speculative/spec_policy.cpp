@@ -94,12 +94,11 @@ void SpecPolicy::adapt_k(int64_t drafted, int64_t accepted, double seconds) {
     // tried again one K further (up to kMaxStride): the rate is not smooth in K (a CPU's
     // window tiles take rows four at a time, so K = 4 can be slower than 3 and 5), and
     // a walk of single steps stopped at such a dip; past the stride, or the range, the
-    // other way.
-    // After a step up that paid, the next trial up goes twice as far (to k_max at most):
-    // where every draft is kept the best K is often the largest, and single steps from 3
-    // to 8 took most of a short request (bench/spec_policy_sim: a window costing 1.05 +
-    // 0.05 K plain steps, as a GPU's verify should, at ~98% agreement and 128 tokens:
-    // 0.82 -> 0.85 of the best fixed K).
+    // other way. After a step up that paid, the next trial up goes twice as far (to k_max
+    // at most): where every draft is kept the best K is often the largest, and single
+    // steps from 3 to 8 took most of a short request (bench/spec_policy_sim: a window
+    // costing 1.05 + 0.05 K plain steps, as a GPU's verify should, at ~98% agreement and
+    // 128 tokens: 0.82 -> 0.85 of the best fixed K).
     constexpr int kMaxStride = 3;
     const int dir = all_kept_ > 0.5 ? 1 : -1;
     const bool doubling = dir > 0 && paid_up_ > 0 && failed_dir_ != dir;
@@ -161,19 +160,18 @@ bool SpecPolicy::on_probe(bool kept) {
     // A probe is a one-draft window's verdict, counted against 1.5 tokens (pays_tokens):
     // a drafter kept less than half the time pauses within a few probes. Where a timed
     // one-draft window is known to be cheap (this request's windows, window_cost, else
-    // earlier requests', SpecPolicyParams::window_cost_k1), the probe is counted against
-    // that cost instead: at ~1.1 plain steps a window (a GPU's verify is expected to cost
-    // about one step) K = 2-3 gain 1.12-1.42x at 30-45% agreement, which 1.5 sent to
-    // pauses (bench/spec_policy_sim --a 1.05 --b 0.05 --carry 1, of the better of plain
-    // decoding and the best fixed K: 0.84-0.87 -> 0.97-0.98 at 30%, 0.75-0.80 -> 0.98-0.99
-    // at 45%). Only below kCheapWindow:
-    // near 1.5 (the CPU presets' 1.45-1.5) a count of 1.45 let a third missed probe start
-    // windows that lost (the MoE preset at 30%, 128 tokens: 0.945 -> 0.915 of plain decoding).
+    // earlier requests', SpecPolicyParams::window_cost_k1), the probe counts against that
+    // cost instead: at ~1.1 plain steps a window (a GPU's verify should cost about one
+    // step) K = 2-3 gain 1.12-1.42x at 30-45% agreement, which 1.5 sent to pauses
+    // (bench/spec_policy_sim --a 1.05 --b 0.05 --carry 1, of the better of plain decoding
+    // and the best fixed K: 0.84-0.87 -> 0.97-0.98 at 30%, 0.75-0.80 -> 0.98-0.99 at 45%).
+    // Only below kCheapWindow: at the CPU presets' 1.45-1.5, a count of 1.45 let a third
+    // missed probe through where 1.5 paused after two, and the windows it started lost
+    // (the MoE preset at 30%, 128 tokens: 0.945 -> 0.915 of plain decoding). The cost is
+    // kMinWindowCost at least, a carried one too: below one plain step the clock misled
+    // (0.69 was seen in the server), and a probe counted against one token or less never
+    // lowers the credit when missed.
     constexpr double kCheapWindow = 1.3;
-    // The cost is kMinWindowCost at least: a window does a plain step's work and a draft's.
-    // Below it the clock misled (a slow plain step in the mean: 0.69 was seen in the
-    // server), and a probe counted against one token or less would never lower the credit
-    // when missed.
     double cost = 0;
     if (timed_) cost = window_cost(1);
     if (timed_ && cost <= 0) cost = p_.window_cost_k1;
@@ -186,10 +184,9 @@ bool SpecPolicy::probe() const { return adaptive_ && left_ == 0 && credit_ <= 0;
 bool SpecPolicy::on_window(int64_t drafted, int64_t accepted, double seconds) {
     if (!adaptive_ || drafted <= 0) return false;  // a window without drafts says nothing
     double pays = p_.pays_tokens;
-    // Timed, a window pays when it commits more tokens than the plain steps it cost. (The
-    // acceptance rule's 1.5 tokens stayed a floor until 2026-12-07: on a CPU, where a
-    // window costs 1.5 plain steps or more, that changed nothing; where one costs ~1.1, a
-    // GPU's, it stopped windows that gained.)
+    // Timed, a window pays when it commits more tokens than the plain steps it cost, however
+    // few: where one costs ~1.1 (a GPU's verify), a floor of 1.5 tokens stopped windows
+    // that gained; where one costs 1.5 or more (a CPU's) the two rules agree.
     if (timed_ && seconds > 0 && plain_s_ > 0 && timed_windows_++ > 0) {
         pays = seconds / plain_s_;
         adapt_k(drafted, accepted, seconds);
