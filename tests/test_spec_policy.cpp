@@ -404,7 +404,7 @@ TEST_CASE("spec policy: a timed window pays by its cost, also below 1.5 plain st
     // K = 3 windows that commit 1.4 tokens on average (kept 1, 0, 0, 1, 0) at 1.2 plain
     // steps each (a window as cheap as a GPU's should be): they gain, and the default
     // keeps drafting. Counted against 1.5 tokens (the floor the cost rule had), the
-    // second window sent the request to probes.
+    // third window sent the request to probes.
     const double step = 0.004;
     SpecPolicy p(3, true, {}, true);
     p.on_plain(step);
