@@ -226,6 +226,30 @@ TEST_CASE("ops::swiglu: silu(g) * u to 3 ulp, each element on its own", "[attent
     }
 }
 
+TEST_CASE("ops::sigmoid_mul: o * sigmoid(g) to 3 ulp, each element on its own", "[attention][determinism]") {
+    const int64_t n = 1000;
+    const auto g = test::gaussian(static_cast<size_t>(n), 23, 4.0f), o = test::gaussian(static_cast<size_t>(n), 24);
+    std::vector<float> y = o;
+    ops::sigmoid_mul(y.data(), g.data(), n);
+    for (int64_t i = 0; i < n; ++i) {
+        const double want = o[i] / (1.0 + std::exp(-static_cast<double>(g[i])));
+        REQUIRE(std::abs(y[i] - want) <= 3 * 5.97e-8 * std::abs(want) + 1e-30);
+    }
+    // any split into pieces (a head's span of a task) gives the same bits
+    for (int64_t cut : {1, 7, 16, 17, 500, 999}) {
+        std::vector<float> z = o;
+        ops::sigmoid_mul(z.data(), g.data(), cut);
+        ops::sigmoid_mul(z.data() + cut, g.data() + cut, n - cut);
+        REQUIRE(same_bits(z, y));
+    }
+    // saturates as the scalar form does: 0 far below, o far above
+    const float big[2] = {-200.0f, 200.0f};
+    float v[2] = {3.0f, 3.0f};
+    ops::sigmoid_mul(v, big, 2);
+    CHECK(v[0] == 0.0f);
+    CHECK(v[1] == 3.0f);
+}
+
 TEST_CASE("ops::conv_silu: the causal conv and silu to 4 ulp, each channel on its own", "[attention][determinism]") {
     // K = 4 (the shuffled sixteen-channel path) and K = 3 (taps one by one), with channel
     // counts that leave a tail of 5 and none.

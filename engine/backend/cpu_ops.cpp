@@ -322,11 +322,8 @@ void CpuOps::attention(const Batch& batch, int64_t il, const AttnDims& d, Tensor
         ops::attend_tokens(q0, ldq, head_stride, n_tok, span, hd, hdv, scale, k_rows, v_rows, n_pos0, o0, ldo, hdv);
         if (gated)
             for (int64_t tk = 0; tk < n_tok; ++tk)
-                for (int64_t j = 0; j < span; ++j) {
-                    const float* gate = q0 + tk * ldq + j * head_stride + hd;
-                    float* o = o0 + tk * ldo + j * hdv;
-                    for (int64_t i = 0; i < hdv; ++i) o[i] = o[i] * ops::sigmoid(gate[i]);
-                }
+                for (int64_t j = 0; j < span; ++j)
+                    ops::sigmoid_mul(o0 + tk * ldo + j * hdv, q0 + tk * ldq + j * head_stride + hd, hdv);
     });
 }
 

@@ -1,6 +1,8 @@
 #include "kernels/cpu/moe_ffn.h"
 
+#include <algorithm>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "kernels/cpu/act_quant.h"
@@ -34,7 +36,28 @@ void run_expert(const ExpertFfn& e) {
 }  // namespace
 
 void moe_ffn(ThreadPool& pool, std::span<const ExpertFfn> experts) {
-    pool.run(static_cast<int64_t>(experts.size()), [&](int64_t e) { run_expert(experts[static_cast<size_t>(e)]); });
+    // Tasks of at least twice the mean work first, largest first (a shared expert runs
+    // over every row of the window, four times an average routed expert's): the pool gives
+    // thread 0 the front of the list and lets a thread that runs out take the rest, so a
+    // large task left for last no longer keeps one thread busy while the other waits. The
+    // rest keep their order: experts in id order lie in order in their tensors.
+    thread_local std::vector<std::pair<int64_t, int32_t>> by_work;  // grow-only
+    auto& order = by_work;  // the caller's: a thread_local named in the task would be the worker's own
+    order.clear();
+    int64_t total = 0;
+    for (size_t i = 0; i < experts.size(); ++i) {
+        const ExpertFfn& e = experts[i];
+        const int64_t work = e.in.T * ((e.gate.n_out + e.up.n_out) * e.gate.n_in + e.down.n_out * e.down.n_in);
+        order.push_back({work, static_cast<int32_t>(i)});
+        total += work;
+    }
+    const int64_t big = 2 * total / std::max<int64_t>(1, static_cast<int64_t>(order.size()));
+    std::stable_sort(order.begin(), order.end(), [&](const auto& a, const auto& b) {
+        const int64_t ka = a.first >= big ? a.first : 0, kb = b.first >= big ? b.first : 0;
+        return ka > kb;
+    });
+    pool.run(static_cast<int64_t>(order.size()),
+             [&](int64_t t) { run_expert(experts[static_cast<size_t>(order[static_cast<size_t>(t)].second)]); });
 }
 
 }  // namespace strata

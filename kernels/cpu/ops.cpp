@@ -122,6 +122,22 @@ void swiglu(const float* g, const float* u, int64_t n, float* y) {
     });
 }
 
+void sigmoid_mul(float* o, const float* g, int64_t n) {
+    simd::forms([&]<class V>(simd::Form<V>) __attribute__((always_inline)) {
+        const V one = simd::splat_as<V>(1.0f);
+        int64_t i = 0;
+        for (; i + simd::kLanes <= n; i += simd::kLanes)
+            simd::store(o + i, simd::load_as<V>(o + i) * (one / (one + simd::exp(-simd::load_as<V>(g + i)))));
+        if (i < n) {
+            float a[simd::kLanes] = {}, b[simd::kLanes] = {}, c[simd::kLanes];
+            std::copy(o + i, o + n, a);
+            std::copy(g + i, g + n, b);
+            simd::store(c, simd::load_as<V>(a) * (one / (one + simd::exp(-simd::load_as<V>(b)))));
+            std::copy(c, c + (n - i), o + i);
+        }
+    });
+}
+
 namespace {
 // Tap J of sixteen channels from their four-tap weights a[0..3] (channels 4i .. 4i + 3 in
 // a[i], taps side by side): two shuffles gather eight channels each, a third joins them.

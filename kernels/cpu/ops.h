@@ -39,6 +39,9 @@ float softplus(float x);
 // y[i] = g[i] / (1 + e^-g[i]) * u[i], e^x from simd::exp (so not bit-equal to silu(g[i]) * u[i]);
 // each element depends only on g[i] and u[i]. y may alias g or u.
 void swiglu(const float* g, const float* u, int64_t n, float* y);
+// o[i] = o[i] * (1 / (1 + e^-g[i])) (a sigmoid gate), e^x from simd::exp; each element
+// depends only on o[i] and g[i].
+void sigmoid_mul(float* o, const float* g, int64_t n);
 // The causal conv of a GDN layer for one token, channels [c0, c1): y[c] = silu(s) with
 // s = 0 + w[c K] X[c] + w[c K + 1] X[cd + c] + ... (taps in order; X: the K rows of the
 // window ending at this token, each cd channels), silu(s) = s / (1 + e^-s) with simd::exp.
