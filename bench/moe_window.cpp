@@ -6,9 +6,13 @@
 // routing; the figures are the means per layer over the best of --rounds rounds.
 //
 // Usage: moe_window [--type TYPE] [--embd N] [--ff N] [--experts E] [--used U] [--shared 0|1]
-//                   [--tokens T] [--layers L] [--rounds R] [-t THREADS]
+//                   [--tokens T,T,...] [--layers L] [--rounds R] [-t THREADS]
 // (defaults: q8_0, the small qwen3next preset of make-model: embd 512, ff 256, 16 experts,
-// 4 used, a shared expert; 9 tokens, 160 layers, 5 rounds, 2 threads)
+// 4 used, a shared expert; windows of 2, 4 and 9 tokens (K = 1, 3, 8), 160 layers, 5
+// rounds, 2 threads). One row per window size: the window's experts as CpuOps runs them
+// (moe_ffn, one task per expert), the same products in the decode step's two grouped
+// runs, and a plain read of the experts the window routes to (what the memory gives that
+// access pattern), each in us per layer and against the decode step.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -37,7 +41,7 @@ struct Opts {
     GgmlType type = GgmlType::Q8_0;
     int64_t embd = 512, ff = 256;
     int experts = 16, used = 4, layers = 160, rounds = 5, threads = 2;
-    int64_t tokens = 9;
+    std::vector<int64_t> tokens = {2, 4, 9};
     bool shared = true;
 };
 
@@ -117,35 +121,45 @@ int main(int argc, char** argv) {
         else if (a == "--experts") o.experts = std::atoi(next());
         else if (a == "--used") o.used = std::atoi(next());
         else if (a == "--shared") o.shared = std::atoi(next()) != 0;
-        else if (a == "--tokens") o.tokens = std::atoll(next());
+        else if (a == "--tokens") {
+            o.tokens.clear();
+            for (std::string v = next(), part; !v.empty();) {
+                const size_t c = v.find(',');
+                part = v.substr(0, c);
+                v = c == std::string::npos ? "" : v.substr(c + 1);
+                o.tokens.push_back(std::atoll(part.c_str()));
+            }
+        }
         else if (a == "--layers") o.layers = std::atoi(next());
         else if (a == "--rounds") o.rounds = std::atoi(next());
         else if (a == "-t") o.threads = std::atoi(next());
         else {
             std::printf("usage: moe_window [--type TYPE] [--embd N] [--ff N] [--experts E] [--used U] [--shared 0|1] "
-                        "[--tokens T] [--layers L] [--rounds R] [-t THREADS]\n");
+                        "[--tokens T,T,...] [--layers L] [--rounds R] [-t THREADS]\n");
             return a == "--help" || a == "-h" ? 0 : 2;
         }
     }
-    if (o.used < 1 || o.used > o.experts || o.tokens < 1 || o.layers < 1 || o.threads < 1)
+    const int64_t t_max = o.tokens.empty() ? 0 : *std::max_element(o.tokens.begin(), o.tokens.end());
+    const int64_t t_min = o.tokens.empty() ? 0 : *std::min_element(o.tokens.begin(), o.tokens.end());
+    if (o.used < 1 || o.used > o.experts || t_min < 1 || o.layers < 1 || o.threads < 1)
         return std::fprintf(stderr, "moe_window: bad sizes\n"), 2;
     const int n_mats = o.layers * (o.experts + (o.shared ? 1 : 0));
     const Mats gate = make(o.type, o.ff, o.embd, n_mats, 1), up = make(o.type, o.ff, o.embd, n_mats, 2),
                down = make(o.type, o.embd, o.ff, n_mats, 3);
     const size_t expert_bytes = gate.bytes + up.bytes + down.bytes;
-    std::printf("%s, embd %lld, ff %lld, %d of %d experts%s, %lld tokens, %d layers (%.1f MiB of experts), %d threads, "
+    std::printf("%s, embd %lld, ff %lld, %d of %d experts%s, %d layers (%.1f MiB of experts), %d threads, "
                 "integer path %s\n\n",
-                std::string(type_info(o.type).name).c_str(), static_cast<long long>(o.embd), static_cast<long long>(o.ff), o.used, o.experts,
-                o.shared ? " + a shared one" : "", static_cast<long long>(o.tokens), o.layers,
-                static_cast<double>(expert_bytes) * n_mats / (1 << 20), o.threads, int_path_name());
+                std::string(type_info(o.type).name).c_str(), static_cast<long long>(o.embd), static_cast<long long>(o.ff), o.used,
+                o.experts, o.shared ? " + a shared one" : "", o.layers, static_cast<double>(expert_bytes) * n_mats / (1 << 20),
+                o.threads, int_path_name());
 
     ThreadPool pool(o.threads);
     std::atomic<int64_t> sink{0};
     std::mt19937 rng(7);
     std::normal_distribution<float> nd(0.0f, 1.0f);
-    std::vector<float> h(static_cast<size_t>(o.embd * o.tokens));
+    std::vector<float> h(static_cast<size_t>(o.embd * t_max));
     for (float& v : h) v = nd(rng);
-    std::vector<float> routed(static_cast<size_t>(o.embd * o.tokens * o.used)), shared_out(static_cast<size_t>(o.embd * o.tokens));
+    std::vector<float> routed(static_cast<size_t>(o.embd * t_max * o.used)), shared_out(static_cast<size_t>(o.embd * t_max));
 
     // Each layer's routing of `T` rows (distinct experts per row, as top-k gives), grouped
     // by expert as CpuOps::moe_experts groups them.
@@ -223,12 +237,10 @@ int main(int argc, char** argv) {
         });
     };
     struct Result {
-        double us = 0, gbs = 0;
+        double us = 0;
     };
     auto time = [&](const std::vector<Layer>& layers, int how) {
-        Result best{1e30, 0};
-        size_t bytes = 0;
-        for (const Layer& L : layers) bytes += L.bytes;
+        Result best{1e30};
         for (int r = 0; r < o.rounds; ++r) {
             const auto t0 = Clock::now();
             for (const Layer& L : layers) {
@@ -237,23 +249,25 @@ int main(int argc, char** argv) {
                 else read(L);
             }
             const double s = std::chrono::duration<double>(Clock::now() - t0).count();
-            if (s * 1e6 / o.layers < best.us) best = {s * 1e6 / o.layers, static_cast<double>(bytes) / s / 1e9};
+            best.us = std::min(best.us, s * 1e6 / o.layers);
         }
         return best;
     };
 
-    const std::vector<Layer> step = route(1), window = route(o.tokens);
-    double experts_read = 0;
-    for (const Layer& L : window) experts_read += static_cast<double>(L.bytes) / static_cast<double>(expert_bytes);
-    experts_read /= o.layers;
-    const Result dec = time(step, 0), win = time(window, 1), win_g = time(window, 0), rd = time(window, 2);
-    std::printf("| what | us per layer | GB/s of the experts read | against the decode step |\n|---|---:|---:|---:|\n");
-    std::printf("| decode step, 1 token (grouped runs) | %.1f | %.1f | 1.00x |\n", dec.us, dec.gbs);
-    std::printf("| window, %lld tokens, one task per expert (moe_ffn) | %.1f | %.1f | %.2fx |\n",
-                static_cast<long long>(o.tokens), win.us, win.gbs, win.us / dec.us);
-    std::printf("| window, %lld tokens, grouped runs | %.1f | %.1f | %.2fx |\n", static_cast<long long>(o.tokens), win_g.us,
-                win_g.gbs, win_g.us / dec.us);
-    std::printf("| a read of the window's experts, one task per expert | %.1f | %.1f | %.2fx |\n", rd.us, rd.gbs, rd.us / dec.us);
-    std::printf("\n%.1f experts read per window layer (%d per decode step)\n", experts_read, o.used + (o.shared ? 1 : 0));
+    const Result dec = time(route(1), 0);
+    std::printf("| window rows | experts read per layer | moe_ffn us | grouped runs us | read of those experts us | moe_ffn / decode step | moe_ffn / read |\n");
+    std::printf("|---:|---:|---:|---:|---:|---:|---:|\n");
+    std::printf("| 1 (decode step, grouped runs) | %d | | %.1f | | 1.00x | |\n", o.used + (o.shared ? 1 : 0), dec.us);
+    for (const int64_t T : o.tokens) {
+        const std::vector<Layer> window = route(T);
+        double experts_read = 0;
+        for (const Layer& L : window) experts_read += static_cast<double>(L.bytes) / static_cast<double>(expert_bytes);
+        experts_read /= o.layers;
+        const Result win = time(window, 1), win_g = time(window, 0), rd = time(window, 2);
+        std::printf("| %lld | %.1f | %.1f | %.1f | %.1f | %.2fx | %.2fx |\n", static_cast<long long>(T), experts_read, win.us,
+                    win_g.us, rd.us, win.us / dec.us, win.us / rd.us);
+    }
+    std::printf("\n(us per layer, the best of %d rounds over %d layers; %.1f MB per layer of experts read by the decode step)\n",
+                o.rounds, o.layers, static_cast<double>(expert_bytes) * (o.used + (o.shared ? 1 : 0)) / 1e6);
     return 0;
 }

@@ -12,8 +12,10 @@
 # docs/benchmarks.png; then layer streaming under a budget (scripts/bench-streaming.sh:
 # depth 0 vs 1 against the copies alone and the compute alone; SKIP_STREAM=1 skips it),
 # and structured output against free decoding at a 150k vocabulary
-# (scripts/bench-constrained.sh; SKIP_CONSTRAINED=1 skips it). Whatever follows the line
-# "<!-- end of the generated part -->" in docs/benchmarks.md (notes written by hand) is kept.
+# (scripts/bench-constrained.sh; SKIP_CONSTRAINED=1 skips it); with the speculation runs,
+# a verify window's MoE experts against a decode step's (bench/moe_window). Whatever
+# follows the line "<!-- end of the generated part -->" in docs/benchmarks.md (notes
+# written by hand) is kept.
 #
 # The machine should be quiet: the script prints the load average and the busiest
 # processes before the runs (other compiles on the same cores halve the figures).
@@ -40,7 +42,7 @@ if [[ -f "$out" ]] && grep -qF "$marker" "$out"; then
 fi
 
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DSTRATA_CUDA=OFF >/dev/null
-cmake --build "$build" -j"$(nproc)" --target strata strata-server decode
+cmake --build "$build" -j"$(nproc)" --target strata strata-server decode moe_window
 
 mkdir -p "$models"
 load_before="$(cut -d' ' -f1-3 /proc/loadavg)"
@@ -94,6 +96,14 @@ if [[ "${SKIP_SPEC:-0}" != 1 ]]; then
     dense_table="$(BUILD_DIR="$build" NO_BUILD=1 REPS="$reps" ARCH=qwen35 LAYERS=24 AGREES="0.98 0.6 0.3" N_PREDICT=256 \
         MODES="local local+spec split split+spec split+pipe" OUT_JSON="$build/bench-spec-dense.json" "$root/scripts/bench-spec.sh")"
     echo "$dense_table"
+fi
+
+# A verify window's MoE experts against a decode step's and a plain read of the same bytes
+# (issue 17's "each expert's weights read once per window"), on the MoE preset's shape.
+moe_table=""
+if [[ "${SKIP_SPEC:-0}" != 1 ]]; then
+    moe_table="$("$build/bin/moe_window" -t "$threads")"
+    echo "$moe_table"
 fi
 
 stream_table=""
@@ -163,6 +173,14 @@ if git -C "$root" diff --quiet HEAD -- . ':!docs/benchmarks.md' ':!docs/benchmar
         echo "\`BUILD_DIR=${build/#$root\//} NO_BUILD=1 REPS=$reps ARCH=qwen35 LAYERS=24 AGREES=\"0.98 0.6 0.3\" N_PREDICT=256 MODES=\"local local+spec split split+spec split+pipe\" scripts/bench-spec.sh\`"
         echo
         echo "$dense_table"
+        echo
+    fi
+    if [[ -n "$moe_table" ]]; then
+        echo "### A verify window's MoE experts"
+        echo
+        echo "\`${build/#$root\//}/bin/moe_window -t $threads\` (bench/moe_window.cpp: the small qwen3next preset's expert shape, 160 layers of experts so that they come from memory, random top-4 routing per layer; CpuOps::moe_experts runs a window's experts one task per expert, moe_ffn)."
+        echo
+        echo "$moe_table"
         echo
     fi
     if [[ -n "$stream_table" ]]; then
