@@ -16,13 +16,23 @@ namespace strata::ops {
 void gdn_recurrent(ThreadPool& pool, const GdnHeads& d, const float* u, const float* g, const float* beta, int64_t T,
                    float* state, float* o, const float* state_in) {
     const int64_t cd = d.conv_dim(), dk = d.dk, dv = d.dv;
-    // One task per head: ThreadPool::run gives each thread the same heads on every call,
-    // so a head's state (dv x dk floats, read and written by every token) stays in that
-    // core's cache; claimed from one shared counter, the states moved between the cores
-    // (plain decode 2-5% slower on 2 threads).
-    pool.run(d.nv, [&](int64_t h) {
+    // Two tasks per head (each half of its rows: a row of the state meets only its own v
+    // and out, so any split of the rows gives the same bits). ThreadPool::run gives each
+    // thread the same tasks on every call, so a head's state (dv x dk floats, read and
+    // written by every token) stays in that core's cache; claimed from one shared
+    // counter, the states moved between the cores (plain decode 2-5% slower on 2 threads).
+    // Half heads let a thread that finishes first take a smaller piece of the other's
+    // share: the two cores of the VM of docs/benchmarks.md do not run at the same speed
+    // (a thread's four heads of a 9-row window took 50-62 us alone, in turn on either
+    // core, against 83-94 us for all eight on the pool), and the faster thread could not
+    // take the last head, already begun. Eight heads, 9 rows, cold states: 96-110 -> 88-90
+    // us; the MoE preset's K = 8 windows (STRATA_CPU_PROFILE, three alternated runs):
+    // gdn_recurrent_from 83-99 -> 81-93 us.
+    const int64_t split = dv >= 32 ? 2 : 1, rows = (dv + split - 1) / split;
+    pool.run(d.nv * split, [&](int64_t task) {
+        const int64_t h = task / split, j0 = task % split * rows, n = std::min(dv, j0 + rows) - j0;
         const int64_t kh = d.key_head(h);  // grouped or tiled (MODEL_SPEC 4.4, 8.1 item 5; docs/qwen35.md 2.3)
-        float* M = state + h * dv * dk;
+        float* M = state + h * dv * dk + j0 * dk;
         thread_local std::vector<float> eb;  // grow-only: e then b of every token
         if (eb.size() < static_cast<size_t>(2 * T)) eb.resize(static_cast<size_t>(2 * T));
         for (int64_t t = 0; t < T; ++t) {
@@ -30,8 +40,8 @@ void gdn_recurrent(ThreadPool& pool, const GdnHeads& d, const float* u, const fl
             eb[static_cast<size_t>(T + t)] = beta[t * d.nv + h];
         }
         // decay -> m = S^T k -> delta -> S += k delta^T -> o = S^T q, row by row, token by token
-        gdn_steps(state_in ? state_in + h * dv * dk : M, M, dv, dk, T, u + kh * dk, u + d.key_dim() + kh * dk,
-                  u + 2 * d.key_dim() + h * dv, cd, eb.data(), eb.data() + T, o + h * dv, d.value_dim());
+        gdn_steps(state_in ? state_in + h * dv * dk + j0 * dk : M, M, n, dk, T, u + kh * dk, u + d.key_dim() + kh * dk,
+                  u + 2 * d.key_dim() + h * dv + j0, cd, eb.data(), eb.data() + T, o + h * dv + j0, d.value_dim());
     });
 }
 
