@@ -430,6 +430,32 @@ TEST_CASE("matmul: packed layouts give the unpacked results", "[matmul][determin
     }
 }
 
+// The 32-value formats' windows (AVX-512 VNNI) take tiles of up to 8 tokens, the window's
+// tokens shared evenly among them (9: 5 + 4, 13: 7 + 6, 17: 6 + 6 + 5): every width from 1
+// to 8, with a pair of groups and a group alone (n_out 45: three groups), gives each token
+// the bits it gets alone.
+TEST_CASE("matmul: packed windows of every tile width", "[matmul][determinism]") {
+    const int64_t n_in = 256, n_out = 45;
+    for (const GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::IQ4_NL, GgmlType::Q4_1, GgmlType::Q5_0,
+                                GgmlType::Q5_1}) {
+        Weights w = make_weights(type, n_in, n_out, 41);
+        const PackedCopy packed = packed_copy(w.view);
+        const MatView& pv = packed.view;
+        constexpr int64_t kMaxT = 17;
+        auto x = randn(static_cast<size_t>(kMaxT * n_in), 42);
+        ThreadPool pool(2);
+        std::vector<float> alone(static_cast<size_t>(kMaxT * n_out));
+        for (int64_t t = 0; t < kMaxT; ++t)
+            matmul(pool, pv, x.data() + t * n_in, n_in, 1, alone.data() + t * n_out, n_out);
+        for (int64_t T = 2; T <= kMaxT; ++T) {
+            std::vector<float> y(static_cast<size_t>(T * n_out), -1.0f);
+            matmul(pool, pv, x.data(), n_in, T, y.data(), n_out);
+            INFO(type_info(type).name << " T " << T);
+            CHECK(std::equal(y.begin(), y.end(), alone.begin()));
+        }
+    }
+}
+
 // Windows over packed weights go through blocks of 16-row groups (as many as fit in about
 // 1 MiB) and, per token tile, every group of a block: with long rows a block holds only a
 // few groups, so a matrix has several blocks and a partial last one. Same bits as the
