@@ -430,14 +430,15 @@ TEST_CASE("matmul: packed layouts give the unpacked results", "[matmul][determin
     }
 }
 
-// The 32-value formats' windows (AVX-512 VNNI) take tiles of up to 8 tokens, the window's
-// tokens shared evenly among them (9: 5 + 4, 13: 7 + 6, 17: 6 + 6 + 5): every width from 1
-// to 8, with a pair of groups and a group alone (n_out 45: three groups), gives each token
-// the bits it gets alone.
+// Window tiles (AVX-512 VNNI): the 32-value formats take tiles of up to 8 tokens, the
+// window's tokens shared evenly among them (9: 5 + 4, 13: 7 + 6, 17: 6 + 6 + 5), the others
+// tiles of 4 with a last one of 5 where one token would be left (5, 9, 13, 17). Every width,
+// with a pair of groups and a group alone (n_out 45: three groups), gives each token the
+// bits it gets alone.
 TEST_CASE("matmul: packed windows of every tile width", "[matmul][determinism]") {
-    const int64_t n_in = 256, n_out = 45;
-    for (const GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::IQ4_NL, GgmlType::Q4_1, GgmlType::Q5_0,
-                                GgmlType::Q5_1}) {
+    const int64_t n_out = 45;
+    for (const GgmlType type : kIntTypes) {
+        const int64_t n_in = type_info(type).block_size == 256 ? 512 : 256;
         Weights w = make_weights(type, n_in, n_out, 41);
         const PackedCopy packed = packed_copy(w.view);
         const MatView& pv = packed.view;
