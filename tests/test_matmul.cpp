@@ -432,7 +432,8 @@ TEST_CASE("matmul: packed layouts give the unpacked results", "[matmul][determin
 
 // Window tiles (AVX-512 VNNI): the 32-value formats take tiles of up to 8 tokens, the
 // window's tokens shared evenly among them (9: 5 + 4, 13: 7 + 6, 17: 6 + 6 + 5), the others
-// tiles of 4 with a last one of 5 where one token would be left (5, 9, 13, 17). Every width,
+// tiles of 4 with a last one of 5 where one token would be left (5, 9, 13, 17); on other
+// instruction sets tiles of 4 and a tail of 1-3. Every width,
 // with a pair of groups and a group alone (n_out 45: three groups), gives each token the
 // bits it gets alone.
 TEST_CASE("matmul: packed windows of every tile width", "[matmul][determinism]") {
