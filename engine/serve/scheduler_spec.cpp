@@ -123,7 +123,8 @@ void Scheduler::spec_window(Slot& s) {
     if (s.busy() && s.policy->on_window(drafted, accepted, window_s)) log_pause(s);
     // What a one-draft window costs on this runner, for the next requests' probes
     // (SpecPolicyParams::window_cost_k1): the device's cost, not the request's.
-    if (s.policy && s.policy->window_cost(1) > 0) spec_cost_k1_ = s.policy->window_cost(1);
+    if (s.policy)
+        if (const double c = s.policy->window_cost(1); c > 0) spec_cost_k1_ = c;
     std::lock_guard lk(mu_);
     stats_.spec_window_cost_k1 = spec_cost_k1_;
     stats_.windows += windows;
