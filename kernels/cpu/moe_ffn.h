@@ -25,7 +25,8 @@ struct ExpertFfn {
 };
 
 // Runs every expert, one task each (ThreadPool::run: a thread that finishes its range
-// takes the others' tasks), the ones of more than twice the mean work first. The experts' gates (and ups, and downs) may differ in size.
+// takes the others' tasks), those of at least twice the mean work first. The experts'
+// gates (and ups, and downs) may differ in size.
 void moe_ffn(ThreadPool& pool, std::span<const ExpertFfn> experts);
 
 }  // namespace strata
