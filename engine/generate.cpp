@@ -42,7 +42,8 @@ GenerateStats generate(Runner& runner, const Tokenizer& tok, std::span<const int
     SpecPolicyParams policy_params = opt.spec_policy ? *opt.spec_policy : SpecPolicyParams{};
     if (policy_params.k_max == 0)
         policy_params.k_max =
-            adaptive_k_max(choice, policy_params.timed, opt.sampling.greedy(), stage_pipe_of(runner) != nullptr);
+            adaptive_k_max(choice, policy_params.timed, opt.sampling.greedy());
+    policy_params.pipelined = stage_pipe_of(runner) != nullptr;
     spec_opt.k = std::max(choice.k, policy_params.k_max);
     spec_opt.draft_min_p = opt.spec_draft_min_p;
     spec_opt.edit_draft = opt.spec_edit_draft;
@@ -134,11 +135,14 @@ GenerateStats generate(Runner& runner, const Tokenizer& tok, std::span<const int
             }
             plain = false;
             const int64_t d0 = dec.stats().drafted, a0 = dec.stats().accepted;
+            PipelineStats p0, p1;
+            dec.pipeline_stats(p0);
             toks.clear();
             const auto ts = clock::now();
             dec.step(limit - st.n_generated, toks, k);
             const double window_s = std::chrono::duration<double>(clock::now() - ts).count();
-            if (policy.on_window(dec.stats().drafted - d0, dec.stats().accepted - a0, window_s))
+            dec.pipeline_stats(p1);
+            if (policy.on_window(dec.stats().drafted - d0, dec.stats().accepted - a0, window_s, p1.hits > p0.hits))
                 log_pause(dec.stats().windows);
             for (int32_t t : toks) {
                 last = t;

@@ -353,6 +353,53 @@ TEST_CASE("spec policy: the default's K follows the measured rate of its windows
     CHECK_THROWS(SpecPolicy(3, true, bad, true));
 }
 
+// Pipelined windows (SpecPolicy, "Pipelined K") on a clock shaped as the two-stage CPU
+// split's (docs/spec.md, "Which K"): a window of K drafts costs 1 + 0.7 K plain steps,
+// and about half that when it ran early, beside the one before, which happens when that
+// one kept its K drafts and the guess of its bonus token. Each draft and the guess are
+// kept with probability a. The rate E(K) / (h 0.55 t + (1 - h) t), h = a^(K+1), is best
+// at K = 1 at ~90% (1.73 against 1.56 tokens a plain step at K = 3) and at 3-5 at ~98%
+// (2.15 at K = 3, 2.01 at K = 1). The walk gets there from the default K = 3 in most
+// seeded requests of 512 steps; a pipelined K that stayed at 3 (as before it walked)
+// gets no request there at ~90%.
+TEST_CASE("spec policy: pipelined windows walk K by the cost after a kept early window and after a miss",
+          "[spec][policy]") {
+    const double plain = 0.01;
+    auto run = [&](double a, uint64_t seed) {
+        SpecPolicyParams prm;
+        prm.k_max = 8;
+        prm.pipelined = true;
+        SpecPolicy p(3, true, prm, true);
+        std::mt19937_64 rng(seed);
+        std::bernoulli_distribution keep(a);
+        bool early = false;  // this window ran early
+        for (int64_t i = 0; i < 512; ++i) {
+            const int k = p.next_k();
+            if (k == 0) {
+                const bool probe = p.probe();
+                p.on_plain(plain);
+                if (probe) p.on_probe(keep(rng));
+                early = false;
+                continue;
+            }
+            int64_t m = 0;
+            while (m < k && keep(rng)) ++m;
+            const bool kept = m == k && keep(rng);
+            const double t = plain * (1 + 0.7 * k);
+            p.on_window(k, m, early ? 0.55 * t : t, kept);
+            early = kept;
+        }
+        return p.k();
+    };
+    int at_one = 0, at_three_up = 0;
+    for (uint64_t seed = 1; seed <= 20; ++seed) {
+        at_one += run(0.9, seed) == 1;
+        at_three_up += run(0.98, seed) >= 3;
+    }
+    CHECK(at_one >= 14);
+    CHECK(at_three_up >= 14);
+}
+
 TEST_CASE("spec policy: windows that do not pay step K down before drafting pauses", "[spec][policy]") {
     // ~60% agreement where a window costs 1.15 + 0.35 K plain steps (the dense hybrid):
     // K = 3 commits ~2.2 tokens for ~2.2 steps, K = 1 ~1.6 for 1.5. The default steps

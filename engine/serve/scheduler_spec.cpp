@@ -30,11 +30,12 @@ void Scheduler::start_spec(Slot& s, std::span<const float> carry) {
         // Only the default K adapts (SpecPolicy); a K from the request or --spec-draft is
         // honoured. A greedy request's policy weighs the windows' measured cost against
         // its plain steps timed while the slot decoded alone (SpecPolicy, "Cost"), and
-        // with serial windows walks its K by their measured rate ("K"; the decoder is
-        // built for the largest), as strata run's does.
+        // walks its K by their measured rate ("K"; the decoder is built for the
+        // largest), as strata run's does.
         SpecPolicyParams prm;
         prm.timed = opt_.spec_timed;
-        prm.k_max = adaptive_k_max(choice, prm.timed, s.req.sampling.greedy(), pipelined);
+        prm.k_max = adaptive_k_max(choice, prm.timed, s.req.sampling.greedy());
+        prm.pipelined = pipelined;
         prm.window_cost_k1 = spec_cost_k1_;
         SpecOptions so;
         so.k = std::max(k, prm.k_max);
@@ -120,7 +121,7 @@ void Scheduler::spec_window(Slot& s) {
         }
         if (!commit(s, spec_out_[i], s.spec->logits(i), n0 + static_cast<int64_t>(i) + 1)) break;
     }
-    if (s.busy() && s.policy->on_window(drafted, accepted, window_s)) log_pause(s);
+    if (s.busy() && s.policy->on_window(drafted, accepted, window_s, p1.hits > p0.hits)) log_pause(s);
     // What a one-draft window costs on this runner, for the next requests' probes
     // (SpecPolicyParams::window_cost_k1): the device's cost, not the request's.
     if (s.policy)

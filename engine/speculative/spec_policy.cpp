@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <utility>
 
 #include "engine/core/error.h"
 
@@ -25,8 +26,8 @@ SpecChoice choose_spec(int64_t requested, int64_t engine_k, bool has_mtp, const 
     return c;
 }
 
-int adaptive_k_max(const SpecChoice& c, bool timed, bool greedy, bool pipelined) {
-    return c.adaptive && c.k > 0 && timed && greedy && !pipelined ? std::max(kAdaptiveMaxSpecK, c.k) : 0;
+int adaptive_k_max(const SpecChoice& c, bool timed, bool greedy) {
+    return c.adaptive && c.k > 0 && timed && greedy ? std::max(kAdaptiveMaxSpecK, c.k) : 0;
 }
 
 SpecPolicy::SpecPolicy(int k, bool adaptive, const SpecPolicyParams& p, bool greedy)
@@ -44,7 +45,7 @@ int SpecPolicy::next_k() const {
     return left_ == 0 && credit_ > 0 ? (trying_ ? trying_ : k_) : 0;
 }
 
-void SpecPolicy::adapt_k(int64_t drafted, int64_t accepted, double seconds) {
+void SpecPolicy::adapt_k(int64_t drafted, int64_t accepted, double seconds, bool early) {
     if (p_.k_max <= 1) return;
     // The window ran with the K next_k() gave (it may have drafted fewer: the end of the
     // request, or --spec-draft-min-p), and counts for that K.
@@ -60,14 +61,15 @@ void SpecPolicy::adapt_k(int64_t drafted, int64_t accepted, double seconds) {
     all_kept_ = 0.75 * all_kept_ + (accepted == drafted ? 0.25 : 0.0);
     if (trying_ && tried_++ == 0) return;  // a K's first window may grow its buffers
     // Seconds and windows summed with a decay of 3/4 per window (about the last four).
-    sec_[k] = 0.75 * sec_[k] + seconds;
-    cnt_[k] = 0.75 * cnt_[k] + 1;
+    const size_t c = early ? 1 : 0;
+    sec_[c][k] = 0.75 * sec_[c][k] + seconds;
+    cnt_[c][k] = 0.75 * cnt_[c][k] + 1;
     if (trying_) {
         if (tried_ <= p_.k_try_windows) return;
         const int cur = k_;
         // A move needs a rate 3% higher: noise alone should not walk K around (1% moved
         // K no better on this CPU).
-        if (sec_[static_cast<size_t>(cur)] <= 0 || rate(trying_) > 1.03 * rate(cur)) {
+        if (seconds_of(cur) <= 0 || rate(trying_) > 1.03 * rate(cur)) {
             paid_up_ = trying_ > k_ ? trying_ - k_ : 0;
             k_ = trying_;
             ++k_moves_;
@@ -111,7 +113,8 @@ void SpecPolicy::adapt_k(int64_t drafted, int64_t accepted, double seconds) {
     }
     trying_ = next;
     tried_ = 0;
-    sec_[static_cast<size_t>(trying_)] = cnt_[static_cast<size_t>(trying_)] = 0;  // its cost from this trial
+    for (size_t c = 0; c < 2; ++c)  // its cost from this trial
+        sec_[c][static_cast<size_t>(trying_)] = cnt_[c][static_cast<size_t>(trying_)] = 0;
 }
 
 // A window's tokens as the positions' rates predict them, 1 + sum over i <= k of the
@@ -132,17 +135,45 @@ double SpecPolicy::expected_tokens(int k) const {
     return e;
 }
 
+double SpecPolicy::keep_chance(int k) const {
+    double chain = 1, c = 0.5;
+    for (int i = 1; i <= k; ++i) {
+        const auto at = static_cast<size_t>(i);
+        if (tested_[at] >= 1) c = kept_[at] / tested_[at];
+        chain *= c;
+    }
+    return chain;
+}
+
+double SpecPolicy::seconds_of(int k) const {
+    const auto at = static_cast<size_t>(k), kk = static_cast<size_t>(k_);
+    auto mean = [](const double* sec, const double* cnt, size_t i) { return cnt[i] > 0 ? sec[i] / cnt[i] : 0.0; };
+    double late = mean(sec_[0], cnt_[0], at), early = mean(sec_[1], cnt_[1], at);
+    if (!p_.pipelined || (late > 0) != (early > 0)) {
+        // Pipelined windows of one kind only (a trial of five windows may see no early
+        // one, or only early ones): the other kind at the current K's ratio of the two.
+        const double r_late = mean(sec_[0], cnt_[0], kk), r_early = mean(sec_[1], cnt_[1], kk);
+        const double ratio = r_late > 0 && r_early > 0 ? r_early / r_late : 1;
+        if (late <= 0) late = early / ratio;
+        if (early <= 0) early = late * ratio;
+    }
+    if (!p_.pipelined) return late;
+    // A window runs early when the one before it kept its K drafts and the guess of its
+    // bonus token (as a first draft is kept).
+    const double h = keep_chance(k) * keep_chance(1);
+    return h * early + (1 - h) * late;
+}
+
 double SpecPolicy::rate(int k) const {
-    const auto at = static_cast<size_t>(k);
-    return sec_[at] > 0 ? expected_tokens(k) * cnt_[at] / sec_[at] : 0;
+    const double s = seconds_of(k);
+    return s > 0 ? expected_tokens(k) / s : 0;
 }
 
 double SpecPolicy::cost_of(int k) const {
-    const auto at = static_cast<size_t>(k), kk = static_cast<size_t>(k_);
     if (plain_s_ <= 0) return 0;
-    if (cnt_[at] > 0) return sec_[at] / cnt_[at] / plain_s_;
+    if (const double s = seconds_of(k); s > 0) return s / plain_s_;
     // Not run at k yet: a plain step plus the current K's cost beyond one, by the drafts.
-    if (cnt_[kk] > 0) return 1 + (sec_[kk] / cnt_[kk] / plain_s_ - 1) * k / k_;
+    if (const double s = seconds_of(k_); s > 0) return 1 + (s / plain_s_ - 1) * k / k_;
     return 0;
 }
 
@@ -181,7 +212,8 @@ bool SpecPolicy::on_probe(bool kept) {
 
 bool SpecPolicy::probe() const { return adaptive_ && left_ == 0 && credit_ <= 0; }
 
-bool SpecPolicy::on_window(int64_t drafted, int64_t accepted, double seconds) {
+bool SpecPolicy::on_window(int64_t drafted, int64_t accepted, double seconds, bool early_kept) {
+    const bool early = std::exchange(ran_early_, p_.pipelined && early_kept);
     if (!adaptive_ || drafted <= 0) return false;  // a window without drafts says nothing
     double pays = p_.pays_tokens;
     // Timed, a window pays when it commits more tokens than the plain steps it cost, however
@@ -189,7 +221,7 @@ bool SpecPolicy::on_window(int64_t drafted, int64_t accepted, double seconds) {
     // that gained; where one costs 1.5 or more (a CPU's) the two rules agree.
     if (timed_ && seconds > 0 && plain_s_ > 0 && timed_windows_++ > 0) {
         pays = seconds / plain_s_;
-        adapt_k(drafted, accepted, seconds);
+        adapt_k(drafted, accepted, seconds, early);
     }
     return judge(drafted, accepted, pays);
 }
@@ -234,6 +266,7 @@ bool SpecPolicy::judge(int64_t drafted, int64_t accepted, double pays) {
 }
 
 void SpecPolicy::on_plain(double seconds) {
+    ran_early_ = false;  // a plain step finished the pipelined decoder
     if (!adaptive_) return;
     if (timed_ && seconds > 0) {  // a running mean, then an exponential one of weight 1/plain_mean_steps
         // A step more than twice the mean counts as twice the mean: one slow step (12.5 ms

@@ -57,6 +57,16 @@
 //    and the rate is not smooth in K (the window tiles take rows four at a time: K = 4
 //    ran slower than 3 and 5), which stopped a walk of single steps at 3.
 //    bench/spec_policy_sim runs the policy on a simulated clock against every fixed K.
+//  - Pipelined K (--pipeline-windows 2). A window runs early, beside the one before it,
+//    only when that one kept all its drafts and the guess of its bonus token, so a
+//    pipelined step's seconds depend on the verdict before it: about half a window
+//    after a kept early window, a whole one after a miss. The walk keeps the two kinds
+//    of step apart per K and weighs them by the chance, from the positions' rates, that
+//    a K-window's predecessor kept its early window (its K drafts kept, and a first
+//    draft's rate for the guess). A window's tokens and that chance both come from the
+//    rates, so the few windows of a trial move K by their cost, not by their luck: a
+//    trial's measured seconds, hits and misses mixed, sent the walk to K = 5 at ~90%
+//    agreement where K = 1 was best (docs/spec.md, "Which K").
 //
 // Without timing it reads only the acceptance, never the clock, so which steps draft is
 // the same on every run; sampled requests are never timed, so a seeded sampled request's
@@ -86,10 +96,9 @@ struct SpecChoice {
 };
 SpecChoice choose_spec(int64_t requested, int64_t engine_k, bool has_mtp, const SamplingParams& sp);
 // The range of the default's K walk ("K" below; SpecPolicyParams::k_max): for the default K
-// of a timed greedy request with serial windows, max(kAdaptiveMaxSpecK, c.k), which its
-// decoder must be built for; else 0 (K stays). Pipelined windows keep their K: a step's
-// time there is not its window's cost (the window ran early, beside the one before).
-int adaptive_k_max(const SpecChoice& c, bool timed, bool greedy, bool pipelined);
+// of a timed greedy request, max(kAdaptiveMaxSpecK, c.k), which its decoder must be built
+// for; else 0 (K stays).
+int adaptive_k_max(const SpecChoice& c, bool timed, bool greedy);
 
 struct SpecPolicyParams {
     double pays_tokens = 1.5;       // a window pays when it commits at least this many tokens
@@ -106,6 +115,10 @@ struct SpecPolicyParams {
     // window_cost(1); 0: unknown): a timed request's probes are weighed against it until
     // its own windows are timed ("Cost"; on_probe).
     double window_cost_k1 = 0;
+    // The windows are pipelined (--pipeline-windows 2): each on_window says whether its
+    // verdict kept the early window started beside it, and "K" weighs a K by what its
+    // windows cost after a kept early window and after none ("Pipelined K").
+    bool pipelined = false;
 };
 
 class SpecPolicy {
@@ -125,8 +138,10 @@ public:
     bool adaptive() const { return adaptive_; }
 
     // After a verify window that proposed `drafted` drafts and kept `accepted` of them,
-    // in `seconds` (0: not timed). Returns true when this window paused drafting.
-    bool on_window(int64_t drafted, int64_t accepted, double seconds = 0);
+    // in `seconds` (0: not timed); early_kept (pipelined windows): its verdict kept the
+    // early window started beside it, so the next window ran early. Returns true when
+    // this window paused drafting.
+    bool on_window(int64_t drafted, int64_t accepted, double seconds = 0, bool early_kept = false);
     // After a plain step taken because next_k() was 0 (call it before on_probe), in
     // `seconds` (the step alone, without the probe's MTP work; 0: not timed).
     void on_plain(double seconds = 0);
@@ -167,8 +182,11 @@ private:
     // "K": seconds and counts of timed windows per K (decayed sums of the last few), each
     // draft position's tests and keeps over every timed window (decayed more slowly), the
     // K under trial (0: none), and the trial's bookkeeping.
-    double sec_[kMaxSpecK + 1] = {};
-    double cnt_[kMaxSpecK + 1] = {};
+    // Pipelined, [1] holds the windows that ran early (the verdict before them kept
+    // theirs) and [0] the rest; serial windows are all in [0].
+    double sec_[2][kMaxSpecK + 1] = {};
+    double cnt_[2][kMaxSpecK + 1] = {};
+    bool ran_early_ = false;  // pipelined: the next window runs early (the last verdict kept its early window)
     double tested_[kMaxSpecK + 1] = {};
     double kept_[kMaxSpecK + 1] = {};
     int trying_ = 0, failed_dir_ = 0;  // failed_dir_: the direction of the last trial, if it failed
@@ -178,10 +196,12 @@ private:
     int64_t since_try_ = 0, tried_ = 0, k_moves_ = 0;
     int64_t try_every_ = 4;  // windows between trials: k_try_every, doubled by each failed trial
     bool judge(int64_t drafted, int64_t accepted, double pays);  // the credit's rule, and the pause
-    void adapt_k(int64_t drafted, int64_t accepted, double seconds);
+    void adapt_k(int64_t drafted, int64_t accepted, double seconds, bool early);
     double cost_of(int k) const;          // window_cost without its guards: the step down's guess
     double expected_tokens(int k) const;  // "K": tokens a window of k drafts commits, by the positions' rates
+    double keep_chance(int k) const;      // the chance that a window keeps its first k drafts, by the same rates
     double rate(int k) const;             // expected_tokens(k) per second of k's windows
+    double seconds_of(int k) const;       // a window of k's expected seconds (0: none timed)
 };
 
 }  // namespace strata
