@@ -13,6 +13,9 @@
 #   split+spec+overlap  the same with STRATA_SPLIT_OVERLAP=1 (each window's stages launched up front)
 #   split+pipe   the same with --spec-draft K --pipeline-windows 2 (skipped, with a
 #                message, when this strata does not accept the flag)
+#   split+default, split+pipe+default  split+spec and split+pipe without --spec-draft:
+#                the default, whose K walks (pipelined windows by their own cost,
+#                docs/spec.md "Which K"); the row says where K ended
 #   local+spec/whole-head  only with VOCAB over 65536: local+spec with --spec-draft-vocab 0,
 #                the whole LM head per draft step, against the default (auto: 32768 rows)
 # Prints a markdown table and writes JSON (OUT_JSON). Greedy decoding: every mode must
@@ -60,9 +63,11 @@ strata="$build/bin/strata"
 [[ -x "$strata" ]] || { echo "bench-spec: no $strata (build it, or set BUILD_DIR)" >&2; exit 1; }
 mkdir -p "$models" "$(dirname "$out_json")"
 
-modes=(local local+spec local+default split split+overlap split+spec split+spec+overlap split+pipe)
+modes=(local local+spec local+default split split+overlap split+spec split+spec+overlap split+pipe split+default
+    split+pipe+default)
 if [[ -n "$vocab" && "$vocab" -gt 65536 ]]; then
-    modes=(local local+spec local+default local+spec/whole-head split split+overlap split+spec split+spec+overlap split+pipe)
+    modes=(local local+spec local+default local+spec/whole-head split split+overlap split+spec split+spec+overlap split+pipe
+        split+default split+pipe+default)
 fi
 if [[ -n "${MODES:-}" ]]; then
     read -r -a wanted <<<"$MODES"
@@ -84,6 +89,8 @@ mode_flags() {  # the flags of one mode, one per line
         split | split+overlap) printf '%s\n' "${split_flags[@]}" --spec-draft 0 ;;
         split+spec | split+spec+overlap) printf '%s\n' "${split_flags[@]}" --spec-draft "$k" ;;
         split+pipe) printf '%s\n' "${split_flags[@]}" --spec-draft "$k" --pipeline-windows 2 ;;
+        split+default) printf '%s\n' "${split_flags[@]}" ;;
+        split+pipe+default) printf '%s\n' "${split_flags[@]}" --pipeline-windows 2 ;;
     esac
 }
 pipe_ok=1
@@ -112,7 +119,7 @@ for a in $agrees; do
     base_tps=""
     ref_md5=""
     for mode in "${modes[@]}"; do
-        if [[ "$mode" == split+pipe && $pipe_ok == 0 ]]; then
+        if [[ "$mode" == split+pipe* && $pipe_ok == 0 ]]; then
             rows+=("| $mode | $a | skipped: no --pipeline-windows | | | | |")
             json+=("$(printf '{"mode": "%s", "agree": %s, "skipped": "no --pipeline-windows"}' "$mode" "$a")")
             continue

@@ -94,7 +94,7 @@ fi
 dense_table=""
 if [[ "${SKIP_SPEC:-0}" != 1 ]]; then
     dense_table="$(BUILD_DIR="$build" NO_BUILD=1 REPS="$reps" ARCH=qwen35 LAYERS=24 AGREES="0.98 0.6 0.3" N_PREDICT=256 \
-        MODES="local local+spec split split+spec split+pipe" OUT_JSON="$build/bench-spec-dense.json" "$root/scripts/bench-spec.sh")"
+        MODES="local local+spec split split+spec split+pipe split+default split+pipe+default" OUT_JSON="$build/bench-spec-dense.json" "$root/scripts/bench-spec.sh")"
     echo "$dense_table"
 fi
 
@@ -170,7 +170,7 @@ if git -C "$root" diff --quiet HEAD -- . ':!docs/benchmarks.md' ':!docs/benchmar
     if [[ -n "$dense_table" ]]; then
         echo "### Speculation on a dense hybrid (qwen35)"
         echo
-        echo "\`BUILD_DIR=${build/#$root\//} NO_BUILD=1 REPS=$reps ARCH=qwen35 LAYERS=24 AGREES=\"0.98 0.6 0.3\" N_PREDICT=256 MODES=\"local local+spec split split+spec split+pipe\" scripts/bench-spec.sh\`"
+        echo "\`BUILD_DIR=${build/#$root\//} NO_BUILD=1 REPS=$reps ARCH=qwen35 LAYERS=24 AGREES=\"0.98 0.6 0.3\" N_PREDICT=256 MODES=\"local local+spec split split+spec split+pipe split+default split+pipe+default\" scripts/bench-spec.sh\`"
         echo
         echo "$dense_table"
         echo
