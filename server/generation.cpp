@@ -133,6 +133,7 @@ static ApiError failure(const Event& done) {
 }
 
 json Generation::collect(const std::function<bool()>& client_gone) {
+    stream_->wake_at_done();  // the text events are read when Done is in (or at a poll)
     std::string content, reasoning;
     std::vector<TokenLogprob> lps;
     auto next_check = std::chrono::steady_clock::now();

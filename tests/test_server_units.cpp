@@ -1,7 +1,11 @@
 // Pieces of the server path without HTTP: stop strings held back across tokens,
-// the reasoning splitter, and the engine's request checks.
+// the reasoning splitter, a request's stream of events, and the engine's request checks.
 #include <catch2/catch.hpp>
 
+#include <chrono>
+#include <thread>
+
+#include "engine/serve/request.h"
 #include "engine/serve/stop_strings.h"
 #include "engine/split/split_runner.h"
 #include "server/reasoning.h"
@@ -55,6 +59,68 @@ TEST_CASE("reasoning splitter: <think> blocks go to reasoning", "[server][reason
           std::pair<std::string, std::string>{"", "<think>x</think>y"});
     CHECK(run(ReasoningSplitter(true, false), {"<think>unfinished"}) ==
           std::pair<std::string, std::string>{"unfinished", ""});
+}
+
+// A whole (not streamed) response's reader is woken once, by Done: the text events
+// queued before it wait for it, in order, and a reader that times out before Done gets
+// the oldest of them. A streamed response's reader gets each event as it comes.
+TEST_CASE("request stream: a whole response's reader wakes at Done", "[server][stream]") {
+    using namespace std::chrono;
+    auto text = [](const char* s) {
+        Event e;
+        e.text = s;
+        return e;
+    };
+    Event done;
+    done.kind = Event::Kind::Done;
+    {
+        RequestStream st;
+        st.wake_at_done();
+        std::thread producer([&] {
+            st.push(text("a"));
+            st.push(text("b"));
+            std::this_thread::sleep_for(milliseconds(200));
+            st.push(done);
+        });
+        const auto t0 = steady_clock::now();
+        std::optional<Event> e = st.next(seconds(10));
+        const auto waited = steady_clock::now() - t0;
+        producer.join();
+        REQUIRE(e);
+        CHECK(e->text == "a");
+        CHECK(waited >= milliseconds(150));  // not woken by "a" or "b"
+        e = st.next(seconds(10));
+        REQUIRE(e);
+        CHECK(e->text == "b");
+        e = st.next(seconds(10));
+        REQUIRE(e);
+        CHECK(e->kind == Event::Kind::Done);
+        CHECK_FALSE(st.next(milliseconds(1)));
+    }
+    {
+        RequestStream st;
+        st.wake_at_done();
+        st.push(text("a"));
+        const std::optional<Event> e = st.next(milliseconds(20));  // the poll's timeout, no Done yet
+        REQUIRE(e);
+        CHECK(e->text == "a");
+        CHECK_FALSE(st.next(milliseconds(1)));
+    }
+    {
+        RequestStream st;  // streamed: woken by each event
+        std::thread producer([&] {
+            st.push(text("a"));
+            std::this_thread::sleep_for(milliseconds(500));
+            st.push(done);
+        });
+        const auto t0 = steady_clock::now();
+        const std::optional<Event> e = st.next(seconds(10));
+        const auto waited = steady_clock::now() - t0;
+        producer.join();
+        REQUIRE(e);
+        CHECK(e->text == "a");
+        CHECK(waited < milliseconds(400));
+    }
 }
 
 TEST_CASE("engine: request checks and greedy determinism without HTTP", "[server][engine]") {

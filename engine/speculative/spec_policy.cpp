@@ -149,15 +149,15 @@ double SpecPolicy::seconds_of(int k) const {
     const auto at = static_cast<size_t>(k), kk = static_cast<size_t>(k_);
     auto mean = [](const double* sec, const double* cnt, size_t i) { return cnt[i] > 0 ? sec[i] / cnt[i] : 0.0; };
     double late = mean(sec_[0], cnt_[0], at), early = mean(sec_[1], cnt_[1], at);
-    if (!p_.pipelined || (late > 0) != (early > 0)) {
-        // Pipelined windows of one kind only (a trial of five windows may see no early
-        // one, or only early ones): the other kind at the current K's ratio of the two.
+    if (!p_.pipelined) return late;  // serial windows are all "late"
+    if ((late > 0) != (early > 0)) {
+        // Windows of one kind only (a trial of five windows may see no early one, or only
+        // early ones): the other kind at the current K's ratio of the two.
         const double r_late = mean(sec_[0], cnt_[0], kk), r_early = mean(sec_[1], cnt_[1], kk);
         const double ratio = r_late > 0 && r_early > 0 ? r_early / r_late : 1;
         if (late <= 0) late = early / ratio;
         if (early <= 0) early = late * ratio;
     }
-    if (!p_.pipelined) return late;
     // A window runs early when the one before it kept its K drafts and the guess of its
     // bonus token (as a first draft is kept).
     const double h = keep_chance(k) * keep_chance(1);
