@@ -474,3 +474,44 @@ TEST_CASE("spec: greedy output is unchanged while the default pauses and resumes
         CHECK(sa.spec_pauses >= 1);
     }
 }
+
+TEST_CASE("pipeline: the default's K walks between pipelined windows, and the text stays plain decoding's",
+          "[spec][pipeline][auto][greedy]") {
+    // Every forced draft right: a timed greedy request's default tries K = 4 after its
+    // first timed windows at K = 3 (the walk goes up while windows keep every draft),
+    // whatever the clock says of it, so some window keeps a fourth draft. Where the K
+    // moves after that depends on the clock; the text never does. (On this tiny model a
+    // pipelined window can cost more plain steps than the tokens it keeps, and the
+    // default then paused before the trial in one run of three: no pause here.)
+    auto m = mtp_model();
+    const Tokenizer tok = Tokenizer::from_gguf(m->file());
+    const std::vector<int32_t> prompt = tok.encode("The quick brown fox jumps over the lazy dog", false);
+    auto local = make_local_runner(m, 1, 160, GgmlType::F16);
+    const int64_t n = 90;
+    const std::vector<int32_t> want = gen(*local, tok, prompt, 0, n, {}).out;
+    REQUIRE(static_cast<int64_t>(want.size()) == n);
+    const int64_t P = static_cast<int64_t>(prompt.size());
+    auto sp = split(m, "cpu:0,cpu:1", false, 2);
+    PipelineOptions always;
+    always.theta = 0;
+    GenerateOptions opt;
+    opt.n_predict = n;
+    opt.spec_draft = -1;
+    opt.pipeline = always;
+    SpecPolicyParams prm;
+    prm.pause_at = -1e9;
+    opt.spec_policy = prm;
+    opt.spec_edit_draft = [&](int64_t pos, int k, Draft& d) {
+        d.tokens.clear();
+        for (int j = 0; j < k && pos + 1 + j - P < n; ++j) d.tokens.push_back(want[static_cast<size_t>(pos + 1 + j - P)]);
+        d.probs.assign(d.tokens.size(), 0.9f);
+    };
+    std::vector<int32_t> out;
+    const GenerateStats st = generate(*sp, tok, prompt, opt, [](std::string_view) { return true; }, &out);
+    CHECK(out == want);
+    CHECK(st.pipelined);
+    REQUIRE(st.spec.accepted_at.size() > 3);  // the decoder is built for the walk's range (K = 3 before it)
+    CHECK(st.spec.accepted_at[3] > 0);        // a window of K = 4
+    CHECK(st.pipe.hits > 0);
+    CHECK(1 + st.spec.windows + st.spec.accepted + st.spec_plain_steps == n);
+}
