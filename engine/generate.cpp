@@ -41,8 +41,7 @@ GenerateStats generate(Runner& runner, const Tokenizer& tok, std::span<const int
     // The default's K may walk (SpecPolicy, "K"): the decoder is built for the largest.
     SpecPolicyParams policy_params = opt.spec_policy ? *opt.spec_policy : SpecPolicyParams{};
     if (policy_params.k_max == 0)
-        policy_params.k_max =
-            adaptive_k_max(choice, policy_params.timed, opt.sampling.greedy());
+        policy_params.k_max = adaptive_k_max(choice, policy_params.timed, opt.sampling.greedy());
     policy_params.pipelined = stage_pipe_of(runner) != nullptr;
     spec_opt.k = std::max(choice.k, policy_params.k_max);
     spec_opt.draft_min_p = opt.spec_draft_min_p;
