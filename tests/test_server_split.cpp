@@ -32,6 +32,13 @@ Outcome run(Engine& e, int max_tokens) {
     }
 }
 
+// The drop tests count the request's windows from the runner's first: no warm-up window.
+EngineOptions cold() {
+    EngineOptions o;
+    o.warm_up = false;
+    return o;
+}
+
 std::unique_ptr<Runner> split(std::shared_ptr<const Model> m, SplitConfig cfg) {
     const int64_t L = m->hp().n_layer;
     const SplitPlan plan = plan_split("cpu:0,cpu:1", "auto", L, layer_weight_bytes(m->file(), L), head_weight_bytes(m->file()));
@@ -46,7 +53,7 @@ TEST_CASE("engine over a split: a dropped hand-off fails its request, the next o
     cfg.overlap = true;
     cfg.wait_ms = 300;
     cfg.drop_window = 3;
-    Engine e(model, Tokenizer::from_gguf(model->file()), split(model, cfg), EngineOptions{});
+    Engine e(model, Tokenizer::from_gguf(model->file()), split(model, cfg), cold());
     const Outcome a = run(e, 8);  // windows 1..: the third window's hand-off is dropped
     CHECK(a.finish == FinishReason::Error);
     CHECK(a.kind == Event::ErrorKind::Handoff);
@@ -65,7 +72,7 @@ TEST_CASE("engine over a split: the watchdog restarts the engine and serving goe
     cfg.wait_ms = 0;  // only the watchdog can end the stuck wait
     cfg.host_timeout_ms = 300;
     cfg.drop_window = 2;
-    Engine e(model, Tokenizer::from_gguf(model->file()), split(model, cfg), EngineOptions{});
+    Engine e(model, Tokenizer::from_gguf(model->file()), split(model, cfg), cold());
     const Outcome a = run(e, 8);
     CHECK(a.finish == FinishReason::Error);
     CHECK(a.kind == Event::ErrorKind::Restarted);
@@ -130,7 +137,7 @@ TEST_CASE("engine over a split: a hand-off failure in a speculative step fails o
     cfg.overlap = true;
     cfg.wait_ms = 300;
     cfg.drop_window = 3;  // by the third window the request decodes speculatively
-    EngineOptions opt;
+    EngineOptions opt = cold();
     opt.spec_draft = 3;  // explicit: the default would pause this random MTP head (SpecPolicy)
     Engine e(model, Tokenizer::from_gguf(model->file()), split(model, cfg), opt);
     const Outcome a = run(e, 8);
@@ -140,4 +147,24 @@ TEST_CASE("engine over a split: a hand-off failure in a speculative step fails o
     CHECK(b.finish == FinishReason::Length);
     CHECK(b.tokens == 8);
     CHECK(e.stats().spec_windows > 0);
+}
+
+TEST_CASE("engine: the warm-up window runs before the first request, is not counted, and changes no text",
+          "[server][split][warmup]") {
+    // Over a split, so that the warm-up shows in the hand-off count; with an MTP head, so
+    // that it runs the MTP step too. Two slots: both warmed, both empty after it.
+    auto model = test::server_model(synth::Arch::Qwen3Next, /*mtp=*/true);
+    EngineOptions warm, cold;
+    warm.n_parallel = cold.n_parallel = 2;
+    cold.warm_up = false;
+    Engine w(model, Tokenizer::from_gguf(model->file()), split(model, SplitConfig{}), warm);
+    Engine c(model, Tokenizer::from_gguf(model->file()), split(model, SplitConfig{}), cold);
+    CHECK(w.stats().handoff_waits > 0);  // the warm-up window crossed the hand-off
+    CHECK(c.stats().handoff_waits == 0);
+    CHECK(w.stats().windows == 0);       // served work only
+    CHECK(w.stats().generated_tokens == 0);
+    const std::vector<int32_t> prompt = {1, 2, 3, 4};
+    const std::string want = text_of(c, prompt, 12);
+    CHECK(text_of(w, prompt, 12) == want);  // the slot starts empty (n_past 0, no state left)
+    CHECK(text_of(w, {1}, 12) == text_of(c, {1}, 12));  // a prompt of the warm-up's own token
 }

@@ -142,6 +142,9 @@ struct EngineOptions {
     // state, a checkpoint every cache_every prompt tokens (0: only where a prompt ends).
     size_t cache_ram = 0;
     int64_t cache_every = 0;
+    // One window through every slot before the first request, then reset (Scheduler::
+    // warm_up); tests that count the runner's own work turn it off.
+    bool warm_up = true;
     // Test seam (SpecOptions::edit_draft): called with the request's prompt, the verify
     // window's first position, the round's k and the drafts, which it may rewrite.
     std::function<void(std::span<const int32_t> prompt, int64_t pos, int k, Draft&)> spec_edit_draft = {};

@@ -41,14 +41,38 @@ Scheduler::Scheduler(Runner& runner, const Tokenizer& tok, EngineOptions opt)
     if (dflt.k > 0)
         spdlog::info("speculative decoding: K={} drafts per window from the MTP head (when a slot decodes alone){}",
                      dflt.k,
-                     dflt.adaptive && opt_.spec_timed && !stage_pipe_of(runner_)
+                     dflt.adaptive && opt_.spec_timed
                          ? fmt::format("; greedy requests move K within 1..{} by the windows' measured rate",
                                        std::max(kAdaptiveMaxSpecK, dflt.k))
                          : std::string());
     if (stage_pipe_of(runner_))
         spdlog::info("pipelined windows: a slot decoding alone with speculation runs them; batched steps when "
                      "others join");
+    if (opt_.warm_up) warm_up();
     thread_ = std::thread([this] { loop(); });
+}
+
+void Scheduler::warm_up() {
+    const auto t0 = clock::now();
+    const int32_t bos = tok_.bos();
+    const int32_t tok[1] = {bos >= 0 ? bos : 0};
+    const size_t E = static_cast<size_t>(runner_.model().hp().n_embd), V = static_cast<size_t>(runner_.model().hp().n_vocab);
+    const bool mtp = runner_.has_mtp();
+    std::vector<float> hidden(mtp ? slots_.size() * E : 0), logits(slots_.size() * V);
+    std::vector<Runner::Item> items;
+    for (size_t i = 0; i < slots_.size(); ++i)
+        items.push_back({slots_[i].seq, std::span<const int32_t>(tok, 1), false, mtp ? hidden.data() + i * E : nullptr});
+    try {
+        runner_.eval(items, logits.data());
+        if (mtp)
+            for (size_t i = 0; i < slots_.size(); ++i)
+                runner_.mtp(slots_[i].seq, hidden.data() + i * E, tok, 1, 0, logits.data(), nullptr, 0);
+    } catch (const std::exception& ex) {  // the first request meets it again, and fails with it
+        spdlog::warn("warm-up window failed: {}", ex.what());
+    }
+    for (const Slot& s : slots_) runner_.reset_sequence(s.seq);
+    spdlog::info("warm-up: one window through {} slot(s) in {:.0f} ms", slots_.size(),
+                 std::chrono::duration<double, std::milli>(clock::now() - t0).count());
 }
 
 Scheduler::~Scheduler() {

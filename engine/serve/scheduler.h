@@ -36,6 +36,10 @@ private:
     };
 
     void loop();
+    // One window of a token per slot (and, with an MTP head, one MTP step each), then
+    // every sequence reset: the first request's window no longer pays the first touch
+    // of the memory it writes (docs/server.md, "Warm-up").
+    void warm_up();
     void admit(std::vector<Queued>& fresh);  // queue -> free slots (under mu_)
     void start_slot(Slot& s, Queued& q, const PromptStore::Match& hit);  // a request takes a free slot
     // The free slot for a prompt: the longest reusable prefix, else the least recently
