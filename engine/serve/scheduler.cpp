@@ -1,4 +1,5 @@
 #include "engine/serve/scheduler.h"
+#include "engine/run/warm_up.h"
 #include "engine/split/split_runner.h"
 #include "engine/sample/constrained.h"
 
@@ -53,26 +54,14 @@ Scheduler::Scheduler(Runner& runner, const Tokenizer& tok, EngineOptions opt)
 }
 
 void Scheduler::warm_up() {
-    const auto t0 = clock::now();
-    const int32_t bos = tok_.bos();
-    const int32_t tok[1] = {bos >= 0 ? bos : 0};
-    const size_t E = static_cast<size_t>(runner_.model().hp().n_embd), V = static_cast<size_t>(runner_.model().hp().n_vocab);
-    const bool mtp = runner_.has_mtp();
-    std::vector<float> hidden(mtp ? slots_.size() * E : 0), logits(slots_.size() * V);
-    std::vector<Runner::Item> items;
-    for (size_t i = 0; i < slots_.size(); ++i)
-        items.push_back({slots_[i].seq, std::span<const int32_t>(tok, 1), false, mtp ? hidden.data() + i * E : nullptr});
+    std::vector<int> seqs;
+    for (const Slot& s : slots_) seqs.push_back(s.seq);
     try {
-        runner_.eval(items, logits.data());
-        if (mtp)
-            for (size_t i = 0; i < slots_.size(); ++i)
-                runner_.mtp(slots_[i].seq, hidden.data() + i * E, tok, 1, 0, logits.data(), nullptr, 0);
+        const double ms = strata::warm_up(runner_, seqs, tok_.bos() >= 0 ? tok_.bos() : 0);
+        spdlog::info("warm-up: one window through {} slot(s) in {:.0f} ms", slots_.size(), ms);
     } catch (const std::exception& ex) {  // the first request meets it again, and fails with it
         spdlog::warn("warm-up window failed: {}", ex.what());
     }
-    for (const Slot& s : slots_) runner_.reset_sequence(s.seq);
-    spdlog::info("warm-up: one window through {} slot(s) in {:.0f} ms", slots_.size(),
-                 std::chrono::duration<double, std::milli>(clock::now() - t0).count());
 }
 
 Scheduler::~Scheduler() {
