@@ -1,5 +1,6 @@
 // A runner's first window, run before the first request's (Scheduler::warm_up in the
-// server, `strata run` before its prompt; docs/server.md "Warm-up").
+// server; docs/server.md "Warm-up"). `strata run` has none: generate() makes its own
+// sequence, so a window through another one would warm only the shared buffers.
 #pragma once
 #include <cstdint>
 #include <span>
