@@ -212,16 +212,25 @@ bool Generation::pump_sse(httplib::DataSink& sink) {
 }
 
 bool Generation::pump_sse_events(httplib::DataSink& sink) {
+    // The chunks of one take() (every event queued since the last) go out in one write.
+    std::string out;
     auto send = [&](const json& j) {
-        const std::string s = "data: " + j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n";
-        return sink.write(s.data(), s.size());
+        out += "data: ";
+        out += j.dump(-1, ' ', false, json::error_handler_t::replace);
+        out += "\n\n";
+    };
+    auto write = [&] {
+        const bool ok = out.empty() || sink.write(out.data(), out.size());
+        out.clear();
+        return ok;
     };
     auto gone = [&] {
         stream_->cancel();  // the scheduler frees the slot at its next window
         return false;
     };
     // The role comes first, in a chunk of its own, as OpenAI sends it.
-    if (meta_.chat && !send(chunk({{"role", "assistant"}, {"content", ""}}, nullptr, nullptr))) return gone();
+    if (meta_.chat) send(chunk({{"role", "assistant"}, {"content", ""}}, nullptr, nullptr));
+    if (!write()) return gone();
     // Every token's logprobs are sent, in order, whether or not its text is: a token
     // that prints nothing (or whose text the splitter holds back) rides on a chunk with
     // empty content.
@@ -238,51 +247,51 @@ bool Generation::pump_sse_events(httplib::DataSink& sink) {
             }
             o.content = std::move(t.content);
             if (!t.calls.empty()) {
-                if (!send(chunk({{"tool_calls", tool_calls_json(t.calls, n_calls_, true)}}, nullptr, nullptr)))
-                    return false;
+                send(chunk({{"tool_calls", tool_calls_json(t.calls, n_calls_, true)}}, nullptr, nullptr));
                 n_calls_ += t.calls.size();
             }
         }
-        if (!meta_.chat) return o.content.empty() && !want_lps ? true : send(chunk(o.content, nullptr, lps));
-        if (!o.reasoning.empty() && !send(chunk({{"reasoning_content", o.reasoning}}, nullptr, o.content.empty() ? lps : nullptr)))
-            return false;
-        if ((!o.content.empty() || (want_lps && o.reasoning.empty())) &&
-            !send(chunk({{"content", o.content}}, nullptr, lps)))
-            return false;
-        return true;
+        if (!meta_.chat) {
+            if (!o.content.empty() || want_lps) send(chunk(o.content, nullptr, lps));
+            return;
+        }
+        if (!o.reasoning.empty()) send(chunk({{"reasoning_content", o.reasoning}}, nullptr, o.content.empty() ? lps : nullptr));
+        if (!o.content.empty() || (want_lps && o.reasoning.empty())) send(chunk({{"content", o.content}}, nullptr, lps));
     };
+    // A reader woken per token takes a core from the engine's threads (docs/server.md,
+    // "Cores"): the stream hands over what came in the last interval at once.
+    stream_->pace(meta_.stream_interval);
     for (;;) {
         if (!sink.is_writable()) return gone();
-        std::optional<Event> ev = stream_->next(kPoll);
-        if (!ev) continue;
-        if (ev->kind == Event::Kind::Text) {
-            if (!emit(split_.push(ev->text), ev->logprobs.empty() ? nullptr : &ev->logprobs, false)) return gone();
-            continue;
-        }
-        finished(*ev);
-        if (ev->finish == FinishReason::Error || ev->finish == FinishReason::Cancelled) {
-            const std::string s = "data: " + error_body(failure(*ev)) + "\n\n";
-            sink.write(s.data(), s.size());
-        } else {
-            if (!emit(split_.flush(), nullptr, true)) return false;
-            const char* finish = n_calls_ > 0 ? "tool_calls" : finish_reason_name(ev->finish);
-            if (!send(chunk(meta_.chat ? json::object() : json(""), finish, nullptr)))
-                return false;
-            if (meta_.include_usage) {
-                json u = {{"id", meta_.id},
-                          {"object", meta_.chat ? "chat.completion.chunk" : "text_completion"},
-                          {"created", meta_.created},
-                          {"model", meta_.model},
-                          {"choices", json::array()},
-                          {"usage", usage_json(ev->usage)},
-                          {"timings", timings_json(ev->usage)}};
-                if (!send(u)) return false;
+        for (Event& ev : stream_->take(kPoll)) {
+            if (ev.kind == Event::Kind::Text) {
+                emit(split_.push(ev.text), ev.logprobs.empty() ? nullptr : &ev.logprobs, false);
+                continue;
             }
+            finished(ev);
+            if (ev.finish == FinishReason::Error || ev.finish == FinishReason::Cancelled) {
+                out += "data: " + error_body(failure(ev)) + "\n\n";
+            } else {
+                emit(split_.flush(), nullptr, true);
+                const char* finish = n_calls_ > 0 ? "tool_calls" : finish_reason_name(ev.finish);
+                send(chunk(meta_.chat ? json::object() : json(""), finish, nullptr));
+                if (meta_.include_usage) {
+                    json u = {{"id", meta_.id},
+                              {"object", meta_.chat ? "chat.completion.chunk" : "text_completion"},
+                              {"created", meta_.created},
+                              {"model", meta_.model},
+                              {"choices", json::array()},
+                              {"usage", usage_json(ev.usage)},
+                              {"timings", timings_json(ev.usage)}};
+                    send(u);
+                }
+            }
+            out += "data: [DONE]\n\n";
+            if (!write()) return false;
+            sink.done();
+            return true;
         }
-        static const std::string kDone = "data: [DONE]\n\n";
-        sink.write(kDone.data(), kDone.size());
-        sink.done();
-        return true;
+        if (!write()) return gone();
     }
 }
 

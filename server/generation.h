@@ -2,6 +2,7 @@
 // OpenAI responses, either one JSON body or server-sent events.
 #pragma once
 #include <functional>
+#include <chrono>
 #include <ctime>
 #include <memory>
 #include <string>
@@ -33,6 +34,9 @@ struct GenerationMeta {
     // keep (1 with parallel_tool_calls false).
     ToolSyntax tool_syntax = ToolSyntax::None;
     size_t max_tool_calls = SIZE_MAX;
+    // A streamed response's events go out at most this often, several tokens to a write
+    // (RequestStream::pace; the first token goes at once); 0: each as it comes.
+    std::chrono::milliseconds stream_interval{0};
 };
 
 class Generation {

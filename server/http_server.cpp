@@ -172,6 +172,7 @@ void HttpServer::generate(const httplib::Request& req, httplib::Response& res, b
     meta.id = fmt::format("{}-{:x}{:06x}", chat ? "chatcmpl" : "cmpl", id_salt_ & 0xffffffffu, next_id_++);
     meta.include_usage = ar.include_usage;
     meta.logprobs = ar.logprobs;
+    meta.stream_interval = std::chrono::milliseconds(opt_.stream_interval_ms);
     Request r = std::move(ar.engine);
     if (chat) {
         std::optional<ChatTemplate> tmpl;

@@ -23,6 +23,7 @@ Flags server_flags() {
         {"--max-connections", "N", "1024", "open client connections; more wait in the listen backlog"},
         {"--alias", "NAME", "", "model id in the API (default: the model file's name without .gguf)"},
         {"--chat-template", "NAME", "", "chat template to use instead of the model's"},
+        {"--stream-interval-ms", "MS", "10", "a streamed response sends the tokens of each MS milliseconds in one write, the first token at once (0 = every token as it comes)"},
         {"--grace-ms", "MS", "10000", "on SIGINT/SIGTERM, time requests in flight get to finish before they are cancelled"},
         {"--no-prompt-cache", "", "", "do not reuse the prefix of a prompt that a slot's sequence already holds"},
         {"--cache-ram", "MIB", "8192", "host memory for slots' states kept after their slot moved on, reused by a prompt that comes back to them (0 = off)"},
@@ -43,6 +44,7 @@ ServerOptions server_options(const Flags& f) {
     o.engine.queue_limit = static_cast<int>(f.integer_in("--queue", 0, 100000));
     o.max_body = static_cast<size_t>(f.integer_in("--max-body", 1024, int64_t{1} << 32));
     o.grace_ms = f.integer_in("--grace-ms", 0, 3600000);
+    o.stream_interval_ms = f.integer_in("--stream-interval-ms", 0, 1000);
     o.listen.limits.max_head = static_cast<size_t>(f.integer_in("--max-head", 1024, int64_t{1} << 24));
     o.listen.limits.max_headers = static_cast<size_t>(f.integer_in("--max-headers", 8, 10000));
     o.listen.head_timeout = std::chrono::milliseconds(f.integer_in("--head-timeout-ms", 100, 3600000));

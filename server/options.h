@@ -21,6 +21,7 @@ struct ServerOptions {
     std::string alias;             // the model id clients see (default: the file's stem)
     std::string chat_template;     // by name; empty = the model's own
     int64_t grace_ms = 10000;      // on SIGINT/SIGTERM, how long requests in flight may finish
+    int64_t stream_interval_ms = 10;  // a streamed response's writes at most this often (0: per token)
     bool demo = false;
     bool special_in_content = false;  // message texts may spell control tokens (trusted clients)
     ListenerOptions listen;        // limits and timeouts of connections (host, port, body: above)

@@ -123,6 +123,72 @@ TEST_CASE("request stream: a whole response's reader wakes at Done", "[server][s
     }
 }
 
+// A streamed response's reader with pace(gap): the first event is handed over as soon as
+// it comes; after that, a take() waits out the gap since the last hand-over, not woken by
+// the text events of those milliseconds, and then gets them all at once, in order. Done
+// ends the wait early. Without pace, every take() returns at the first event.
+TEST_CASE("request stream: a paced reader takes the events of each interval at once", "[server][stream]") {
+    using namespace std::chrono;
+    auto text = [](std::string s) {
+        Event e;
+        e.text = std::move(s);
+        return e;
+    };
+    Event done;
+    done.kind = Event::Kind::Done;
+    {
+        RequestStream st;
+        st.pace(milliseconds(300));
+        std::thread producer([&] {
+            st.push(text("0"));
+            std::this_thread::sleep_for(milliseconds(50));
+            for (int i = 1; i <= 5; ++i) st.push(text(std::to_string(i)));
+        });
+        auto t0 = steady_clock::now();
+        std::vector<Event> a = st.take(seconds(10));
+        CHECK(steady_clock::now() - t0 < milliseconds(250));  // the first token is not held back
+        REQUIRE(a.size() == 1);
+        CHECK(a[0].text == "0");
+        t0 = steady_clock::now();
+        std::vector<Event> b = st.take(seconds(10));
+        const auto waited = steady_clock::now() - t0;
+        producer.join();
+        CHECK(waited >= milliseconds(200));  // not woken by "1" 50 ms in: the rest of the gap
+        REQUIRE(b.size() == 5);
+        for (int i = 0; i < 5; ++i) CHECK(b[static_cast<size_t>(i)].text == std::to_string(i + 1));
+        // Done ends the gap's wait at once, and comes after the text queued before it.
+        std::thread ender([&] {
+            std::this_thread::sleep_for(milliseconds(20));
+            st.push(text("6"));
+            st.push(done);
+        });
+        t0 = steady_clock::now();
+        std::vector<Event> c = st.take(seconds(10));
+        const auto to_done = steady_clock::now() - t0;
+        ender.join();
+        CHECK(to_done < milliseconds(250));
+        REQUIRE(c.size() == 2);
+        CHECK(c[0].text == "6");
+        CHECK(c[1].kind == Event::Kind::Done);
+        CHECK(st.take(milliseconds(1)).empty());
+    }
+    {
+        RequestStream st;  // no pace: each take() returns at the first event
+        st.push(text("a"));
+        CHECK(st.take(seconds(10)).size() == 1);
+        std::thread producer([&] {
+            std::this_thread::sleep_for(milliseconds(20));
+            st.push(text("b"));
+        });
+        const auto t0 = steady_clock::now();
+        const std::vector<Event> b = st.take(seconds(10));
+        producer.join();
+        CHECK(steady_clock::now() - t0 < milliseconds(1000));
+        REQUIRE(b.size() == 1);
+        CHECK(b[0].text == "b");
+    }
+}
+
 TEST_CASE("engine: request checks and greedy determinism without HTTP", "[server][engine]") {
     auto model = test::server_model(synth::Arch::Llama);
     Engine e(model, Tokenizer::from_gguf(model->file()), make_local_runner(model, 2, 64, GgmlType::F16),

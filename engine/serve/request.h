@@ -106,6 +106,14 @@ public:
     // engine's threads were using: a whole response of 1000 tokens at ~900 tok/s came
     // 1.00-1.06x faster without them in 9 of 10 alternated rounds (docs/server.md).
     void wake_at_done();
+    // A streamed response's reader: every event queued so far, oldest first, waiting up
+    // to `timeout` for the first one (empty when none came). After pace(gap), a take()
+    // that follows one which handed something over first waits until `gap` has passed
+    // since then, woken before that only by Done, so that the events of those
+    // milliseconds go out together: one wake-up and one write for several tokens
+    // instead of one each. The first token is never held back.
+    std::vector<Event> take(std::chrono::milliseconds timeout);
+    void pace(std::chrono::microseconds gap);
     // Asks the scheduler to stop this request at its next token; its slot is freed and
     // it ends with FinishReason::Cancelled.
     void cancel() { cancelled_.store(true); }
@@ -121,6 +129,9 @@ private:
     std::atomic<bool> cancelled_{false};
     bool done_only_ = false;  // wake_at_done()
     bool done_in_ = false;    // Done is queued
+    bool pacing_ = false;     // take() waits out its gap: push() wakes it only for Done
+    std::chrono::microseconds gap_{0};
+    std::chrono::steady_clock::time_point last_take_{};  // when take() last handed events over
 };
 
 struct EngineOptions {
