@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Decode speed of one file as the three ways in measure it, in the same minutes:
-# bench/decode (the engine's step loop, no tokenizer or sampler), `strata run` (the CLI:
-# tokenizer, sampler, text out) and strata-server answering /v1/completions (HTTP, the
-# scheduler, its timings.predicted_per_second). Issue 17's row: run and server within 3%
-# of bench/decode. Each round runs the three one after another (ROUNDS rounds), so a
-# drift of the host's bandwidth reaches all three; the table gives every round's tok/s,
-# the medians and the ratios of the medians.
+# Decode speed of one file as the ways in measure it, in the same minutes: bench/decode
+# (the engine's step loop, no tokenizer or sampler), `strata run` (the CLI: tokenizer,
+# sampler, text out) and strata-server answering /v1/completions (HTTP, the scheduler, its
+# timings.predicted_per_second), whole and streamed (SSE, as chat clients ask; the
+# timings from the usage chunk). Issue 17's row: run and server within 3% of
+# bench/decode. Each round runs them one after another (ROUNDS rounds), so a drift of the
+# host's bandwidth reaches all of them; the table gives every round's tok/s, the medians
+# and the ratios of the medians.
 #
 # The client must not take the cores the server computes on: with every core a compute
 # thread, a process started during the request (a `curl | python3` pipeline parsing the
@@ -57,7 +58,8 @@ body="{\"prompt\": \"$prompt\", \"max_tokens\": $n, \"temperature\": 0}"
 # step pays (the run's is outside its decode timing as well).
 curl -sf -o /dev/null "http://127.0.0.1:$port/v1/completions" -d "{\"prompt\": \"$prompt\", \"max_tokens\": 4}"
 
-dec=() run=() srv=()
+stream_body="{\"prompt\": \"$prompt\", \"max_tokens\": $n, \"temperature\": 0, \"stream\": true, \"stream_options\": {\"include_usage\": true}}"
+dec=() run=() srv=() sse=()
 for ((r = 1; r <= rounds; ++r)); do
     "$build/bin/decode" "$model" --pp 16 --tg "$n" -r 1 -t "$threads" --no-stream --json "$tmp/decode.json" >/dev/null
     dec+=("$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["decode_tok_s"]["median"])' "$tmp/decode.json")")
@@ -65,19 +67,27 @@ for ((r = 1; r <= rounds; ++r)); do
     run+=("$(sed -n 's/^decode: .*(\([0-9.]*\) tok\/s).*/\1/p' "$tmp/run.err")")
     curl -sf -o "$tmp/answer.json" "http://127.0.0.1:$port/v1/completions" -d "$body"
     srv+=("$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["timings"]["predicted_per_second"])' "$tmp/answer.json")")
-    echo "round $r: decode ${dec[-1]}, run ${run[-1]}, server ${srv[-1]} tok/s" >&2
+    curl -sf -o "$tmp/answer.sse" "http://127.0.0.1:$port/v1/completions" -d "$stream_body"
+    sse+=("$(python3 -c '
+import json, sys
+for line in open(sys.argv[1]):
+    if line.startswith("data: {") and "\"timings\"" in line:
+        print(json.loads(line[6:])["timings"]["predicted_per_second"])
+' "$tmp/answer.sse")")
+    echo "round $r: decode ${dec[-1]}, run ${run[-1]}, server ${srv[-1]}, streamed ${sse[-1]} tok/s" >&2
 done
 
-python3 - "$model" "$threads" "$n" "${OUT_JSON:-}" "${dec[*]}" "${run[*]}" "${srv[*]}" <<'EOF'
+python3 - "$model" "$threads" "$n" "${OUT_JSON:-}" "${dec[*]}" "${run[*]}" "${srv[*]}" "${sse[*]}" <<'EOF'
 import json, statistics, sys
 model, threads, n, out_json = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
-series = {name: [float(v) for v in s.split()] for name, s in zip(("decode", "run", "server"), sys.argv[5:8])}
+series = {name: [float(v) for v in s.split()] for name, s in zip(("decode", "run", "server", "streamed"), sys.argv[5:9])}
 med = {k: statistics.median(v) for k, v in series.items()}
 print(f"{model.split('/')[-1]}, {threads} threads, {n} tokens after a short prompt, greedy:")
 print()
 print("| way in | " + " | ".join(f"round {i + 1}" for i in range(len(series["decode"]))) + " | median tok/s | / bench/decode |")
 print("|---|" + "---|" * (len(series["decode"]) + 2))
-names = {"decode": "bench/decode", "run": "`strata run`", "server": "strata-server `/v1/completions`"}
+names = {"decode": "bench/decode", "run": "`strata run`", "server": "strata-server `/v1/completions`",
+         "streamed": "strata-server, streamed (SSE)"}
 for k, v in series.items():
     print(f"| {names[k]} | " + " | ".join(f"{x:.1f}" for x in v) + f" | {med[k]:.1f} | {med[k] / med['decode']:.3f}x |")
 if out_json:
