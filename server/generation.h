@@ -1,9 +1,9 @@
 // One HTTP generation: drains an engine RequestStream and shapes its events as
 // OpenAI responses, either one JSON body or server-sent events.
 #pragma once
-#include <functional>
 #include <chrono>
 #include <ctime>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
