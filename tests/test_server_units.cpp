@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <chrono>
+#include <string>
 #include <thread>
 
 #include "engine/serve/request.h"
@@ -12,6 +13,19 @@
 #include "tests/server_helpers.h"
 
 using namespace strata;
+
+namespace {
+Event text(std::string s) {
+    Event e;
+    e.text = std::move(s);
+    return e;
+}
+Event done_event() {
+    Event e;
+    e.kind = Event::Kind::Done;
+    return e;
+}
+}  // namespace
 
 TEST_CASE("stop strings: held back across pieces, never emitted", "[server][stop]") {
     StopMatcher m({"</end>", "STOP"});
@@ -66,13 +80,7 @@ TEST_CASE("reasoning splitter: <think> blocks go to reasoning", "[server][reason
 // the oldest of them. A streamed response's reader gets each event as it comes.
 TEST_CASE("request stream: a whole response's reader wakes at Done", "[server][stream]") {
     using namespace std::chrono;
-    auto text = [](const char* s) {
-        Event e;
-        e.text = s;
-        return e;
-    };
-    Event done;
-    done.kind = Event::Kind::Done;
+    const Event done = done_event();
     {
         RequestStream st;
         st.wake_at_done();
@@ -129,13 +137,7 @@ TEST_CASE("request stream: a whole response's reader wakes at Done", "[server][s
 // ends the wait early. Without pace, every take() returns at the first event.
 TEST_CASE("request stream: a paced reader takes the events of each interval at once", "[server][stream]") {
     using namespace std::chrono;
-    auto text = [](std::string s) {
-        Event e;
-        e.text = std::move(s);
-        return e;
-    };
-    Event done;
-    done.kind = Event::Kind::Done;
+    const Event done = done_event();
     {
         RequestStream st;
         st.pace(milliseconds(300));
